@@ -1,0 +1,45 @@
+# iofleet: the two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test bootstrap tools lint test-unit test-infra test-integration test-cloud synth bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e .
+	@touch $@
+
+bootstrap: $(STAMP) tools
+
+tools:
+	@scripts/ensure-tools.sh
+
+demo: bootstrap
+	$(BIN)/iofleet local examples/local-demo.json --out demo-out
+
+lint: $(STAMP)
+	$(BIN)/ruff check iofleet lambdas infra tests app.py
+	$(BIN)/mypy
+
+test: bootstrap
+	$(BIN)/ruff check iofleet lambdas infra tests app.py
+	$(BIN)/pytest tests/unit tests/integration
+	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
+
+test-unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+test-integration: bootstrap
+	$(BIN)/pytest tests/integration
+
+synth: $(STAMP)
+	$(BIN)/python app.py
+
+clean:
+	rm -rf cdk.out demo-out .pytest_cache .ruff_cache .mypy_cache

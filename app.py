@@ -1,0 +1,1 @@
+"""CDK app entry point (placeholder until the AWS stack lands)."""

@@ -1,0 +1,167 @@
+"""`iofleet` command line.
+
+Imports are lazy: `iofleet agent` runs on a bare instance with only the
+standard library, and must not pull pydantic or duckdb in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from iofleet.errors import UsageError, ValidationFailed
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from iofleet.matrix import build_plan, load_matrix_file, render_plan_table
+
+    matrix = load_matrix_file(args.matrix)
+    plan = build_plan(matrix, target=args.target)
+    if args.format == "json":
+        print(json.dumps(plan.to_dict(), indent=2, sort_keys=False))
+    else:
+        print(render_plan_table(plan))
+    return 0
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    from iofleet.fiojobs import list_jobs
+
+    jobs = list_jobs()
+    if args.format == "json":
+        print(json.dumps([j.to_dict() for j in jobs], indent=2))
+        return 0
+    width = max(len(j.name) for j in jobs)
+    for job in jobs:
+        print(f"{job.name:<{width}}  {job.description}")
+        if args.verbose:
+            for name, default in job.params.items():
+                print(f"{'':<{width}}    ${{{name}}} = {default}")
+    return 0
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    from iofleet.parsers import parse_file
+
+    for record in parse_file(Path(args.file), kind=args.kind):
+        print(json.dumps(record, sort_keys=False))
+    return 0
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    from iofleet.local.runner import run_local
+
+    return run_local(
+        Path(args.matrix),
+        Path(args.out),
+        quiet=args.quiet,
+        report_format=args.format,
+    )
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from iofleet.report.cli import report_command
+
+    return report_command(Path(args.warehouse), run_id=args.run, fmt=args.format, html=args.html)
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    from iofleet.agent.slot import run_slot_file
+
+    return run_slot_file(Path(args.slot))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="iofleet",
+        description="Storage benchmarks at fleet scale: plan, run locally, parse, report.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="validate a matrix and expand it into cells (offline)")
+    p.add_argument("matrix", help="matrix JSON file ('-' for stdin)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--target",
+        choices=["aws", "local"],
+        default="aws",
+        help="plan for an AWS run (default) or a local run",
+    )
+    p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("jobs", help="list the fio job library")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("-v", "--verbose", action="store_true", help="show parameters and defaults")
+    p.set_defaults(func=_cmd_jobs)
+
+    p = sub.add_parser("parse", help="parse a raw fio or ioping output file into JSON lines")
+    p.add_argument("file")
+    p.add_argument("--kind", choices=["auto", "fio", "ioping", "app"], default="auto")
+    p.set_defaults(func=_cmd_parse)
+
+    p = sub.add_parser("local", help="run a matrix here against local paths")
+    p.add_argument("matrix")
+    p.add_argument("--out", required=True, help="output directory (raw/, warehouse, report)")
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=_cmd_local)
+
+    p = sub.add_parser("report", help="percentile report from a warehouse")
+    p.add_argument("--warehouse", required=True, help="path to warehouse.duckdb")
+    p.add_argument("--run", help="run id (default: the latest run)")
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument("--html", help="also write an HTML report to this path")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("agent", help="run one slot from a slot payload (used by local and EC2)")
+    p.add_argument("--slot", required=True, help="slot payload JSON file")
+    p.set_defaults(func=_cmd_agent)
+    return parser
+
+
+def _version() -> str:
+    from iofleet import __version__
+
+    return f"iofleet {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ValidationFailed as exc:
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return 2
+    except UsageError as exc:
+        print(f"iofleet: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("iofleet: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback by default
+        from iofleet.parsers import ParseError
+
+        if isinstance(exc, ParseError):
+            print(f"iofleet: {exc}", file=sys.stderr)
+            return 1
+        if os.environ.get("IOFLEET_DEBUG"):
+            raise
+        print(
+            f"iofleet: internal error: {type(exc).__name__}: {exc} "
+            "(set IOFLEET_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

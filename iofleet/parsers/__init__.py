@@ -1,0 +1,58 @@
+"""Parsers for raw artifacts: fio JSON/JSON+, ioping -J, app timing.
+
+Stdlib only (the ingest Lambda and `iofleet parse` share them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class ParseError(Exception):
+    """A raw artifact that cannot be parsed; the message is one line."""
+
+
+def detect_kind(text: str) -> str:
+    """Guess the artifact kind from its content: fio, ioping or app."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return "ioping"
+    if '"fio version"' in text:
+        return "fio"
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            return "fio"
+        if isinstance(doc, dict) and "wall_seconds" in doc:
+            return "app"
+    return "fio"
+
+
+def parse_file(path: Path, kind: str = "auto") -> Iterator[dict]:
+    """Records for `iofleet parse`: one dict per record."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if kind == "auto":
+        kind = detect_kind(text)
+    try:
+        if kind == "fio":
+            from iofleet.parsers.fio import parse_fio
+
+            yield from parse_fio(text).records
+        elif kind == "ioping":
+            from iofleet.parsers.ioping import parse_ioping
+
+            yield parse_ioping(text).summary()
+        elif kind == "app":
+            from iofleet.parsers.app import parse_app
+
+            yield parse_app(text)
+        else:
+            raise ParseError(f"unknown kind {kind!r}")
+    except ParseError as exc:
+        raise ParseError(f"{path}: {exc}") from None

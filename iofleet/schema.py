@@ -1,0 +1,216 @@
+"""Results tables, defined once.
+
+Every consumer derives from these definitions: the DuckDB warehouse DDL,
+`iofleet parse` output keys, the Glue table columns (AWS) and the curated
+objects written by ingest. Types are given in Athena/Hive terms; helpers map
+them to DuckDB and Glue spellings.
+
+Stdlib only: this module is imported by the agent, the Lambdas and the CDK app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Athena (Hive DDL) type -> DuckDB type
+_DUCKDB_TYPES = {
+    "string": "VARCHAR",
+    "bigint": "BIGINT",
+    "int": "INTEGER",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # one of _DUCKDB_TYPES keys (Glue/Hive spelling)
+    doc: str = ""
+
+    @property
+    def duckdb_type(self) -> str:
+        return _DUCKDB_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def duckdb_ddl(self) -> str:
+        cols = ",\n  ".join(f'"{c.name}" {c.duckdb_type}' for c in self.columns)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  {cols}\n)"
+
+    def glue_columns(self) -> list[dict[str, str]]:
+        return [{"name": c.name, "type": c.type, "comment": c.doc} for c in self.columns]
+
+    def row(self, **values: object) -> dict[str, object]:
+        """A row dict with exactly this table's columns (missing ones None).
+
+        Unknown keys are a programming error and raise, so a typo can't
+        silently drop a value.
+        """
+        unknown = set(values) - set(self.column_names)
+        if unknown:
+            raise KeyError(f"{self.name}: unknown columns {sorted(unknown)}")
+        return {name: values.get(name) for name in self.column_names}
+
+
+def _c(name: str, type_: str, doc: str = "") -> Column:
+    return Column(name, type_, doc)
+
+
+# Columns that identify where a row came from; every result table starts with them.
+SLOT_KEY = (
+    _c("run_id", "string", "run identifier (matrix name + UTC start stamp)"),
+    _c("cell_id", "string", "cell identifier, unique within the run"),
+    _c("slot_index", "int", "0-based slot number within the cell"),
+)
+WORKLOAD_KEY = SLOT_KEY + (
+    _c("workload_index", "int", "position of the workload in the matrix's workloads[]"),
+)
+
+RUNS = Table(
+    "runs",
+    "one row per run",
+    (
+        _c("run_id", "string"),
+        _c("matrix_name", "string"),
+        _c("description", "string"),
+        _c("mode", "string", "local | aws"),
+        _c("status", "string", "RUNNING | SUCCEEDED | PARTIAL | FAILED | ABORTED"),
+        _c("started_at", "timestamp"),
+        _c("finished_at", "timestamp"),
+        _c("total_instances", "int"),
+        _c("matrix_json", "string", "the matrix as submitted"),
+    ),
+)
+
+SLOTS = Table(
+    "slots",
+    "one row per slot (an instance or a local agent process), with its cell's fields",
+    SLOT_KEY
+    + (
+        _c("cell_index", "int", "position of the cell in the plan"),
+        _c("instance_type", "string", "EC2 type, or 'local'"),
+        _c("storage_label", "string"),
+        _c("storage_type", "string", "ebs | efs | fsx-openzfs | instance-store | local"),
+        _c("storage_detail", "string", "e.g. gp3 3000 IOPS 125 MiB/s 100 GiB xfs"),
+        _c("fleet_size", "int", "slots in this cell"),
+        _c("repeat", "int", "1-based repeat number"),
+        _c("status", "string", "SUCCEEDED | FAILED"),
+        _c("exit_code", "int"),
+        _c("error", "string", "why the slot failed, if it did"),
+        _c("started_at", "timestamp"),
+        _c("finished_at", "timestamp"),
+        _c("hostname", "string"),
+        _c("kernel", "string"),
+        _c("fio_version", "string"),
+        _c("ioping_version", "string"),
+        _c("cpus", "int"),
+        _c("memory_bytes", "bigint"),
+        _c("target_path", "string"),
+        _c("target_fstype", "string"),
+        _c("target_device", "string"),
+        _c("mount_options", "string"),
+        _c("instance_id", "string"),
+        _c("az_id", "string"),
+    ),
+)
+
+FIO_RESULTS = Table(
+    "fio_results",
+    "one row per (fio jobs[] entry, direction) with total_ios > 0",
+    WORKLOAD_KEY
+    + (
+        _c("workload", "string", "fio job file name from fio-jobs/"),
+        _c("job", "string", "fio job name (jobname)"),
+        _c("job_index", "int", "position in fio's jobs array"),
+        _c("direction", "string", "read | write | trim"),
+        _c("iops", "double"),
+        _c("bw_bytes", "bigint", "bytes per second"),
+        _c("io_bytes", "bigint"),
+        _c("runtime_ms", "bigint"),
+        _c("error", "int", "fio's error code for the job (0 = ok)"),
+        _c("clat_min_ns", "bigint"),
+        _c("clat_max_ns", "bigint"),
+        _c("clat_mean_ns", "double"),
+        _c("clat_p50_ns", "bigint"),
+        _c("clat_p75_ns", "bigint"),
+        _c("clat_p90_ns", "bigint"),
+        _c("clat_p98_ns", "bigint"),
+        _c("clat_p99_ns", "bigint"),
+        _c("clat_p99_9_ns", "bigint"),
+        _c("clat_p99_99_ns", "bigint"),
+    ),
+)
+
+FIO_LATENCY_BINS = Table(
+    "fio_latency_bins",
+    "fio json+ completion-latency histogram bins, one row per non-empty bin",
+    WORKLOAD_KEY
+    + (
+        _c("workload", "string"),
+        _c("job", "string"),
+        _c("job_index", "int"),
+        _c("direction", "string"),
+        _c("bin_ns", "bigint", "bin value in ns as fio reports it"),
+        _c("count", "bigint"),
+    ),
+)
+
+IOPING_REQUESTS = Table(
+    "ioping_requests",
+    "one row per timed ioping request (the warm-up request is dropped)",
+    WORKLOAD_KEY
+    + (
+        _c("request", "int", "ioping's request number"),
+        _c("operation", "string", "read | write"),
+        _c("size_bytes", "bigint"),
+        _c("time_ns", "bigint"),
+        _c("ts", "double", "unix time of the request"),
+    ),
+)
+
+APP_RUNS = Table(
+    "app_runs",
+    "timed application phases (populate once per cell, run on every slot)",
+    WORKLOAD_KEY
+    + (
+        _c("app", "string"),
+        _c("phase", "string", "populate | run"),
+        _c("exit_code", "int"),
+        _c("wall_seconds", "double"),
+        _c("started_at", "timestamp"),
+        _c("finished_at", "timestamp"),
+    ),
+)
+
+INGEST_ERRORS = Table(
+    "ingest_errors",
+    "raw objects that could not be parsed, with the reason; raw is kept as is",
+    (
+        _c("run_id", "string"),
+        _c("object_key", "string", "raw artifact path or S3 key"),
+        _c("reason", "string"),
+        _c("ingested_at", "timestamp"),
+    ),
+)
+
+TABLES: tuple[Table, ...] = (
+    RUNS,
+    SLOTS,
+    FIO_RESULTS,
+    FIO_LATENCY_BINS,
+    IOPING_REQUESTS,
+    APP_RUNS,
+    INGEST_ERRORS,
+)
+BY_NAME = {t.name: t for t in TABLES}
