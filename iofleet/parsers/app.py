@@ -1,0 +1,65 @@
+"""App timing artifacts written by the agent (`w{WI:02d}-app-{app}.json`).
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from iofleet.parsers import ParseError
+
+PHASES = ("populate", "run")
+
+
+def format_utc(moment: datetime) -> str:
+    """ISO-8601 UTC with microseconds and a `Z`, the agent's timestamp spelling."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _timestamp(doc: dict, key: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str):
+        raise ParseError(f"{key}: missing or not a string")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ParseError(f"{key}: not an ISO-8601 timestamp: {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return format_utc(moment)
+
+
+def parse_app(text: str) -> dict:
+    """app, phase, exit_code, wall_seconds, started_at, finished_at (UTC `...Z` strings)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(
+            f"invalid app timing JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise ParseError("app timing JSON is not an object")
+    app = doc.get("app")
+    if not isinstance(app, str) or not app:
+        raise ParseError("app: missing or not a string")
+    phase = doc.get("phase")
+    if phase not in PHASES:
+        raise ParseError(f"phase: must be one of {', '.join(PHASES)}, got {phase!r}")
+    exit_code = doc.get("exit_code")
+    if isinstance(exit_code, bool) or not isinstance(exit_code, int):
+        raise ParseError("exit_code: missing or not an integer")
+    wall = doc.get("wall_seconds")
+    if isinstance(wall, bool) or not isinstance(wall, int | float) or wall < 0:
+        raise ParseError("wall_seconds: missing or not a non-negative number")
+    started_at = _timestamp(doc, "started_at")
+    finished_at = _timestamp(doc, "finished_at")
+    return {
+        "app": app,
+        "phase": phase,
+        "exit_code": exit_code,
+        "wall_seconds": float(wall),
+        "started_at": started_at,
+        "finished_at": finished_at,
+    }

@@ -1,0 +1,165 @@
+"""ioping -J parser, against fixtures made by the real ioping 1.3 (tests/fixtures/ioping/regenerate.sh)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from iofleet.parsers import ParseError, detect_kind, parse_file
+from iofleet.parsers.ioping import parse_ioping, percentile_linear
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ioping"
+
+
+def _fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def _stat(name: str) -> dict:
+    return next(e["stat"] for e in json.loads(_fixture(name)) if "stat" in e)
+
+
+def _request(number: int, time_ns: int, operation: str = "read", ignored: bool = False) -> dict:
+    return {
+        "timestamp": 1795238402.0 + number,
+        "io": {
+            "request": number,
+            "operation": operation,
+            "size": 4096,
+            "time": time_ns,
+            "ignored": ignored,
+        },
+    }
+
+
+def test_warmup_request_is_dropped() -> None:
+    out = parse_ioping(_fixture("read-c21.json"))
+
+    assert [r["request"] for r in out.requests] == list(range(2, 22))
+    assert out.warmup_requests == 1
+
+
+def test_request_rows_match_ioping_own_statistics() -> None:
+    # given ioping's own stat object, computed over the non-warm-up requests
+    stat = _stat("read-c21.json")
+
+    out = parse_ioping(_fixture("read-c21.json"))
+
+    assert len(out.requests) == stat["count"]
+    assert sum(r["time_ns"] for r in out.requests) == stat["time"]
+    assert sum(r["size_bytes"] for r in out.requests) == stat["size"]
+
+
+def test_request_rows_carry_operation_size_and_timestamp() -> None:
+    row = parse_ioping(_fixture("read-c21.json")).requests[0]
+
+    assert set(row) == {"request", "operation", "size_bytes", "time_ns", "ts"}
+    assert row["operation"] == "read"
+    assert row["size_bytes"] == 4096
+    assert row["ts"] > 1.7e9
+
+
+def test_write_mode_requests_are_writes() -> None:
+    out = parse_ioping(_fixture("write-c11.json"))
+
+    assert {r["operation"] for r in out.requests} == {"write"}
+    assert out.summary()["operation"] == "write"
+    assert out.summary()["requests"] == 10
+
+
+def test_summary_extremes_equal_ioping_min_and_max() -> None:
+    stat = _stat("read-c21.json")
+
+    summary = parse_ioping(_fixture("read-c21.json")).summary()
+
+    assert summary["lat_p0_ns"] == stat["min"]
+    assert summary["lat_p100_ns"] == stat["max"]
+
+
+def test_summary_percentiles_match_statistics_inclusive_quantiles() -> None:
+    # statistics.quantiles(method="inclusive") is linear interpolation, numpy's default
+    out = parse_ioping(_fixture("read-c21.json"))
+    cuts = statistics.quantiles([r["time_ns"] for r in out.requests], n=100, method="inclusive")
+
+    summary = out.summary()
+
+    for key, p in (("lat_p50_ns", 50), ("lat_p75_ns", 75), ("lat_p90_ns", 90), ("lat_p98_ns", 98)):
+        assert summary[key] == pytest.approx(cuts[p - 1], abs=1e-6), key
+
+
+def test_summary_interpolates_between_requests() -> None:
+    # given four timed requests of 10, 20, 30, 40 ns (and a slow warm-up)
+    doc = [_request(1, 999, ignored=True)] + [
+        _request(i + 2, t) for i, t in enumerate([40, 10, 30, 20])
+    ]
+
+    summary = parse_ioping(json.dumps(doc)).summary()
+
+    assert summary == {
+        "operation": "read",
+        "requests": 4,
+        "lat_p0_ns": 10,
+        "lat_p50_ns": 25,
+        "lat_p75_ns": 32.5,
+        "lat_p90_ns": pytest.approx(37.0),
+        "lat_p98_ns": pytest.approx(39.4),
+        "lat_p100_ns": 40,
+    }
+
+
+def test_mixed_operations_are_named_together() -> None:
+    doc = [_request(1, 5, ignored=True), _request(2, 10), _request(3, 20, operation="write")]
+
+    assert parse_ioping(json.dumps(doc)).summary()["operation"] == "read+write"
+
+
+def test_warmup_only_output_has_no_percentiles() -> None:
+    summary = parse_ioping(_fixture("warmup-only-c1.json")).summary()
+
+    assert summary["requests"] == 0
+    assert summary["lat_p50_ns"] is None
+
+
+def test_truncated_output_is_a_one_line_parse_error() -> None:
+    with pytest.raises(ParseError) as caught:
+        parse_ioping(_fixture("truncated.json"))
+
+    assert "invalid ioping JSON at line" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_empty_output_is_a_parse_error() -> None:
+    with pytest.raises(ParseError, match="empty ioping output"):
+        parse_ioping("  \n")
+
+
+def test_object_instead_of_array_is_a_parse_error() -> None:
+    with pytest.raises(ParseError, match="not an array"):
+        parse_ioping('{"jobs": []}')
+
+
+def test_request_without_time_is_a_parse_error() -> None:
+    doc = [_request(1, 5, ignored=True), _request(2, 10)]
+    del doc[1]["io"]["time"]
+
+    with pytest.raises(ParseError, match=r"entry 1: io.time missing"):
+        parse_ioping(json.dumps(doc))
+
+
+def test_percentile_linear_rejects_empty_input() -> None:
+    with pytest.raises(ValueError):
+        percentile_linear([], 50)
+
+
+def test_fixture_is_detected_as_ioping() -> None:
+    assert detect_kind(_fixture("read-c21.json")) == "ioping"
+
+
+def test_parse_file_yields_one_summary_record() -> None:
+    records = list(parse_file(FIXTURES / "write-c11.json"))
+
+    assert len(records) == 1
+    assert records[0]["requests"] == 10
