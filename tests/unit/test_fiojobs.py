@@ -1,0 +1,290 @@
+"""The fio job library loader: headers, parameters, command rendering."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from iofleet import fiojobs
+from iofleet.fiojobs import (
+    JobFileError,
+    check_params,
+    get_job,
+    jobs_dir,
+    list_jobs,
+    load_job_file,
+    render_command,
+)
+
+REQUIRED_JOBS = {
+    "randwrite-16k-psync-16jobs",
+    "randread-16k-psync-16jobs",
+    "randrw-4k-80-20-qd64",
+    "logging-steady-write-burst-read",
+    "latency-4k-qd1-randread",
+    "latency-4k-qd1-randwrite",
+    "seq-read-1m-qd32",
+    "seq-write-1m-qd32",
+}
+
+GOOD = """; A tiny job
+; @param TARGET=.     where
+; @param RUNTIME=5    seconds
+[global]
+directory=${TARGET}
+runtime=${RUNTIME}
+[x]
+rw=read
+"""
+
+
+@pytest.fixture
+def library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    return tmp_path
+
+
+def _write(directory: Path, name: str, text: str) -> Path:
+    path = directory / f"{name}.fio"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _percentiles(path: Path) -> set[float]:
+    match = re.search(r"^percentile_list=(\S+)$", path.read_text(), re.MULTILINE)
+    assert match, f"{path.name} has no percentile_list"
+    return {float(p) for p in match.group(1).split(":")}
+
+
+# --- the shipped library ---------------------------------------------------------
+
+
+def test_library_holds_the_required_jobs() -> None:
+    assert REQUIRED_JOBS <= {j.name for j in list_jobs()}
+
+
+def test_list_jobs_is_sorted_by_name() -> None:
+    names = [j.name for j in list_jobs()]
+    assert names == sorted(names)
+
+
+def test_default_jobs_dir_is_next_to_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("IOFLEET_FIO_JOBS", raising=False)
+    assert (jobs_dir() / "randrw-4k-80-20-qd64.fio").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED_JOBS))
+def test_every_job_has_a_description_and_defaults(name: str) -> None:
+    job = get_job(name)
+    assert job.description and "\n" not in job.description
+    assert job.params["TARGET"] == "."
+    assert all(job.params.values())
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED_JOBS))
+def test_every_job_lists_the_schema_percentiles(name: str) -> None:
+    assert {50, 75, 90, 98, 99, 99.9, 99.99} <= _percentiles(get_job(name).path)
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED_JOBS))
+def test_no_job_uses_gtod_reduce(name: str) -> None:
+    assert "gtod_reduce" not in get_job(name).path.read_text()
+
+
+def test_seed_000_defaults() -> None:
+    job = get_job("randwrite-16k-psync-16jobs")
+    text = job.path.read_text()
+    assert job.params["NUM_JOBS"] == "16" and job.params["RUNTIME"] == "180"
+    for line in ("ioengine=psync", "rw=randwrite", "bs=16k", "norandommap", "time_based"):
+        assert re.search(rf"^{line}$", text, re.MULTILINE), line
+
+
+def test_seed_002_logging_job_declares_its_parameters() -> None:
+    job = get_job("logging-steady-write-burst-read")
+    assert list(job.params)[:3] == ["TARGET", "RUNTIME", "SIZE"]
+    assert job.params["NUM_JOBS"] == "16"
+    assert job.params["BURST_START"] == "25" and job.params["BURST_RUNTIME"] == "5"
+
+
+def test_to_dict_is_json_ready() -> None:
+    d = get_job("seq-read-1m-qd32").to_dict()
+    assert d["name"] == "seq-read-1m-qd32"
+    assert isinstance(d["path"], str)
+    assert d["params"]["IO_DEPTH"] == "32"
+
+
+def test_get_job_unknown_raises_key_error() -> None:
+    with pytest.raises(KeyError):
+        get_job("no-such-job")
+
+
+def test_get_job_refuses_path_tricks() -> None:
+    with pytest.raises(KeyError):
+        get_job("../fio-jobs/seq-read-1m-qd32")
+
+
+# --- loader validation ---------------------------------------------------------
+
+
+def test_params_keep_declaration_order_and_help(library: Path) -> None:
+    job = load_job_file(_write(library, "tiny", GOOD))
+    assert job.params == {"TARGET": ".", "RUNTIME": "5"}
+    assert list(job.params) == ["TARGET", "RUNTIME"]
+    assert job.param_help["RUNTIME"] == "seconds"
+    assert job.description == "A tiny job"
+
+
+def test_missing_description_is_rejected(library: Path) -> None:
+    with pytest.raises(JobFileError, match="line 1"):
+        load_job_file(_write(library, "x", GOOD.replace("; A tiny job\n", "")))
+
+
+def test_undeclared_variable_is_rejected(library: Path) -> None:
+    text = GOOD + "size=${SIZE}\n"
+    with pytest.raises(JobFileError, match=r"\$\{SIZE\}"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_unused_parameter_is_rejected(library: Path) -> None:
+    text = GOOD.replace("[global]", "; @param SIZE=1g  unused\n[global]")
+    with pytest.raises(JobFileError, match="SIZE is declared but never used"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_gtod_reduce_is_rejected(library: Path) -> None:
+    with pytest.raises(JobFileError, match="gtod_reduce"):
+        load_job_file(_write(library, "x", GOOD + "gtod_reduce=1\n"))
+
+
+def test_filename_option_is_rejected(library: Path) -> None:
+    with pytest.raises(JobFileError, match="filename"):
+        load_job_file(_write(library, "x", GOOD + "filename=/dev/sdb\n"))
+
+
+def test_directory_target_is_required(library: Path) -> None:
+    text = GOOD.replace("directory=${TARGET}", "directory=/tmp\nsize=${TARGET}")
+    with pytest.raises(JobFileError, match=r"directory=\$\{TARGET\}"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_lower_case_parameter_is_rejected(library: Path) -> None:
+    text = GOOD.replace("RUNTIME", "runtime_s")
+    with pytest.raises(JobFileError, match="UPPER_CASE"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_malformed_param_line_is_rejected(library: Path) -> None:
+    text = GOOD.replace("; @param RUNTIME=5    seconds", "; @param RUNTIME")
+    with pytest.raises(JobFileError, match="@param NAME=default"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_loader_errors_are_one_line(library: Path) -> None:
+    with pytest.raises(JobFileError) as info:
+        load_job_file(_write(library, "x", GOOD + "size=${SIZE}\n"))
+    assert "\n" not in str(info.value)
+
+
+def test_jobs_dir_override(library: Path) -> None:
+    _write(library, "b-job", GOOD)
+    _write(library, "a-job", GOOD)
+    assert [j.name for j in list_jobs()] == ["a-job", "b-job"]
+
+
+# --- check_params ------------------------------------------------------------
+
+
+def test_check_params_accepts_known_keys_case_insensitively() -> None:
+    assert check_params("randrw-4k-80-20-qd64", {"runtime": 1, "Size": "8m"}) == []
+
+
+def test_check_params_names_the_known_parameters() -> None:
+    problems = check_params("latency-4k-qd1-randread", {"FOO": "1"})
+    assert problems == ["unknown parameter FOO (known: RUNTIME, SIZE, DIRECT)"]
+
+
+def test_check_params_rejects_non_token_values() -> None:
+    problems = check_params("seq-read-1m-qd32", {"SIZE": "1g; rm -rf /"})
+    assert len(problems) == 1 and "SIZE" in problems[0] and "plain token" in problems[0]
+
+
+def test_check_params_rejects_target() -> None:
+    problems = check_params("seq-read-1m-qd32", {"target": "/mnt"})
+    assert len(problems) == 1 and "TARGET" in problems[0]
+
+
+def test_check_params_rejects_non_scalar_values() -> None:
+    problems = check_params("seq-read-1m-qd32", {"SIZE": ["1g"], "RUNTIME": True})
+    assert len(problems) == 2
+
+
+def test_check_params_unknown_job_is_a_problem() -> None:
+    problems = check_params("nope", {})
+    assert len(problems) == 1 and problems[0].startswith("unknown fio job 'nope' (known: ")
+
+
+# --- render_command ----------------------------------------------------------
+
+
+def test_render_command_argv() -> None:
+    argv, _ = render_command("seq-write-1m-qd32", {}, "/mnt/data")
+    assert argv == ["fio", "--output-format=json+", str(get_job("seq-write-1m-qd32").path)]
+
+
+def test_render_command_env_overlays_params_on_defaults() -> None:
+    _, env = render_command("seq-write-1m-qd32", {"runtime": 2, "IO_DEPTH": "4"}, "/mnt/data")
+    assert env == {
+        "TARGET": "/mnt/data",
+        "RUNTIME": "2",
+        "SIZE": "4g",
+        "IO_DEPTH": "4",
+        "NUM_JOBS": "1",
+        "DIRECT": "1",
+    }
+
+
+def test_render_command_filename_goes_before_the_job_file() -> None:
+    argv, env = render_command("randwrite-16k-psync-16jobs", {}, "/dev", filename="nvme1n1")
+    assert argv[2] == "--filename=nvme1n1"
+    assert argv[-1].endswith("randwrite-16k-psync-16jobs.fio")
+    assert env["TARGET"] == "/dev"
+
+
+@pytest.mark.parametrize("filename", ["/dev/nvme1n1", "a b", "..", ""])
+def test_render_command_rejects_bad_filename(filename: str) -> None:
+    with pytest.raises(ValueError, match="filename"):
+        render_command("seq-read-1m-qd32", {}, "/dev", filename=filename)
+
+
+@pytest.mark.parametrize("target", ["/mnt/a:b", "/mnt/with space", ""])
+def test_render_command_rejects_bad_target(target: str) -> None:
+    with pytest.raises(ValueError, match="target directory"):
+        render_command("seq-read-1m-qd32", {}, target)
+
+
+def test_render_command_bad_params_is_a_one_line_value_error() -> None:
+    with pytest.raises(ValueError) as info:
+        render_command("seq-read-1m-qd32", {"SIZE": "$(reboot)"}, "/mnt")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("fio job seq-read-1m-qd32: ")
+
+
+def test_render_command_unknown_job_raises_key_error() -> None:
+    with pytest.raises(KeyError):
+        render_command("nope", {}, "/mnt")
+
+
+def test_module_is_stdlib_only() -> None:
+    source = Path(fiojobs.__file__).read_text()
+    imports = re.findall(r"^(?:from|import) (\S+)", source, re.MULTILINE)
+    assert {i.split(".")[0] for i in imports} <= {
+        "__future__",
+        "os",
+        "re",
+        "collections",
+        "dataclasses",
+        "pathlib",
+        "iofleet",
+    }
