@@ -1,0 +1,376 @@
+"""Raw artifact -> results table rows.
+
+Shared by the local warehouse and the ingest Lambda, so stdlib only. One
+entry point, `rows_for_artifact(relpath, text)`, maps one raw object (its path
+in the raw layout of docs/internals.md and its text) to rows for the tables of
+`iofleet.schema`. It never raises for bad content: an artifact that cannot be
+read becomes one `ingest_errors` row with the reason. It is deterministic: the
+same artifact gives identical rows (`ingest_errors.ingested_at` is left empty
+for the loader to fill).
+
+Slots are described by two objects: `manifest.json` (written first: cell and
+system info) and `slot.json` (written last: final status). Each gives a partial
+`slots` row; `merge_slot_rows` folds them into one row per slot (values from
+later rows win, so feed the manifest first).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from iofleet.schema import (
+    APP_RUNS,
+    FIO_LATENCY_BINS,
+    FIO_RESULTS,
+    INGEST_ERRORS,
+    IOPING_REQUESTS,
+    RUNS,
+    SLOTS,
+    Table,
+)
+
+Rows = dict[str, list[dict[str, object]]]
+
+_SEG = r"[^/]+"
+_RUN_RE = re.compile(rf"^(?P<run>{_SEG})/run\.json$")
+_SLOT_DIR = rf"^(?P<run>{_SEG})/(?P<cell>{_SEG})/slot-(?P<slot>\d+)/"
+_MANIFEST_RE = re.compile(_SLOT_DIR + r"manifest\.json$")
+_SLOT_RE = re.compile(_SLOT_DIR + r"slot\.json$")
+_FIO_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-fio-(?P<name>[^/]+)\.json$")
+_IOPING_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-ioping\.json$")
+_APP_RE = re.compile(
+    rf"^(?P<run>{_SEG})/(?P<cell>{_SEG})/(?:slot-(?P<slot>\d+)|populate)/"
+    r"w(?P<wi>\d+)-app-(?P<name>[^/]+)\.json$"
+)
+
+
+class _Bad(Exception):
+    """Content problem inside this module; becomes an ingest_errors row."""
+
+
+def artifact_kind(relpath: str) -> str | None:
+    """run | manifest | slot | fio | ioping | app, or None if not an artifact path."""
+    for kind, pattern in (
+        ("run", _RUN_RE),
+        ("manifest", _MANIFEST_RE),
+        ("slot", _SLOT_RE),
+        ("fio", _FIO_RE),
+        ("ioping", _IOPING_RE),
+        ("app", _APP_RE),
+    ):
+        if pattern.match(relpath):
+            return kind
+    return None
+
+
+def rows_for_artifact(relpath: str, text: str) -> Rows:
+    """Rows (table name -> rows) for one raw artifact; never raises for bad content."""
+    relpath = relpath.replace("\\", "/").lstrip("/")
+    run_id = relpath.split("/", 1)[0]
+    kind = artifact_kind(relpath)
+    try:
+        if kind is None:
+            raise _Bad("not a known artifact path (see the raw layout in docs/internals.md)")
+        return _HANDLERS[kind](relpath, text)
+    except _Bad as exc:
+        return {INGEST_ERRORS.name: [error_row(run_id, relpath, str(exc))]}
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not stop an ingest
+        reason = f"{kind} artifact: unexpected {type(exc).__name__}: {exc}"
+        return {INGEST_ERRORS.name: [error_row(run_id, relpath, reason)]}
+
+
+def error_row(run_id: str, object_key: str, reason: str) -> dict[str, object]:
+    one_line = " ".join(str(reason).split())
+    return INGEST_ERRORS.row(run_id=run_id, object_key=object_key, reason=one_line)
+
+
+def merge_slot_rows(rows: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
+    """One `slots` row per (run_id, cell_id, slot_index): later non-null values win."""
+    merged: dict[tuple[object, ...], dict[str, object]] = {}
+    for row in rows:
+        key = (row["run_id"], row["cell_id"], row["slot_index"])
+        into = merged.setdefault(key, SLOTS.row())
+        for name, value in row.items():
+            if value is not None:
+                into[name] = value
+    return list(merged.values())
+
+
+# --- handlers ---------------------------------------------------------------
+
+
+def _load_json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise _Bad(f"{what}: not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise _Bad(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _run(relpath: str, text: str) -> Rows:
+    m = _RUN_RE.match(relpath)
+    assert m
+    run_id = m["run"]
+    doc = _load_json_object(text, "run.json")
+    if doc.get("run_id") not in (None, run_id):
+        raise _Bad(f"run.json: run_id {doc.get('run_id')!r} does not match its folder {run_id!r}")
+    matrix = doc.get("matrix")
+    matrix = matrix if isinstance(matrix, dict) else {}
+    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
+    total = doc.get("total_instances", plan.get("total_instances"))
+    row = RUNS.row(
+        run_id=run_id,
+        matrix_name=_str(doc.get("matrix_name", matrix.get("name"))),
+        description=_str(doc.get("description", matrix.get("description"))),
+        mode=_str(doc.get("mode")),
+        status=_str(doc.get("status")),
+        started_at=_ts(doc.get("started_at")),
+        finished_at=_ts(doc.get("finished_at")),
+        total_instances=_int(total),
+        matrix_json=json.dumps(matrix, sort_keys=True) if matrix else None,
+    )
+    return {RUNS.name: [row]}
+
+
+_SYSTEM_FIELDS = (
+    "hostname",
+    "kernel",
+    "fio_version",
+    "ioping_version",
+    "cpus",
+    "memory_bytes",
+    "instance_id",
+    "az_id",
+)
+# slots column -> key inside a nested "target" object (the agent writes the
+# columns' names at the top level; see docs/internals.md)
+_TARGET_FIELDS = {
+    "target_path": "path",
+    "target_fstype": "fstype",
+    "target_device": "device",
+    "mount_options": "mount_options",
+}
+_CELL_FIELDS = (
+    "cell_index",
+    "instance_type",
+    "storage_label",
+    "storage_type",
+    "storage_detail",
+    "fleet_size",
+    "repeat",
+)
+
+
+def _slot_identity(pattern: re.Pattern[str], relpath: str) -> dict[str, object]:
+    m = pattern.match(relpath)
+    assert m
+    return {"run_id": m["run"], "cell_id": m["cell"], "slot_index": int(m["slot"])}
+
+
+def _first(docs: Iterable[Mapping[str, Any]], *names: str) -> Any:
+    for doc in docs:
+        for name in names:
+            value = doc.get(name)
+            if value not in (None, ""):
+                return value
+    return None
+
+
+def _manifest(relpath: str, text: str) -> Rows:
+    ident = _slot_identity(_MANIFEST_RE, relpath)
+    doc = _load_json_object(text, "manifest.json")
+    cell = _dict(doc.get("cell"))
+    system = _dict(doc.get("system"))
+    target = _dict(doc.get("target"))
+    ec2 = _dict(doc.get("ec2")) or _dict(doc.get("aws"))
+    places = (system, ec2, doc)
+    values: dict[str, object] = dict(ident)
+    for name in _CELL_FIELDS:
+        value = cell.get(name, doc.get(name))
+        values[name] = _str(value) if name.startswith(("instance", "storage")) else _int(value)
+    if values.get("instance_type") is None:
+        values["instance_type"] = _str(_first(places, "instance_type"))
+    for name in _SYSTEM_FIELDS:
+        value = _first(places, name)
+        values[name] = _int(value) if name in ("cpus", "memory_bytes") else _str(value)
+    for column, key in _TARGET_FIELDS.items():
+        values[column] = _str(_first((doc,), column) or _first((target,), key))
+    values["started_at"] = _ts(doc.get("started_at"))
+    return {SLOTS.name: [SLOTS.row(**values)]}
+
+
+def _slot(relpath: str, text: str) -> Rows:
+    ident = _slot_identity(_SLOT_RE, relpath)
+    doc = _load_json_object(text, "slot.json")
+    status = _str(doc.get("status"))
+    error = _str(doc.get("error"))
+    if error is None:
+        failed = [
+            w
+            for w in doc.get("workloads") or []
+            if isinstance(w, dict) and str(w.get("status", "")).upper() not in ("SUCCEEDED", "")
+        ]
+        reasons = [
+            f"w{_int(w.get('index')) or 0:02d} {w.get('kind', '')} {w.get('name', '')}: "
+            f"{w.get('error') or w.get('status')}".replace("  ", " ")
+            for w in failed
+        ]
+        error = "; ".join(reasons) or None
+    row = SLOTS.row(
+        **ident,
+        status=status.upper() if status else None,
+        exit_code=_int(doc.get("exit_code")),
+        error=" ".join(error.split()) if error else None,
+        started_at=_ts(doc.get("started_at")),
+        finished_at=_ts(doc.get("finished_at")),
+    )
+    return {SLOTS.name: [row]}
+
+
+def _fio(relpath: str, text: str) -> Rows:
+    from iofleet.parsers import ParseError
+    from iofleet.parsers.fio import parse_fio
+
+    m = _FIO_RE.match(relpath)
+    assert m
+    key = {
+        "run_id": m["run"],
+        "cell_id": m["cell"],
+        "slot_index": int(m["slot"]),
+        "workload_index": int(m["wi"]),
+        "workload": m["name"],
+    }
+    try:
+        out = parse_fio(text)
+    except ParseError as exc:
+        raise _Bad(f"fio output: {exc}") from None
+    results = [_table_row(FIO_RESULTS, key, rec) for rec in out.records]
+    bins = [_table_row(FIO_LATENCY_BINS, key, b) for b in out.bins]
+    return {FIO_RESULTS.name: results, FIO_LATENCY_BINS.name: bins}
+
+
+def _ioping(relpath: str, text: str) -> Rows:
+    from iofleet.parsers import ParseError
+    from iofleet.parsers.ioping import parse_ioping
+
+    m = _IOPING_RE.match(relpath)
+    assert m
+    key = {
+        "run_id": m["run"],
+        "cell_id": m["cell"],
+        "slot_index": int(m["slot"]),
+        "workload_index": int(m["wi"]),
+    }
+    try:
+        out = parse_ioping(text)
+    except ParseError as exc:
+        raise _Bad(f"ioping output: {exc}") from None
+    return {IOPING_REQUESTS.name: [_table_row(IOPING_REQUESTS, key, r) for r in out.requests]}
+
+
+def _app(relpath: str, text: str) -> Rows:
+    from iofleet.parsers import ParseError
+    from iofleet.parsers.app import parse_app
+
+    m = _APP_RE.match(relpath)
+    assert m
+    try:
+        doc = parse_app(text)
+    except ParseError as exc:
+        raise _Bad(f"app timing: {exc}") from None
+    phase = doc.get("phase") or ("run" if m["slot"] is not None else "populate")
+    row = APP_RUNS.row(
+        run_id=m["run"],
+        cell_id=m["cell"],
+        slot_index=int(m["slot"]) if m["slot"] is not None else None,
+        workload_index=int(m["wi"]),
+        app=_str(doc.get("app")) or m["name"],
+        phase=_str(phase),
+        exit_code=_int(doc.get("exit_code")),
+        wall_seconds=_float(doc.get("wall_seconds")),
+        started_at=_ts(doc.get("started_at")),
+        finished_at=_ts(doc.get("finished_at")),
+    )
+    return {APP_RUNS.name: [row]}
+
+
+_HANDLERS = {
+    "run": _run,
+    "manifest": _manifest,
+    "slot": _slot,
+    "fio": _fio,
+    "ioping": _ioping,
+    "app": _app,
+}
+
+
+# --- value normalisation ------------------------------------------------------
+
+_INT_TYPES = ("int", "bigint")
+
+
+def _table_row(table: Table, key: Mapping[str, object], record: Mapping[str, Any]) -> dict:
+    values: dict[str, object] = dict(key)
+    for col in table.columns:
+        if col.name in values or col.name not in record:
+            continue
+        value = record[col.name]
+        if col.type in _INT_TYPES:
+            values[col.name] = _int(value)
+        elif col.type == "double":
+            values[col.name] = _float(value)
+        elif col.type == "timestamp":
+            values[col.name] = _ts(value)
+        else:
+            values[col.name] = _str(value)
+    return table.row(**values)
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: object) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _float(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = _float(value)
+    return round(number) if number is not None else None
+
+
+def _ts(value: object) -> str | None:
+    """A UTC timestamp as 'YYYY-MM-DD HH:MM:SS.ffffff' (Hive/DuckDB friendly), else None."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            when = datetime.fromtimestamp(float(value), tz=UTC)
+        else:
+            when = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+            if when.tzinfo is not None:
+                when = when.astimezone(UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -1,0 +1,202 @@
+"""The embedded warehouse: DuckDB tables from `schema.py`, views from `sql/`.
+
+The view SQL is written in Trino/Athena syntax (the single source, shared
+with Glue/Athena) and transpiled to DuckDB with sqlglot when a warehouse is
+opened, so an existing warehouse always runs the current views.
+
+Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
+the raw root from its raw objects, replacing that run's previous rows in one
+transaction. Rows go in through DuckDB's JSON reader (one newline-delimited
+file per table), which keeps thousands of fio json+ files to seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import sqlglot
+
+from iofleet import sql as view_files
+from iofleet.ingest import error_row, merge_slot_rows, rows_for_artifact
+from iofleet.schema import BY_NAME, INGEST_ERRORS, SLOTS, TABLES, Table
+
+_ORDER_CELLS = "cell_index NULLS LAST, cell_id"
+
+
+def transpile_view(trino_sql: str) -> str:
+    """One Trino/Athena SELECT rewritten for DuckDB."""
+    return sqlglot.transpile(trino_sql, read="trino", write="duckdb")[0]
+
+
+@dataclass
+class IngestStats:
+    objects: int = 0
+    skipped: int = 0
+    runs: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{n} {t}" for t, n in self.rows.items() if n and t != "ingest_errors")
+        runs = f"{len(self.runs)} run" + ("" if len(self.runs) == 1 else "s")
+        text = f"{self.objects} objects from {runs}: {counts or 'no rows'}"
+        return text + (f"; {self.errors} ingest errors" if self.errors else "")
+
+
+class Warehouse:
+    """A DuckDB file (or ":memory:") holding the results tables and views."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        self.con = duckdb.connect(self.path)
+        self._create()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _create(self) -> None:
+        for table in TABLES:
+            self.con.execute(table.duckdb_ddl())
+        for name, trino_sql in view_files.all_views().items():
+            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {transpile_view(trino_sql)}")
+
+    # --- loading ---------------------------------------------------------
+
+    def insert_rows(self, table: Table | str, rows: Sequence[Mapping[str, object]]) -> int:
+        """Bulk-append rows (dicts keyed by column name) to a table; returns the count."""
+        table = BY_NAME[table] if isinstance(table, str) else table
+        if not rows:
+            return 0
+        columns = table.column_names
+        spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in table.columns)
+        with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
+            path = Path(tmp) / f"{table.name}.ndjson"
+            with path.open("w", encoding="utf-8") as out:
+                dumps = json.dumps
+                for row in rows:
+                    out.write(dumps({c: row.get(c) for c in columns}, allow_nan=False))
+                    out.write("\n")
+            cols = ", ".join(f'"{c}"' for c in columns)
+            self.con.execute(
+                f"INSERT INTO {table.name} ({cols}) SELECT {cols} FROM read_json(?, "
+                f"format = 'newline_delimited', columns = {{{spec}}}, "
+                "timestampformat = '%Y-%m-%d %H:%M:%S.%f')",
+                [str(path)],
+            )
+        return len(rows)
+
+    def replace_runs(self, run_ids: Iterable[str], rows: Mapping[str, Sequence[dict]]) -> None:
+        """Delete every row of these runs, then insert `rows`, in one transaction."""
+        run_ids = sorted(set(run_ids))
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for table in TABLES:
+                for run_id in run_ids:
+                    self.con.execute(f"DELETE FROM {table.name} WHERE run_id = ?", [run_id])
+            for table in TABLES:
+                self.insert_rows(table, rows.get(table.name, []))
+            self.con.execute(
+                "UPDATE ingest_errors SET ingested_at = now() WHERE ingested_at IS NULL"
+            )
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def ingest_dir(self, raw_root: Path | str) -> IngestStats:
+        """(Re)load every run under a raw results root (layout: docs/internals.md)."""
+        root = Path(raw_root)
+        stats = IngestStats(rows={t.name: 0 for t in TABLES})
+        if not root.is_dir():
+            return stats
+        collected: dict[str, list[dict]] = {t.name: [] for t in TABLES}
+        for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            stats.runs.append(run_dir.name)
+            for path in sorted(run_dir.rglob("*")):
+                if not path.is_file():
+                    continue
+                relpath = path.relative_to(root).as_posix()
+                if path.suffix != ".json" or path.name.startswith("."):
+                    stats.skipped += 1
+                    continue
+                stats.objects += 1
+                try:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError as exc:
+                    reason = f"cannot read: {exc.strerror or exc}"
+                    collected[INGEST_ERRORS.name].append(error_row(run_dir.name, relpath, reason))
+                    continue
+                for table, rows in rows_for_artifact(relpath, text).items():
+                    collected[table].extend(rows)
+        # manifest.json sorts before slot.json within a slot folder, so the
+        # final status wins when they are folded into one row.
+        collected[SLOTS.name] = merge_slot_rows(collected[SLOTS.name])
+        self.replace_runs(stats.runs, collected)
+        stats.rows = {name: len(rows) for name, rows in collected.items()}
+        stats.errors = stats.rows[INGEST_ERRORS.name]
+        return stats
+
+    # --- reading ---------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[dict[str, Any]]:
+        cur = self.con.execute(sql, list(params) if params is not None else None)
+        names = [d[0] for d in cur.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def run_ids(self) -> list[str]:
+        """Every run id, newest first (by started_at, then id)."""
+        rows = self.query(
+            "SELECT run_id, max(started_at) AS started FROM ("
+            " SELECT run_id, started_at FROM runs"
+            " UNION ALL SELECT run_id, CAST(NULL AS TIMESTAMP) FROM slots"
+            " UNION ALL SELECT run_id, CAST(NULL AS TIMESTAMP) FROM fio_results"
+            ") GROUP BY run_id ORDER BY started DESC NULLS LAST, run_id DESC"
+        )
+        return [r["run_id"] for r in rows]
+
+    def latest_run_id(self) -> str | None:
+        ids = self.run_ids()
+        return ids[0] if ids else None
+
+    def run_info(self, run_id: str) -> dict[str, Any] | None:
+        rows = self.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        return rows[0] if rows else None
+
+    def cell_percentiles(self, run_id: str) -> list[dict[str, Any]]:
+        return self.query(
+            "SELECT * FROM cell_percentiles WHERE run_id = ? ORDER BY "
+            "metric_source, workload_index, workload, job NULLS FIRST, direction NULLS FIRST, "
+            f"metric, {_ORDER_CELLS}",
+            [run_id],
+        )
+
+    def fleet_latency(self, run_id: str) -> list[dict[str, Any]]:
+        return self.query(
+            "SELECT * FROM fleet_latency WHERE run_id = ? ORDER BY "
+            f"workload_index, workload, job, direction, {_ORDER_CELLS}",
+            [run_id],
+        )
+
+    def ingest_errors(self, run_id: str) -> list[dict[str, Any]]:
+        return self.query(
+            "SELECT object_key, reason FROM ingest_errors WHERE run_id = ? ORDER BY object_key",
+            [run_id],
+        )

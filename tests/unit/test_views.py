@@ -1,0 +1,379 @@
+"""The SQL views (iofleet/sql/) against reference implementations on random data."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlglot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from iofleet import sql as view_files
+from iofleet.schema import APP_RUNS, FIO_LATENCY_BINS, FIO_RESULTS, IOPING_REQUESTS, SLOTS
+from iofleet.warehouse import Warehouse
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
+PCTS = view_files.PERCENTILES
+_run_numbers = itertools.count()
+
+values_st = st.lists(
+    st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False),
+    min_size=1,
+    max_size=40,
+)
+# bins per slot: {bin_ns: count}
+slot_bins_st = st.dictionaries(
+    st.integers(min_value=1, max_value=10**10),
+    st.integers(min_value=1, max_value=10**6),
+    min_size=1,
+    max_size=30,
+)
+
+
+@pytest.fixture(scope="module")
+def wh() -> Iterator[Warehouse]:
+    with Warehouse(":memory:") as w:
+        yield w
+
+
+def _new_run() -> str:
+    return f"run-{next(_run_numbers)}"
+
+
+def _add_slots(wh: Warehouse, run_id: str, n: int, cell_id: str = "c000") -> None:
+    wh.insert_rows(
+        SLOTS,
+        [
+            SLOTS.row(run_id=run_id, cell_id=cell_id, slot_index=i, cell_index=0, fleet_size=n)
+            for i in range(n)
+        ],
+    )
+
+
+def _assert_close(got: float, want: float, scale: float) -> None:
+    assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9 * scale), (got, want)
+
+
+def _bin_rule(bins: dict[int, int], p: float) -> int:
+    """Reference: smallest bin value whose cumulative count reaches ceil(p/100 * total)."""
+    total = sum(bins.values())
+    # exact ceil(p * total / 100) for p given with up to 3 decimals
+    need = -((-round(p * 1000) * total) // 100000)
+    running = 0
+    for value in sorted(bins):
+        running += bins[value]
+        if running >= need:
+            return value
+    raise AssertionError("unreachable")
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=values_st)
+def test_cell_percentiles_equal_numpy_linear_over_fio_slot_values(
+    wh: Warehouse, values: list[float]
+) -> None:
+    # given one fio iops value per slot
+    run_id = _new_run()
+    _add_slots(wh, run_id, len(values))
+    wh.insert_rows(
+        FIO_RESULTS,
+        [
+            FIO_RESULTS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=i,
+                workload_index=0,
+                workload="w",
+                job="j",
+                job_index=0,
+                direction="read",
+                iops=v,
+                error=0,
+            )
+            for i, v in enumerate(values)
+        ],
+    )
+    # when
+    (row,) = wh.query(
+        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = 'iops'", [run_id]
+    )
+    # then
+    assert row["slots"] == len(values)
+    scale = max(values)
+    for p in PCTS:
+        _assert_close(row[f"p{p}"], float(np.percentile(values, p)), scale)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=values_st)
+def test_cell_percentiles_equal_numpy_linear_over_app_wall_seconds(
+    wh: Warehouse, values: list[float]
+) -> None:
+    run_id = _new_run()
+    _add_slots(wh, run_id, len(values))
+    wh.insert_rows(
+        APP_RUNS,
+        [
+            APP_RUNS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=i,
+                workload_index=2,
+                app="build",
+                phase="run",
+                exit_code=0,
+                wall_seconds=v,
+            )
+            for i, v in enumerate(values)
+        ],
+    )
+    (row,) = wh.query(
+        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = 'wall_seconds'", [run_id]
+    )
+    assert (row["metric_source"], row["workload"], row["unit"]) == ("app", "build", "s")
+    for p in PCTS:
+        _assert_close(row[f"p{p}"], float(np.percentile(values, p)), max(values))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    per_slot=st.lists(
+        st.lists(st.integers(min_value=1, max_value=10**9), min_size=1, max_size=25),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_ioping_slot_median_is_numpy_median_and_spread_across_slots_is_linear(
+    wh: Warehouse, per_slot: list[list[int]]
+) -> None:
+    run_id = _new_run()
+    _add_slots(wh, run_id, len(per_slot))
+    wh.insert_rows(
+        IOPING_REQUESTS,
+        [
+            IOPING_REQUESTS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=s,
+                workload_index=1,
+                request=k + 1,
+                operation="read",
+                size_bytes=4096,
+                time_ns=t,
+            )
+            for s, times in enumerate(per_slot)
+            for k, t in enumerate(times)
+        ],
+    )
+    (row,) = wh.query(
+        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = 'lat_median_ns'", [run_id]
+    )
+    medians = [float(np.median(times)) for times in per_slot]
+    for p in PCTS:
+        _assert_close(row[f"p{p}"], float(np.percentile(medians, p)), max(medians))
+
+
+def test_fio_rows_with_an_error_are_left_out_of_cell_percentiles(wh: Warehouse) -> None:
+    run_id = _new_run()
+    _add_slots(wh, run_id, 3)
+    wh.insert_rows(
+        FIO_RESULTS,
+        [
+            FIO_RESULTS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=i,
+                workload_index=0,
+                workload="w",
+                job="j",
+                job_index=0,
+                direction="write",
+                iops=iops,
+                error=err,
+            )
+            for i, (iops, err) in enumerate([(100.0, 0), (5.0, 28), (300.0, 0)])
+        ],
+    )
+    (row,) = wh.query(
+        "SELECT slots, p0, p100 FROM cell_percentiles WHERE run_id = ? AND metric = 'iops'",
+        [run_id],
+    )
+    assert row == {"slots": 2, "p0": 100.0, "p100": 300.0}
+
+
+def test_separate_numjobs_entries_sum_iops_within_a_slot(wh: Warehouse) -> None:
+    run_id = _new_run()
+    _add_slots(wh, run_id, 1)
+    wh.insert_rows(
+        FIO_RESULTS,
+        [
+            FIO_RESULTS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=0,
+                workload_index=0,
+                workload="w",
+                job="j",
+                job_index=k,
+                direction="write",
+                iops=10.0 * (k + 1),
+                error=0,
+            )
+            for k in range(3)
+        ],
+    )
+    (row,) = wh.query(
+        "SELECT slots, p50 FROM cell_percentiles WHERE run_id = ? AND metric = 'iops'", [run_id]
+    )
+    assert row == {"slots": 1, "p50": 60.0}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(slots=st.lists(slot_bins_st, min_size=1, max_size=6))
+def test_fleet_latency_equals_the_bin_rule_on_bins_merged_across_slots(
+    wh: Warehouse, slots: list[dict[int, int]]
+) -> None:
+    # given histogram bins for each slot
+    run_id = _new_run()
+    _add_slots(wh, run_id, len(slots))
+    wh.insert_rows(
+        FIO_LATENCY_BINS,
+        [
+            FIO_LATENCY_BINS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=s,
+                workload_index=0,
+                workload="w",
+                job="j",
+                job_index=0,
+                direction="read",
+                bin_ns=b,
+                count=c,
+            )
+            for s, bins in enumerate(slots)
+            for b, c in bins.items()
+        ],
+    )
+    merged: dict[int, int] = {}
+    for bins in slots:
+        for b, c in bins.items():
+            merged[b] = merged.get(b, 0) + c
+    # when
+    (row,) = wh.query("SELECT * FROM fleet_latency WHERE run_id = ?", [run_id])
+    # then
+    assert row["total_count"] == sum(merged.values())
+    assert row["slots"] == len(slots)
+    assert row["p0_ns"] == min(merged)
+    assert row["p100_ns"] == max(merged)
+    for col, p in [
+        ("p50_ns", 50),
+        ("p75_ns", 75),
+        ("p90_ns", 90),
+        ("p98_ns", 98),
+        ("p99_ns", 99),
+        ("p99_9_ns", 99.9),
+        ("p99_99_ns", 99.99),
+    ]:
+        assert row[col] == _bin_rule(merged, p), col
+
+
+def _fio_doc(name: str) -> dict:
+    text = (FIXTURES / name).read_text()
+    return json.loads(text[text.index("{") :])
+
+
+@pytest.mark.parametrize(
+    "fixture", ["jsonplus-numjobs-grouped.json", "jsonplus-randrw-default-percentiles.json"]
+)
+def test_fleet_latency_reproduces_fios_own_percentiles_from_its_bins(
+    wh: Warehouse, fixture: str
+) -> None:
+    # given the json+ bins of a real fio run, loaded as one slot
+    doc = _fio_doc(fixture)
+    run_id = _new_run()
+    _add_slots(wh, run_id, 1)
+    expected: dict[str, dict[str, int]] = {}
+    rows = []
+    for index, job in enumerate(doc["jobs"]):
+        for direction in ("read", "write"):
+            clat = job[direction]["clat_ns"]
+            if job[direction]["total_ios"] == 0:
+                continue
+            expected[direction] = clat["percentile"]
+            rows += [
+                FIO_LATENCY_BINS.row(
+                    run_id=run_id,
+                    cell_id="c000",
+                    slot_index=0,
+                    workload_index=0,
+                    workload="w",
+                    job=job["jobname"],
+                    job_index=index,
+                    direction=direction,
+                    bin_ns=int(b),
+                    count=c,
+                )
+                for b, c in clat["bins"].items()
+            ]
+    wh.insert_rows(FIO_LATENCY_BINS, rows)
+    # when
+    got = {
+        r["direction"]: r
+        for r in wh.query("SELECT * FROM fleet_latency WHERE run_id = ?", [run_id])
+    }
+    # then every percentile fio printed is reproduced exactly from the bins
+    assert set(got) == set(expected)
+    columns = {
+        "50.000000": "p50_ns",
+        "75.000000": "p75_ns",
+        "90.000000": "p90_ns",
+        "98.000000": "p98_ns",
+        "99.000000": "p99_ns",
+        "99.900000": "p99_9_ns",
+        "99.990000": "p99_99_ns",
+    }
+    for direction, fio_pcts in expected.items():
+        compared = [k for k in fio_pcts if k in columns]
+        assert len(compared) >= 3
+        for key in compared:
+            assert got[direction][columns[key]] == fio_pcts[key], (direction, key)
+
+
+@pytest.mark.parametrize("name", view_files.VIEW_NAMES)
+def test_view_sql_parses_as_trino_and_uses_no_approximate_or_engine_only_functions(
+    name: str,
+) -> None:
+    text = view_files.view_sql(name)
+    parsed = sqlglot.parse_one(text, read="trino")
+    assert isinstance(parsed, sqlglot.exp.Query)
+    lowered = text.lower()
+    for banned in ("approx_percentile", "percentile_cont", "quantile", "median(", "list(", "::"):
+        assert banned not in lowered, banned
+
+
+def test_view_sql_has_no_division_of_integer_columns() -> None:
+    # Trino divides integers as integers, DuckDB as doubles: every '/' must divide DOUBLEs.
+    for name in view_files.VIEW_NAMES:
+        for div in sqlglot.parse_one(view_files.view_sql(name), read="trino").find_all(
+            sqlglot.exp.Div
+        ):
+            for side in (div.this, div.expression):
+                assert isinstance(side, sqlglot.exp.Cast) and side.to.is_type("double"), (
+                    name,
+                    div.sql(),
+                )
