@@ -1,0 +1,269 @@
+"""Slot payload (docs/internals.md): validated into plain dataclasses.
+
+Problems are collected and reported on one line as `PATH: message; ...`.
+Keys the agent does not use are ignored (the payload also carries fields for
+other consumers, e.g. an app workload's `populate`).
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from iofleet.errors import UsageError
+
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+WORKLOAD_KINDS = ("fio", "ioping", "app")
+PLATFORMS = ("local", "aws")
+DEFAULT_TIME_LIMIT_S = 3600.0
+
+
+class PayloadError(UsageError):
+    """A slot payload that cannot be run; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    index: int
+    kind: str  # fio | ioping | app
+    name: str  # fio job, "ioping", or the app name
+    params: dict[str, str] = field(default_factory=dict)  # fio
+    count: int = 0  # ioping
+    interval_ms: float = 0.0
+    write: bool = False
+    size: str | None = None
+    direct: bool = False
+    run: str = ""  # app
+    populate: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # directory | block
+    path: str | None = None  # directory
+    volume_id: str | None = None  # block
+    filesystem: str | None = None
+    created_by_run: bool = False
+    mount_point: str | None = None
+    mount_options: str | None = None
+    by_id_dir: str | None = None
+    attach_wait_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class SlotPayload:
+    run_id: str
+    cell: dict[str, Any]
+    cell_id: str
+    slot_index: int
+    target: Target
+    workloads: list[Workload]
+    barrier: dict[str, Any] | None
+    results: dict[str, Any]
+    time_limit_s: float
+    platform: str
+    raw: dict[str, Any]
+
+    @property
+    def fleet_size(self) -> int:
+        size = self.cell.get("fleet_size")
+        return size if isinstance(size, int) and not isinstance(size, bool) else 1
+
+    @property
+    def slot_prefix(self) -> str:
+        return f"{self.run_id}/{self.cell_id}/slot-{self.slot_index:04d}"
+
+    @property
+    def populate_prefix(self) -> str:
+        return f"{self.run_id}/{self.cell_id}/populate"
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(f"{path}: {message}")
+
+    def string(self, doc: dict, key: str, path: str, *, required: bool = True) -> str | None:
+        value = doc.get(key)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value:
+            self.add(f"{path}{key}", "required, a non-empty string")
+            return None
+        return value
+
+    def identifier(self, doc: dict, key: str, path: str) -> str | None:
+        value = self.string(doc, key, path)
+        if value is not None and not SAFE_ID.match(value):
+            self.add(f"{path}{key}", "letters, digits and . _ - only")
+            return None
+        return value
+
+    def integer(
+        self, doc: dict, key: str, path: str, minimum: int, default: int | None = None
+    ) -> int:
+        value = doc.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.add(f"{path}{key}", f"must be an integer >= {minimum}")
+            return minimum
+        return value
+
+    def number(
+        self, doc: dict, key: str, path: str, default: float, *, positive: bool = False
+    ) -> float:
+        value = doc.get(key, default)
+        bad = isinstance(value, bool) or not isinstance(value, int | float)
+        if bad or value < 0 or (positive and value == 0):
+            self.add(
+                f"{path}{key}", "must be a positive number" if positive else "must be a number >= 0"
+            )
+            return default
+        return float(value)
+
+    def boolean(self, doc: dict, key: str, path: str, default: bool) -> bool:
+        value = doc.get(key, default)
+        if not isinstance(value, bool):
+            self.add(f"{path}{key}", "must be true or false")
+            return default
+        return value
+
+
+def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
+    path = f"workloads[{index}]."
+    if not isinstance(doc, dict):
+        check.add(f"workloads[{index}]", "must be an object")
+        return None
+    kind = doc.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        check.add(f"{path}kind", f"must be one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
+        return None
+    if kind == "fio":
+        name = check.identifier(doc, "name", path) or "?"
+        params = doc.get("params") or {}
+        if not isinstance(params, dict):
+            check.add(f"{path}params", "must be an object")
+            params = {}
+        clean = {}
+        for key, value in params.items():
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                check.add(f"{path}params.{key}", "must be a string or a number")
+            else:
+                clean[str(key)] = str(value)
+        return Workload(index, "fio", name, params=clean)
+    if kind == "ioping":
+        size = check.string(doc, "size", path, required=False)
+        if size is not None and not re.match(r"^[0-9]+[kKmMgG]?$", size):
+            check.add(f"{path}size", "an ioping size like 4k or 1m")
+        return Workload(
+            index,
+            "ioping",
+            "ioping",
+            count=check.integer(doc, "count", path, 1),
+            interval_ms=check.number(doc, "interval_ms", path, 0.0),
+            write=check.boolean(doc, "write", path, False),
+            size=size,
+            direct=check.boolean(doc, "direct", path, False),
+        )
+    name = check.identifier(doc, "name", path) or "?"
+    run = check.string(doc, "run", path) or ""
+    populate = doc.get("populate")
+    if populate is not None and not isinstance(populate, str):
+        check.add(f"{path}populate", "must be a string or null")
+        populate = None
+    return Workload(index, "app", name, run=run, populate=populate)
+
+
+def _target(check: _Checker, doc: object) -> Target:
+    if not isinstance(doc, dict):
+        check.add("target", "required, an object")
+        return Target("directory", path="/")
+    kind = doc.get("kind")
+    if kind == "directory":
+        path = check.string(doc, "path", "target.") or "/"
+        if not path.startswith("/"):
+            check.add("target.path", "must be an absolute path")
+        return Target("directory", path=path)
+    if kind == "block":
+        volume_id = check.string(doc, "volume_id", "target.")
+        filesystem = doc.get("filesystem")
+        if filesystem not in ("xfs", "ext4", "raw"):
+            check.add("target.filesystem", f"must be one of xfs, ext4, raw, got {filesystem!r}")
+        mount_point = check.string(doc, "mount_point", "target.", required=filesystem == "raw")
+        if filesystem == "raw":
+            mount_point = None
+        elif mount_point is not None and not mount_point.startswith("/"):
+            check.add("target.mount_point", "must be an absolute path")
+        return Target(
+            "block",
+            volume_id=volume_id,
+            filesystem=filesystem if isinstance(filesystem, str) else None,
+            created_by_run=check.boolean(doc, "created_by_run", "target.", False),
+            mount_point=mount_point,
+            mount_options=check.string(doc, "mount_options", "target.", required=False),
+            by_id_dir=check.string(doc, "by_id_dir", "target.", required=False),
+            attach_wait_s=check.number(doc, "attach_wait_s", "target.", 120.0),
+        )
+    check.add("target.kind", f"must be one of directory, block, got {kind!r}")
+    return Target("directory", path="/")
+
+
+def parse_payload(doc: object) -> SlotPayload:
+    """Validate a slot payload; PayloadError listing every problem on one line."""
+    if not isinstance(doc, dict):
+        raise PayloadError("slot payload: must be a JSON object")
+    check = _Checker()
+    if doc.get("version", 1) != 1:
+        check.add(
+            "version", f"unsupported payload version {doc.get('version')!r} (this agent reads 1)"
+        )
+    run_id = check.identifier(doc, "run_id", "") or "?"
+    cell = doc.get("cell")
+    cell_id = "?"
+    if not isinstance(cell, dict):
+        check.add("cell", "required, an object")
+        cell = {}
+    else:
+        cell_id = check.identifier(cell, "cell_id", "cell.") or "?"
+    slot_index = check.integer(doc, "slot_index", "", 0)
+    target = _target(check, doc.get("target"))
+    raw_workloads = doc.get("workloads")
+    workloads: list[Workload] = []
+    if not isinstance(raw_workloads, list):
+        check.add("workloads", "required, a list")
+    else:
+        for index, item in enumerate(raw_workloads):
+            workload = _workload(check, index, item)
+            if workload is not None:
+                workloads.append(workload)
+    barrier = doc.get("barrier")
+    if barrier is not None and not isinstance(barrier, dict):
+        check.add("barrier", "must be an object")
+        barrier = None
+    results = doc.get("results")
+    if not isinstance(results, dict):
+        check.add("results", "required, an object")
+        results = {}
+    time_limit_s = check.number(doc, "time_limit_s", "", DEFAULT_TIME_LIMIT_S, positive=True)
+    platform = doc.get("platform", "local")
+    if platform not in PLATFORMS:
+        check.add("platform", f"must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+    if check.problems:
+        raise PayloadError("slot payload: " + "; ".join(check.problems))
+    return SlotPayload(
+        run_id=run_id,
+        cell=cell,
+        cell_id=cell_id,
+        slot_index=slot_index,
+        target=target,
+        workloads=workloads,
+        barrier=barrier,
+        results=results,
+        time_limit_s=time_limit_s,
+        platform=str(platform),
+        raw=doc,
+    )

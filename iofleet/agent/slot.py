@@ -1,0 +1,390 @@
+"""Run one slot: manifest, target, start barrier, workloads, slot.json.
+
+`iofleet agent --slot FILE` (locally and on EC2) ends up in `run_slot_file`.
+A failing workload is recorded with its reason and the slot goes on with the
+next one; the exit code is non-zero when anything failed. The raw layout and
+the payload are described in docs/internals.md.
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from iofleet.agent.barrier import Barrier, BarrierError, barrier_from_config
+from iofleet.agent.manifest import ec2_identity, system_info
+from iofleet.agent.payload import PayloadError, SlotPayload, Workload, parse_payload
+from iofleet.agent.process import ChildResult, run_child
+from iofleet.agent.store import ResultsStore, StoreError, store_from_config
+from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
+from iofleet.parsers import ParseError
+from iofleet.parsers.app import format_utc
+
+SUCCEEDED, FAILED, TIMED_OUT, SKIPPED = "SUCCEEDED", "FAILED", "TIMED_OUT", "SKIPPED"
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def _now() -> str:
+    return format_utc(datetime.now(UTC))
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+@dataclass
+class Outcome:
+    status: str
+    error: str | None = None
+    artifact: str | None = None
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    seconds: float = 0.0
+
+
+class _Context:
+    def __init__(
+        self,
+        payload: SlotPayload,
+        store: ResultsStore,
+        target: PreparedTarget,
+        prefix: str,
+        deadline: float,
+        slot_label: str,
+    ):
+        self.payload = payload
+        self.store = store
+        self.target = target
+        self.prefix = prefix
+        self.deadline = deadline
+        self.slot_label = slot_label
+
+    def put(self, name: str, text: str) -> str:
+        relpath = f"{self.prefix}/{name}"
+        self.store.put_text(relpath, text)
+        return relpath
+
+    def app_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            IOFLEET_WORKDIR=str(self.target.workdir),
+            IOFLEET_SHARED=str(self.target.shared or self.target.workdir),
+            IOFLEET_SLOT=self.slot_label,
+            IOFLEET_FLEET_SIZE=str(self.payload.fleet_size),
+            IOFLEET_CELL_ID=self.payload.cell_id,
+            IOFLEET_RUN_ID=self.payload.run_id,
+        )
+        return env
+
+
+def _child_failure(what: str, result: ChildResult) -> tuple[str, str | None]:
+    if result.error:
+        return FAILED, result.error
+    if result.timed_out:
+        return TIMED_OUT, f"{what} killed at the slot time limit after {result.seconds:.1f} s"
+    if result.returncode != 0:
+        detail = _last_line(result.stderr_tail)
+        return FAILED, f"{what} exited with status {result.returncode}" + (
+            f": {detail}" if detail else ""
+        )
+    return SUCCEEDED, None
+
+
+def fio_job_errors(text: str) -> list[str]:
+    """Problems in fio's JSON output: no JSON at all, or jobs with error != 0."""
+    start = 0 if text.startswith("{") else text.find("\n{") + 1
+    if start == 0 and not text.startswith("{"):
+        return ["fio printed no JSON"]
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text, start)
+    except ValueError as exc:
+        return [f"fio JSON is malformed: {exc}"]
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list) or not jobs:
+        return ["fio JSON has no jobs"]
+    return [
+        f"fio job {job.get('jobname', i)!r} reported error {job.get('error')}"
+        for i, job in enumerate(jobs)
+        if isinstance(job, dict) and job.get("error") not in (0, None)
+    ]
+
+
+def _run_fio(ctx: _Context, w: Workload) -> Outcome:
+    from iofleet.fiojobs import render_command
+
+    raw = ctx.target.raw_device
+    try:
+        if raw is not None:
+            argv, job_env = render_command(w.name, w.params, str(raw.parent), filename=raw.name)
+        else:
+            argv, job_env = render_command(w.name, w.params, str(ctx.target.workdir))
+    except KeyError as exc:
+        return Outcome(FAILED, str(exc.args[0]) if exc.args else f"unknown fio job {w.name!r}")
+    except Exception as exc:  # noqa: BLE001 - ValueError or a broken job library: one line
+        return Outcome(FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    env = dict(os.environ)
+    env.update(job_env)
+    result = run_child(argv, cwd=ctx.target.workdir, env=env, deadline=ctx.deadline)
+    artifact = (
+        ctx.put(f"w{w.index:02d}-fio-{_safe(w.name)}.json", result.stdout)
+        if result.stdout
+        else None
+    )
+    status, error = _child_failure("fio", result)
+    if status == SUCCEEDED:
+        problems = fio_job_errors(result.stdout)
+        if problems:
+            status, error = FAILED, "; ".join(problems)
+    return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
+
+
+def ioping_argv(w: Workload, target: str, raw_device: bool) -> list[str]:
+    interval = "0" if w.interval_ms == 0 else f"{round(w.interval_ms * 1000)}us"
+    argv = ["ioping", "-J", "-c", str(w.count), "-i", interval]
+    if w.size:
+        argv += ["-s", w.size]
+    if w.direct:
+        argv.append("-D")
+    if w.write:
+        # ioping wants -WWW before it writes to a device (the guard has checked it)
+        argv.append("-WWW" if raw_device else "-W")
+    return argv + [target]
+
+
+def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
+    from iofleet.parsers.ioping import parse_ioping
+
+    raw = ctx.target.raw_device
+    argv = ioping_argv(w, str(raw or ctx.target.workdir), raw is not None)
+    result = run_child(argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline)
+    artifact = ctx.put(f"w{w.index:02d}-ioping.json", result.stdout) if result.stdout else None
+    status, error = _child_failure("ioping", result)
+    if status == SUCCEEDED:
+        try:
+            parse_ioping(result.stdout)
+        except ParseError as exc:
+            status, error = FAILED, f"ioping output: {exc}"
+    return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
+
+
+def _run_app(ctx: _Context, w: Workload, phase: str) -> Outcome:
+    if ctx.target.raw_device is not None:
+        return Outcome(FAILED, "app workloads need a filesystem target, not a raw device")
+    script = w.run if phase == "run" else (w.populate or "")
+    started_at = _now()
+    result = run_child(
+        ["bash", "-c", script],
+        cwd=ctx.target.workdir,
+        env=ctx.app_env(),
+        deadline=ctx.deadline,
+        keep_stdout=False,
+    )
+    finished_at = _now()
+    doc = {
+        "app": w.name,
+        "phase": phase,
+        "exit_code": result.returncode,
+        "wall_seconds": round(result.seconds, 6),
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "stdout_tail": result.stdout,
+        "stderr_tail": result.stderr_tail,
+    }
+    artifact = None
+    if result.error is None:
+        artifact = ctx.put(
+            f"w{w.index:02d}-app-{_safe(w.name)}.json", json.dumps(doc, indent=2) + "\n"
+        )
+    status, error = _child_failure(f"app {w.name} ({phase})", result)
+    return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
+
+
+def _run_workload(ctx: _Context, w: Workload) -> Outcome:
+    if ctx.target.error:
+        return Outcome(SKIPPED, "target not prepared")
+    if w.kind == "fio":
+        return _run_fio(ctx, w)
+    if w.kind == "ioping":
+        return _run_ioping(ctx, w)
+    return _run_app(ctx, w, "run")
+
+
+def _entry(w: Workload, outcome: Outcome) -> dict[str, object]:
+    return {
+        "index": w.index,
+        "kind": w.kind,
+        "name": w.name,
+        "status": outcome.status,
+        "error": outcome.error,
+        "seconds": round(outcome.seconds, 3),
+        "artifact": outcome.artifact,
+        "exit_code": outcome.exit_code,
+        "stderr_tail": outcome.stderr_tail,
+    }
+
+
+def _manifest(payload: SlotPayload, target: PreparedTarget, started_at: str) -> dict[str, object]:
+    identity: dict[str, str | None] = {"instance_type": None, "instance_id": None, "az_id": None}
+    if payload.platform == "aws":
+        identity = ec2_identity()
+    else:
+        identity["instance_type"] = str(payload.cell.get("instance_type") or "local")
+    return {
+        "version": 1,
+        "run_id": payload.run_id,
+        "slot_index": payload.slot_index,
+        "cell": payload.cell,
+        "platform": payload.platform,
+        "started_at": started_at,
+        **system_info(),
+        **target.details(),
+        **identity,
+        "workloads": payload.raw.get("workloads"),
+    }
+
+
+def _say(message: str) -> None:
+    print(f"iofleet agent: {message}", file=sys.stderr, flush=True)
+
+
+def run_slot(payload: dict) -> int:
+    """Run every workload of one slot; 0 when all succeeded, 1 otherwise.
+
+    Raises PayloadError (a UsageError: one line, exit 2) for a payload that
+    cannot be run at all.
+    """
+    spec = parse_payload(payload)
+    try:
+        store = store_from_config(spec.results)
+        barrier = barrier_from_config(spec.barrier)
+    except (StoreError, BarrierError) as exc:
+        raise PayloadError(f"slot payload: {exc}") from None
+    try:
+        return _run(spec, store, barrier)
+    except (StoreError, BarrierError) as exc:
+        _say(f"slot {spec.slot_index} of {spec.cell_id} aborted: {exc}")
+        return EXIT_FAILED
+
+
+def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
+    start = time.monotonic()
+    deadline = start + spec.time_limit_s
+    started_at = _now()
+    prefix = spec.slot_prefix
+    target = prepare_target(spec, f"slot-{spec.slot_index:04d}")
+    store.put_json(f"{prefix}/manifest.json", _manifest(spec, target, started_at))
+    ctx = _Context(spec, store, target, prefix, deadline, str(spec.slot_index))
+
+    error: str | None = None
+    waited = 0.0
+    entries: list[dict[str, object]] = []
+    if target.error:
+        barrier.announce(spec.slot_index)  # the other slots need not wait for us
+        error = f"target: {target.error}"
+    else:
+        result = barrier.wait(spec.slot_index, timeout_s=max(deadline - time.monotonic(), 0.0))
+        waited = result.waited_s
+        error = result.error
+    try:
+        for w in spec.workloads:
+            if error is not None:  # target or barrier trouble: nothing runs
+                outcome = Outcome(SKIPPED, "not run: " + error)
+            elif time.monotonic() >= deadline:
+                outcome = Outcome(SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached")
+            else:
+                outcome = _run_workload(ctx, w)
+            entries.append(_entry(w, outcome))
+    finally:
+        cleanup_problem = cleanup_target(target)
+    failed = [e for e in entries if e["status"] != SUCCEEDED]
+    if error is None and failed:
+        first = failed[0]
+        error = (
+            f"{len(failed)} of {len(entries)} workloads did not succeed; first: "
+            f"workload {first['index']} ({first['kind']} {first['name']}): {first['status']}: {first['error']}"
+        )
+    exit_code = EXIT_FAILED if error else EXIT_OK
+    store.put_json(
+        f"{prefix}/slot.json",
+        {
+            "version": 1,
+            "run_id": spec.run_id,
+            "cell_id": spec.cell_id,
+            "slot_index": spec.slot_index,
+            "status": SUCCEEDED if exit_code == EXIT_OK else FAILED,
+            "exit_code": exit_code,
+            "error": error,
+            "started_at": started_at,
+            "finished_at": _now(),
+            "barrier_waited_s": round(waited, 3),
+            "cleanup_problem": cleanup_problem,
+            "workloads": entries,
+        },
+    )
+    if error:
+        _say(f"slot {spec.slot_index} of {spec.cell_id} FAILED: {error}")
+    return exit_code
+
+
+def run_slot_file(path: Path) -> int:
+    """`iofleet agent --slot FILE`: load the payload JSON and run it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PayloadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PayloadError(
+            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    return run_slot(payload)
+
+
+def run_populate(payload: dict, workload_index: int) -> int:
+    """Run workloads[workload_index]'s populate command once for the cell (0 = ok).
+
+    Writes `{run_id}/{cell_id}/populate/w{WI:02d}-app-{app}.json`; an app
+    without a populate command is a no-op.
+    """
+    spec = parse_payload(payload)
+    matches = [w for w in spec.workloads if w.index == workload_index]
+    if not matches or matches[0].kind != "app":
+        raise PayloadError(f"workloads[{workload_index}]: not an app workload")
+    w = matches[0]
+    if not w.populate:
+        return EXIT_OK
+    try:
+        store = store_from_config(spec.results)
+    except StoreError as exc:
+        raise PayloadError(f"slot payload: {exc}") from None
+    target = prepare_target(spec, "populate")
+    if target.error:
+        _say(f"populate {w.name} for {spec.cell_id} FAILED: target: {target.error}")
+        return EXIT_FAILED
+    ctx = _Context(
+        spec, store, target, spec.populate_prefix, time.monotonic() + spec.time_limit_s, "populate"
+    )
+    try:
+        outcome = _run_app(ctx, w, "populate")
+    except StoreError as exc:
+        outcome = Outcome(FAILED, str(exc))
+    finally:
+        cleanup_target(target)
+    if outcome.status != SUCCEEDED:
+        _say(f"populate {w.name} for {spec.cell_id} FAILED: {outcome.error}")
+        return EXIT_FAILED
+    return EXIT_OK
