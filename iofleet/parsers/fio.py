@@ -1,0 +1,276 @@
+"""fio `--output-format=json` / `json+` output: one record per (jobs[] entry, direction).
+
+fio may print text before its JSON document (notes such as "note: both iodepth
+>= 1 and synchronous I/O engine...", and "fio: pid=..., err=..." error lines) and,
+rarely, after it; that text is kept as warnings. A direction with total_ios == 0
+gives no record.
+
+Completion-latency percentiles are exact, never interpolated:
+- from json+ histogram bins when present: the smallest bin value whose cumulative
+  count reaches ceil(p/100 x total) (`percentile_from_bins`, the rule fio itself uses);
+- else from fio's `percentile` list when it holds exactly that percentile;
+- else null.
+
+Handles fio 3.x (`clat_ns`) and, for old files, fio 2.x (`clat` in microseconds).
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from iofleet.parsers import ParseError
+
+DIRECTIONS = ("read", "write", "trim")
+# record key -> percentile; the warehouse columns clat_p*_ns
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("clat_p50_ns", 50.0),
+    ("clat_p75_ns", 75.0),
+    ("clat_p90_ns", 90.0),
+    ("clat_p98_ns", 98.0),
+    ("clat_p99_ns", 99.0),
+    ("clat_p99_9_ns", 99.9),
+    ("clat_p99_99_ns", 99.99),
+)
+RECORD_KEYS = (
+    "job",
+    "job_index",
+    "direction",
+    "iops",
+    "bw_bytes",
+    "io_bytes",
+    "runtime_ms",
+    "error",
+    "clat_min_ns",
+    "clat_max_ns",
+    "clat_mean_ns",
+    *(key for key, _ in PERCENTILES),
+)
+BIN_KEYS = ("job", "job_index", "direction", "bin_ns", "count")
+
+_JSON_START = re.compile(r"^\{", re.MULTILINE)
+_MAX_QUOTE = 120
+
+
+@dataclass
+class FioOutput:
+    records: list[dict] = field(default_factory=list)
+    bins: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    fio_version: str | None = None
+
+
+def percentile_from_bins(
+    bins: Mapping[int, int] | Iterable[tuple[int, int]], p: float
+) -> int | None:
+    """The smallest bin value whose cumulative count reaches ceil(p/100 x total).
+
+    `bins` maps a bin value (ns, as fio reports it) to its count; bins from several
+    jobs or slots can be merged by adding counts first. The threshold is computed
+    with the same double arithmetic as fio (p / 100.0 * total), so the result equals
+    fio's own percentile figure. None when there are no samples.
+    """
+    items = bins.items() if isinstance(bins, Mapping) else bins
+    ordered = sorted((int(value), int(count)) for value, count in items if int(count) > 0)
+    total = sum(count for _, count in ordered)
+    if total == 0:
+        return None
+    threshold = max(1, math.ceil(p / 100.0 * total))
+    cumulative = 0
+    for value, count in ordered:
+        cumulative += count
+        if cumulative >= threshold:
+            return value
+    return ordered[-1][0]
+
+
+def _quote(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _MAX_QUOTE else text[: _MAX_QUOTE - 3] + "..."
+
+
+def _text_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _decode(text: str) -> tuple[dict, list[str]]:
+    """The fio JSON document and the non-empty text lines around it."""
+    if not text.strip():
+        raise ParseError("empty fio output")
+    starts = [m.start() for m in _JSON_START.finditer(text)]
+    if not starts:
+        first = _text_lines(text)[0]
+        raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
+    decoder = json.JSONDecoder()
+    first_error: json.JSONDecodeError | None = None
+    for start in starts:
+        try:
+            doc, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc
+            continue
+        if isinstance(doc, dict):
+            return doc, _text_lines(text[:start]) + _text_lines(text[end:])
+    assert first_error is not None
+    kind = "truncated" if first_error.pos >= len(text.rstrip()) else "invalid"
+    raise ParseError(
+        f"{kind} fio JSON at line {first_error.lineno} column {first_error.colno}: "
+        f"{first_error.msg}"
+    )
+
+
+def _int(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
+    return int(value)
+
+
+def _float(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
+    return float(value)
+
+
+def _optional_int(stats: Mapping, key: str, where: str, scale: int = 1) -> int | None:
+    value = stats.get(key)
+    return None if value is None else _int(value, f"{where}.{key}") * scale
+
+
+def _clat(stats: Mapping, where: str) -> tuple[Mapping, int, str]:
+    """The completion-latency object, the factor to nanoseconds, and its path."""
+    clat = stats.get("clat_ns")
+    if isinstance(clat, Mapping):
+        return clat, 1, f"{where}.clat_ns"
+    clat = stats.get("clat")  # fio 2.x: microseconds
+    if isinstance(clat, Mapping):
+        return clat, 1000, f"{where}.clat"
+    return {}, 1, f"{where}.clat_ns"
+
+
+def _bins(clat: Mapping, scale: int, where: str) -> dict[int, int]:
+    raw = clat.get("bins")
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}.bins: expected an object")
+    bins: dict[int, int] = {}
+    for key, count in raw.items():
+        try:
+            value = int(key) * scale
+        except ValueError:
+            raise ParseError(f"{where}.bins: bin {_quote(key)!r} is not a number") from None
+        number = _int(count, f"{where}.bins[{key}]")
+        if number > 0:
+            bins[value] = bins.get(value, 0) + number
+    return bins
+
+
+def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
+    raw = clat.get("percentile")
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ParseError(f"{where}.percentile: expected an object")
+    listed: dict[float, int] = {}
+    for key, value in raw.items():
+        try:
+            p = float(key)
+        except ValueError:
+            continue
+        listed[p] = _int(value, f"{where}.percentile[{key}]") * scale
+    return listed
+
+
+def _direction_record(
+    out: FioOutput, job: str, index: int, direction: str, stats: Mapping, error: int
+) -> None:
+    where = f"jobs[{index}].{direction}"
+    clat, scale, clat_where = _clat(stats, where)
+    bins = _bins(clat, scale, clat_where)
+    listed = _listed(clat, scale, clat_where)
+    if "bw_bytes" in stats:
+        bw_bytes = _int(stats["bw_bytes"], f"{where}.bw_bytes")
+    else:  # fio 2.x: KiB/s
+        bw_bytes = _int(stats.get("bw", 0), f"{where}.bw") * 1024
+    if "io_bytes" in stats:
+        io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes")
+    else:
+        io_bytes = _int(stats.get("io_kbytes", 0), f"{where}.io_kbytes") * 1024
+    mean = clat.get("mean")
+    record: dict[str, object] = {
+        "job": job,
+        "job_index": index,
+        "direction": direction,
+        "iops": _float(stats.get("iops", 0), f"{where}.iops"),
+        "bw_bytes": bw_bytes,
+        "io_bytes": io_bytes,
+        "runtime_ms": _int(stats.get("runtime", 0), f"{where}.runtime"),
+        "error": error,
+        "clat_min_ns": _optional_int(clat, "min", clat_where, scale),
+        "clat_max_ns": _optional_int(clat, "max", clat_where, scale),
+        "clat_mean_ns": None if mean is None else _float(mean, f"{clat_where}.mean") * scale,
+    }
+    missing: list[str] = []
+    for key, p in PERCENTILES:
+        if bins:
+            record[key] = percentile_from_bins(bins, p)
+        else:
+            record[key] = listed.get(p)
+            if record[key] is None:
+                missing.append(f"p{p:g}")
+    if missing:
+        out.warnings.append(
+            f"job {job!r} (jobs[{index}]) {direction}: no json+ bins and fio's percentile "
+            f"list lacks {', '.join(missing)}; left null"
+        )
+    out.records.append(record)
+    for value in sorted(bins):
+        out.bins.append(
+            {
+                "job": job,
+                "job_index": index,
+                "direction": direction,
+                "bin_ns": value,
+                "count": bins[value],
+            }
+        )
+
+
+def parse_fio(text: str) -> FioOutput:
+    """Parse fio's stdout (json or json+, any fio 3.x); ParseError with a one-line reason."""
+    doc, around = _decode(text)
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise ParseError('fio JSON has no "jobs" array (not fio --output-format=json output?)')
+    version = doc.get("fio version")
+    out = FioOutput(warnings=around, fio_version=version if isinstance(version, str) else None)
+    if not jobs:
+        out.warnings.append("fio reported no jobs")
+    for index, entry in enumerate(jobs):
+        if not isinstance(entry, Mapping):
+            raise ParseError(f"jobs[{index}]: expected an object")
+        name = entry.get("jobname")
+        if not isinstance(name, str):
+            raise ParseError(f"jobs[{index}]: no jobname")
+        error = _int(entry.get("error", 0), f"jobs[{index}].error")
+        before = len(out.records)
+        for direction in DIRECTIONS:
+            stats = entry.get(direction)
+            if not isinstance(stats, Mapping):
+                continue
+            where = f"jobs[{index}].{direction}"
+            if "total_ios" in stats:
+                ios = _int(stats["total_ios"], f"{where}.total_ios")
+            else:  # very old fio: no total_ios; did the direction move any bytes?
+                ios = _int(stats.get("io_bytes", stats.get("io_kbytes", 0)), f"{where}.io_bytes")
+            if ios > 0:
+                _direction_record(out, name, index, direction, stats, error)
+        if error and len(out.records) == before:
+            out.warnings.append(
+                f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
+            )
+    return out

@@ -1,0 +1,332 @@
+"""fio JSON / JSON+ parser, on fixtures made by real fio runs (tests/fixtures/fio/make_fixtures.sh)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iofleet.cli import main
+from iofleet.parsers import ParseError, detect_kind
+from iofleet.parsers.fio import (
+    BIN_KEYS,
+    PERCENTILES,
+    RECORD_KEYS,
+    parse_fio,
+    percentile_from_bins,
+)
+from iofleet.schema import FIO_LATENCY_BINS, FIO_RESULTS
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
+JSONPLUS = sorted(p.name for p in FIXTURES.glob("jsonplus-*.json"))
+ALL_GOOD = sorted(p.name for p in FIXTURES.glob("json*.json"))
+
+
+def _text(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def _doc(name: str) -> dict:
+    text = _text(name)
+    return json.loads(text[text.index("{") :])
+
+
+def _one_line_error(text: str) -> str:
+    with pytest.raises(ParseError) as info:
+        parse_fio(text)
+    message = str(info.value)
+    assert message and "\n" not in message
+    return message
+
+
+# --- contract with the schema -------------------------------------------------
+
+
+def test_record_keys_are_the_fio_results_columns() -> None:
+    assert set(RECORD_KEYS) <= set(FIO_RESULTS.column_names)
+    record = parse_fio(_text("jsonplus-numjobs-grouped.json")).records[0]
+    assert tuple(record) == RECORD_KEYS
+
+
+def test_bin_keys_are_the_latency_bin_columns() -> None:
+    assert set(BIN_KEYS) <= set(FIO_LATENCY_BINS.column_names)
+    assert tuple(parse_fio(_text("jsonplus-two-jobs.json")).bins[0]) == BIN_KEYS
+
+
+@pytest.mark.parametrize("name", ALL_GOOD)
+def test_fixtures_are_detected_as_fio(name: str) -> None:
+    assert detect_kind(_text(name)) == "fio"
+
+
+# --- the percentile rule: reproduces fio's own figures ---------------------------
+
+
+@pytest.mark.parametrize("name", JSONPLUS)
+def test_bin_rule_reproduces_fio_percentiles_exactly(name: str) -> None:
+    # given every direction with a histogram in a real json+ output
+    checked = 0
+    for job in _doc(name)["jobs"]:
+        for direction in ("read", "write", "trim"):
+            clat = job[direction]["clat_ns"]
+            if not clat.get("bins"):
+                continue
+            bins = {int(k): v for k, v in clat["bins"].items()}
+            # when / then: each percentile fio printed is what the bin rule gives
+            for key, expected in clat["percentile"].items():
+                assert percentile_from_bins(bins, float(key)) == expected, (name, key)
+                checked += 1
+    assert checked > 0
+
+
+def test_bin_rule_smallest_bin_reaching_the_ceiling() -> None:
+    # 10 samples: p50 needs 5 (reached at 200), p51 needs ceil(5.1) = 6 (reached at 300)
+    bins = {100: 2, 200: 3, 300: 4, 400: 1}
+    assert percentile_from_bins(bins, 50) == 200
+    assert percentile_from_bins(bins, 51) == 300
+    assert percentile_from_bins(bins, 90) == 300
+    assert percentile_from_bins(bins, 100) == 400
+
+
+def test_bin_rule_accepts_pairs_and_ignores_empty_bins() -> None:
+    assert percentile_from_bins([(300, 1), (100, 0), (200, 1)], 50) == 200
+
+
+def test_bin_rule_without_samples_is_none() -> None:
+    assert percentile_from_bins({}, 50) is None
+
+
+def test_json_plus_percentiles_come_from_bins_not_the_list() -> None:
+    # given fio's default list, which has neither 75 nor 98
+    doc = _doc("jsonplus-randrw-default-percentiles.json")
+    assert "75.000000" not in doc["jobs"][0]["read"]["clat_ns"]["percentile"]
+    # when
+    record = parse_fio(_text("jsonplus-randrw-default-percentiles.json")).records[0]
+    # then all schema percentiles are filled from the bins
+    assert all(record[key] is not None for key, _ in PERCENTILES)
+
+
+def test_json_plus_percentiles_match_the_listed_ones() -> None:
+    doc = _doc("jsonplus-numjobs-grouped.json")
+    listed = doc["jobs"][0]["write"]["clat_ns"]["percentile"]
+    record = parse_fio(_text("jsonplus-numjobs-grouped.json")).records[0]
+    assert record["clat_p75_ns"] == listed["75.000000"]
+    assert record["clat_p99_9_ns"] == listed["99.900000"]
+    assert record["clat_p99_99_ns"] == listed["99.990000"]
+
+
+def test_plain_json_percentiles_come_from_the_list() -> None:
+    doc = _doc("json-randread.json")
+    listed = doc["jobs"][0]["read"]["clat_ns"]["percentile"]
+    out = parse_fio(_text("json-randread.json"))
+    assert out.bins == []
+    assert out.records[0]["clat_p98_ns"] == listed["98.000000"]
+    assert out.records[0]["clat_p50_ns"] == listed["50.000000"]
+
+
+def test_plain_json_percentile_missing_from_list_is_null_not_interpolated() -> None:
+    # given plain json whose list lacks 75 (fio's default list) and has no bins
+    doc = _doc("json-randread.json")
+    clat = doc["jobs"][0]["read"]["clat_ns"]
+    del clat["percentile"]["75.000000"]
+    # when
+    out = parse_fio(json.dumps(doc))
+    # then
+    record = out.records[0]
+    assert record["clat_p75_ns"] is None
+    assert record["clat_p50_ns"] == clat["percentile"]["50.000000"]
+    assert any("p75" in w and "null" in w for w in out.warnings)
+
+
+# --- record shapes ----------------------------------------------------------------
+
+
+def test_record_fields_come_from_the_direction() -> None:
+    doc = _doc("jsonplus-numjobs-grouped.json")
+    write = doc["jobs"][0]["write"]
+    record = parse_fio(_text("jsonplus-numjobs-grouped.json")).records[0]
+    assert record["job"] == "grouped" and record["job_index"] == 0
+    assert record["direction"] == "write"
+    assert record["iops"] == write["iops"]
+    assert record["bw_bytes"] == write["bw_bytes"]
+    assert record["io_bytes"] == write["io_bytes"]
+    assert record["runtime_ms"] == write["runtime"]
+    assert record["clat_min_ns"] == write["clat_ns"]["min"]
+    assert record["clat_max_ns"] == write["clat_ns"]["max"]
+    assert record["clat_mean_ns"] == write["clat_ns"]["mean"]
+    assert record["error"] == 0
+
+
+def test_numjobs_grouped_is_one_record() -> None:
+    out = parse_fio(_text("jsonplus-numjobs-grouped.json"))
+    assert [(r["job"], r["job_index"], r["direction"]) for r in out.records] == [
+        ("grouped", 0, "write")
+    ]
+
+
+def test_numjobs_separate_is_one_record_per_clone() -> None:
+    out = parse_fio(_text("jsonplus-numjobs-separate.json"))
+    assert [(r["job"], r["job_index"]) for r in out.records] == [("separate", 0), ("separate", 1)]
+
+
+def test_two_jobs_in_one_file_are_separate_records() -> None:
+    out = parse_fio(_text("jsonplus-two-jobs.json"))
+    assert [(r["job"], r["job_index"], r["direction"]) for r in out.records] == [
+        ("steady_write", 0, "write"),
+        ("burst_read", 1, "read"),
+    ]
+
+
+def test_mixed_job_gives_one_record_per_direction() -> None:
+    out = parse_fio(_text("jsonplus-randrw-default-percentiles.json"))
+    assert [r["direction"] for r in out.records] == ["read", "write"]
+
+
+def test_directions_without_ios_are_skipped() -> None:
+    out = parse_fio(_text("jsonplus-numjobs-grouped.json"))
+    assert {r["direction"] for r in out.records} == {"write"}
+
+
+def test_bins_sum_to_the_sample_count_per_record() -> None:
+    doc = _doc("jsonplus-two-jobs.json")
+    out = parse_fio(_text("jsonplus-two-jobs.json"))
+    for record in out.records:
+        total = sum(
+            b["count"]
+            for b in out.bins
+            if (b["job_index"], b["direction"]) == (record["job_index"], record["direction"])
+        )
+        assert total == doc["jobs"][record["job_index"]][record["direction"]]["clat_ns"]["N"]
+
+
+def test_bins_are_sorted_and_non_empty() -> None:
+    bins = parse_fio(_text("jsonplus-numjobs-grouped.json")).bins
+    values = [b["bin_ns"] for b in bins]
+    assert values == sorted(values) and all(b["count"] > 0 for b in bins)
+
+
+def test_fio_version_is_kept() -> None:
+    assert parse_fio(_text("json-randread.json")).fio_version == "fio-3.33"
+
+
+def test_clean_output_has_no_warnings() -> None:
+    assert parse_fio(_text("jsonplus-numjobs-grouped.json")).warnings == []
+
+
+# --- errors, notes, junk ----------------------------------------------------------
+
+
+def test_note_before_json_is_a_warning() -> None:
+    out = parse_fio(_text("jsonplus-note-before.json"))
+    assert len(out.records) == 1
+    assert out.warnings[0].startswith("note: both iodepth >= 1 and synchronous I/O engine")
+
+
+def test_failing_job_keeps_the_good_job_and_reports_the_failure() -> None:
+    out = parse_fio(_text("jsonplus-failing-job.json"))
+    assert [r["job"] for r in out.records] == ["good"]
+    assert out.warnings[0].startswith("fio: pid=0, err=2/")
+    assert "job 'missing' (jobs[1]) failed with fio error 2 and did no I/O" in out.warnings
+
+
+def test_job_failing_after_some_io_keeps_its_error_code() -> None:
+    out = parse_fio(_text("jsonplus-enospc.json"))
+    assert [(r["job"], r["direction"], r["error"]) for r in out.records] == [("fill", "write", 28)]
+    assert out.records[0]["io_bytes"] > 0
+    assert "err=28" in out.warnings[0]
+
+
+def test_text_after_the_json_is_a_warning() -> None:
+    out = parse_fio(_text("jsonplus-numjobs-grouped.json") + "fio: file hash not empty on exit\n")
+    assert out.warnings == ["fio: file hash not empty on exit"]
+
+
+def test_truncated_output_is_a_parse_error() -> None:
+    message = _one_line_error(_text("truncated.json"))
+    assert message.startswith("truncated fio JSON at line ")
+
+
+def test_invalid_json_is_a_parse_error() -> None:
+    message = _one_line_error('{\n  "jobs": [,]\n}\n')
+    assert message.startswith("invalid fio JSON at line 2 column")
+
+
+def test_empty_output_is_a_parse_error() -> None:
+    assert _one_line_error("  \n") == "empty fio output"
+
+
+def test_text_only_output_quotes_its_first_line() -> None:
+    message = _one_line_error("fio: failed parsing directory=${TARGET}\nfio: job global dropped\n")
+    assert message == (
+        "no fio JSON document in the output (first line: 'fio: failed parsing directory=${TARGET}')"
+    )
+
+
+def test_json_without_jobs_is_a_parse_error() -> None:
+    assert 'no "jobs" array' in _one_line_error('{"fio version": "fio-3.33"}')
+
+
+def test_json_array_is_not_fio_output() -> None:
+    assert "no fio JSON document" in _one_line_error("[1, 2]")
+
+
+def test_malformed_job_entry_is_a_parse_error() -> None:
+    assert _one_line_error('{"jobs": ["x"]}') == "jobs[0]: expected an object"
+
+
+def test_non_numeric_field_is_a_parse_error() -> None:
+    doc = _doc("json-randread.json")
+    doc["jobs"][0]["read"]["iops"] = "fast"
+    assert _one_line_error(json.dumps(doc)).startswith("jobs[0].read.iops: expected a number")
+
+
+def test_empty_jobs_array_is_a_warning() -> None:
+    out = parse_fio('{"fio version": "fio-3.33", "jobs": []}')
+    assert out.records == [] and out.warnings == ["fio reported no jobs"]
+
+
+def test_fio_2_usec_clat_is_converted_to_ns() -> None:
+    # given an fio 2.x style direction: clat in usec, bw in KiB/s, no bw_bytes
+    doc = {
+        "fio version": "fio-2.2.10",
+        "jobs": [
+            {
+                "jobname": "old",
+                "error": 0,
+                "read": {
+                    "io_bytes": 4096,
+                    "bw": 4,
+                    "iops": 1.0,
+                    "runtime": 1000,
+                    "total_ios": 1,
+                    "clat": {"min": 5, "max": 7, "mean": 6.0, "percentile": {"50.000000": 6}},
+                },
+            }
+        ],
+    }
+    # when
+    record = parse_fio(json.dumps(doc)).records[0]
+    # then
+    assert (record["clat_min_ns"], record["clat_p50_ns"], record["clat_mean_ns"]) == (
+        5000,
+        6000,
+        6000.0,
+    )
+    assert record["bw_bytes"] == 4096
+
+
+# --- iofleet parse ----------------------------------------------------------------
+
+
+def test_cli_parse_prints_one_json_record_per_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", str(FIXTURES / "jsonplus-two-jobs.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["job"] for line in lines] == ["steady_write", "burst_read"]
+
+
+def test_cli_parse_bad_file_is_one_line_and_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", str(FIXTURES / "truncated.json")]) != 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1
+    assert "truncated fio JSON" in captured.err
