@@ -1,0 +1,152 @@
+"""ingest.rows_for_artifact: raw artifact -> table rows, errors as rows."""
+
+from __future__ import annotations
+
+import json
+
+from iofleet.ingest import artifact_kind, merge_slot_rows, rows_for_artifact
+from iofleet.parsers.fio import parse_fio
+from iofleet.parsers.ioping import parse_ioping
+from iofleet.schema import BY_NAME
+from tests.unit import rawtree
+
+RUN = "demo-20261121t051200z"
+SLOT_DIR = f"{RUN}/c000-local-fast-x2-r1/slot-0003"
+
+
+def _only_error(rows: dict) -> dict:
+    assert list(rows) == ["ingest_errors"]
+    (err,) = rows["ingest_errors"]
+    return err
+
+
+def test_every_row_has_exactly_its_tables_columns() -> None:
+    rows = rows_for_artifact(f"{SLOT_DIR}/w00-fio-randread.json", rawtree.FIO_JSONPLUS.read_text())
+    for table, table_rows in rows.items():
+        for row in table_rows:
+            assert tuple(row) == BY_NAME[table].column_names
+
+
+def test_run_json_gives_one_runs_row() -> None:
+    rows = rows_for_artifact(f"{RUN}/run.json", json.dumps(rawtree.run_doc(RUN)))
+    (row,) = rows["runs"]
+    assert row["run_id"] == RUN
+    assert (row["matrix_name"], row["mode"], row["status"], row["total_instances"]) == (
+        "demo",
+        "local",
+        "SUCCEEDED",
+        2,
+    )
+    assert row["started_at"] == "2026-11-21 05:12:00.000000"
+    assert json.loads(row["matrix_json"])["name"] == "demo"
+
+
+def test_run_json_whose_run_id_disagrees_with_its_folder_is_an_ingest_error() -> None:
+    err = _only_error(rows_for_artifact(f"{RUN}/run.json", json.dumps(rawtree.run_doc("other"))))
+    assert err["run_id"] == RUN
+    assert "does not match" in err["reason"]
+
+
+def test_manifest_and_slot_json_fold_into_one_slots_row() -> None:
+    # given
+    cell = rawtree.cell_doc()
+    manifest = rows_for_artifact(
+        f"{SLOT_DIR}/manifest.json", json.dumps(rawtree.manifest_doc(RUN, cell, 3))
+    )["slots"]
+    final = rows_for_artifact(
+        f"{SLOT_DIR}/slot.json", json.dumps(rawtree.slot_doc("FAILED", 1, "w00 fio: boom"))
+    )["slots"]
+    # when
+    (row,) = merge_slot_rows(manifest + final)
+    # then
+    assert (row["cell_id"], row["slot_index"], row["cell_index"], row["fleet_size"]) == (
+        "c000-local-fast-x2-r1",
+        3,
+        0,
+        2,
+    )
+    assert (row["storage_label"], row["hostname"], row["cpus"], row["target_fstype"]) == (
+        "local-fast",
+        "box",
+        2,
+        "ext4",
+    )
+    assert (row["status"], row["exit_code"], row["error"]) == ("FAILED", 1, "w00 fio: boom")
+    assert row["started_at"] == "2026-11-21 05:12:01.000000"  # slot.json is the later word
+    assert row["finished_at"] == "2026-11-21 05:13:01.000000"
+
+
+def test_slot_json_without_an_error_line_names_the_failed_workloads() -> None:
+    doc = rawtree.slot_doc("FAILED", 1, None)
+    doc["workloads"] = [
+        {"index": 0, "kind": "fio", "name": "randread", "status": "SUCCEEDED", "error": None},
+        {"index": 1, "kind": "app", "name": "c-build", "status": "FAILED", "error": "exit 3"},
+    ]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
+    assert row["error"] == "w01 app c-build: exit 3"
+
+
+def test_fio_jsonplus_gives_results_and_bins_keyed_by_the_path() -> None:
+    text = rawtree.FIO_JSONPLUS.read_text()
+    parsed = parse_fio(text)
+    rows = rows_for_artifact(f"{SLOT_DIR}/w04-fio-randread.json", text)
+    assert len(rows["fio_results"]) == len(parsed.records) > 0
+    assert len(rows["fio_latency_bins"]) == len(parsed.bins) > 0
+    for row in rows["fio_results"] + rows["fio_latency_bins"]:
+        assert (row["run_id"], row["cell_id"], row["slot_index"]) == (
+            RUN,
+            "c000-local-fast-x2-r1",
+            3,
+        )
+        assert (row["workload_index"], row["workload"]) == (4, "randread")
+    assert sum(b["count"] for b in rows["fio_latency_bins"]) == sum(b["count"] for b in parsed.bins)
+
+
+def test_truncated_fio_output_is_one_ingest_error_row() -> None:
+    text = (rawtree.FIXTURES / "fio" / "truncated.json").read_text()
+    err = _only_error(rows_for_artifact(f"{SLOT_DIR}/w00-fio-randread.json", text))
+    assert err["object_key"] == f"{SLOT_DIR}/w00-fio-randread.json"
+    assert err["reason"].startswith("fio output:")
+    assert "\n" not in err["reason"]
+
+
+def test_ioping_gives_one_row_per_timed_request() -> None:
+    text = rawtree.IOPING_READ.read_text()
+    rows = rows_for_artifact(f"{SLOT_DIR}/w01-ioping.json", text)["ioping_requests"]
+    assert [r["time_ns"] for r in rows] == [r["time_ns"] for r in parse_ioping(text).requests]
+    assert {r["workload_index"] for r in rows} == {1}
+
+
+def test_truncated_ioping_output_is_an_ingest_error() -> None:
+    text = (rawtree.FIXTURES / "ioping" / "truncated.json").read_text()
+    err = _only_error(rows_for_artifact(f"{SLOT_DIR}/w01-ioping.json", text))
+    assert err["reason"].startswith("ioping output:")
+
+
+def test_populate_timing_has_no_slot_index() -> None:
+    rel = f"{RUN}/c000-local-fast-x2-r1/populate/w02-app-c-build.json"
+    (row,) = rows_for_artifact(rel, json.dumps(rawtree.app_doc("populate", 12.5)))["app_runs"]
+    assert (row["slot_index"], row["phase"], row["wall_seconds"], row["app"]) == (
+        None,
+        "populate",
+        12.5,
+        "c-build",
+    )
+
+
+def test_malformed_manifest_is_an_ingest_error_not_an_exception() -> None:
+    err = _only_error(rows_for_artifact(f"{SLOT_DIR}/manifest.json", '{"cell": '))
+    assert err["reason"].startswith("manifest.json: not valid JSON")
+
+
+def test_a_path_outside_the_raw_layout_is_an_ingest_error() -> None:
+    assert artifact_kind(f"{RUN}/notes/readme.json") is None
+    err = _only_error(rows_for_artifact(f"{RUN}/notes/readme.json", "{}"))
+    assert "not a known artifact path" in err["reason"]
+
+
+def test_the_same_artifact_twice_gives_identical_rows() -> None:
+    text = rawtree.FIO_JSONPLUS.read_text()
+    first = rows_for_artifact(f"{SLOT_DIR}/w00-fio-randread.json", text)
+    second = rows_for_artifact(f"{SLOT_DIR}/w00-fio-randread.json", text)
+    assert first == second
