@@ -1,0 +1,159 @@
+"""Every job in fio-jobs/ runs under real fio with short overrides, and parses into records."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iofleet.fiojobs import get_job, list_jobs, render_command
+from iofleet.parsers.fio import parse_fio
+
+pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+JOBS = [job.name for job in list_jobs()]
+# Short and small: about a second per job, a few MiB per file.
+SHORT = {
+    "RUNTIME": "1",
+    "SIZE": "4m",
+    "NUM_JOBS": "2",
+    "IO_DEPTH": "4",
+    "BURST_START": "0",
+    "BURST_RUNTIME": "1",
+}
+
+
+def _direct_io_works(directory: Path) -> bool:
+    probe = directory / ".odirect-probe"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | getattr(os, "O_DIRECT", 0), 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    probe.unlink()
+    return True
+
+
+def _short_params(name: str, directory: Path) -> dict[str, str]:
+    params = {k: v for k, v in SHORT.items() if k in get_job(name).params}
+    if not _direct_io_works(directory):  # e.g. /tmp on tmpfs
+        params["DIRECT"] = "0"
+    return params
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_job_parses_with_no_parameters(name: str, tmp_path: Path) -> None:
+    # given only the defaults from the header (TARGET=. is the working directory)
+    env = dict(get_job(name).params)
+    # when
+    result = _run(["fio", "--parse-only", str(get_job(name).path)], env, tmp_path)
+    # then
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_job_runs_and_parses_into_records(name: str, tmp_path: Path) -> None:
+    # given
+    argv, env = render_command(name, _short_params(name, tmp_path), str(tmp_path))
+    # when
+    result = _run(argv, env, tmp_path)
+    # then
+    assert result.returncode == 0, result.stderr
+    out = parse_fio(result.stdout)
+    assert out.records, out.warnings
+    for record in out.records:
+        assert record["error"] == 0
+        assert record["io_bytes"] > 0
+        assert record["clat_p50_ns"] is not None and record["clat_p99_99_ns"] is not None
+    assert out.bins, "json+ output carries histogram bins"
+
+
+def test_parameters_reach_fio_through_the_environment(tmp_path: Path) -> None:
+    argv, env = render_command(
+        "seq-read-1m-qd32",
+        {**_short_params("seq-read-1m-qd32", tmp_path), "IO_DEPTH": "3"},
+        str(tmp_path),
+    )
+    result = _run(argv, env, tmp_path)
+    doc = json.loads(result.stdout[result.stdout.index("{") :])
+    assert doc["global options"]["directory"] == str(tmp_path)
+    assert doc["global options"]["runtime"] == "1"
+    assert doc["jobs"][0]["job options"]["iodepth"] == "3"
+
+
+def test_logging_job_reports_writers_and_read_burst_apart(tmp_path: Path) -> None:
+    name = "logging-steady-write-burst-read"
+    argv, env = render_command(name, _short_params(name, tmp_path), str(tmp_path))
+    out = parse_fio(_run(argv, env, tmp_path).stdout)
+    assert [(r["job"], r["direction"]) for r in out.records] == [
+        ("steady_write", "write"),
+        ("burst_read", "read"),
+    ]
+
+
+def test_filename_points_every_job_at_one_file(tmp_path: Path) -> None:
+    # given a pre-made file standing in for a raw device (target_dir=/dev, filename=nvme1n1)
+    device = tmp_path / "fakedev"
+    with device.open("wb") as f:
+        f.truncate(16 * 1024 * 1024)
+    name = "logging-steady-write-burst-read"
+    argv, env = render_command(
+        name, _short_params(name, tmp_path), str(tmp_path), filename="fakedev"
+    )
+    # when
+    result = _run(argv, env, tmp_path)
+    # then both jobs did I/O, on that file only (fio laid out no per-job files)
+    assert result.returncode == 0, result.stderr
+    assert {r["job"] for r in parse_fio(result.stdout).records} == {"steady_write", "burst_read"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fakedev"]
+
+
+@pytest.fixture
+def loop_device(tmp_path: Path) -> Iterator[str]:
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("needs root and losetup")
+    backing = tmp_path / "backing.img"
+    with backing.open("wb") as f:
+        f.truncate(32 * 1024 * 1024)
+    made = subprocess.run(
+        ["losetup", "--find", "--show", str(backing)], capture_output=True, text=True, check=False
+    )
+    if made.returncode != 0:
+        pytest.skip(f"losetup failed: {made.stderr.strip()}")
+    device = made.stdout.strip()
+    try:
+        yield device
+    finally:
+        subprocess.run(["losetup", "--detach", device], check=False)
+
+
+@pytest.mark.device
+def test_raw_block_device_via_dev_and_filename(loop_device: str, tmp_path: Path) -> None:
+    # given the agent's raw-device form: directory /dev, --filename the device basename
+    name = "randwrite-16k-psync-16jobs"
+    params = {k: v for k, v in _short_params(name, tmp_path).items() if k != "DIRECT"}
+    argv, env = render_command(name, params, "/dev", filename=Path(loop_device).name)
+    # when
+    result = _run(argv, env, tmp_path)
+    # then
+    assert result.returncode == 0, result.stderr
+    records = parse_fio(result.stdout).records
+    assert [(r["direction"], r["error"]) for r in records] == [("write", 0)]
+    assert records[0]["io_bytes"] > 0
