@@ -276,7 +276,9 @@ class PreparedDevice:
 
 def _run(argv: list[str], what: str) -> None:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+        )
     except FileNotFoundError:
         raise DeviceError(f"{what}: {argv[0]} is not installed") from None
     if proc.returncode != 0:

@@ -193,7 +193,7 @@ def _target(check: _Checker, doc: object) -> Target:
         filesystem = doc.get("filesystem")
         if filesystem not in ("xfs", "ext4", "raw"):
             check.add("target.filesystem", f"must be one of xfs, ext4, raw, got {filesystem!r}")
-        mount_point = check.string(doc, "mount_point", "target.", required=filesystem == "raw")
+        mount_point = check.string(doc, "mount_point", "target.", required=filesystem != "raw")
         if filesystem == "raw":
             mount_point = None
         elif mount_point is not None and not mount_point.startswith("/"):

@@ -13,7 +13,7 @@ import os
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 
 class StoreError(Exception):
@@ -22,10 +22,10 @@ class StoreError(Exception):
 
 def check_relpath(relpath: str) -> str:
     """A clean relative key: no leading '/', no '..', no empty parts."""
-    parts = PurePosixPath(relpath).parts
-    if not parts or relpath.startswith("/") or any(p in ("..", ".", "") for p in parts):
+    parts = relpath.split("/")
+    if any(p in ("..", ".", "") for p in parts):
         raise StoreError(f"bad artifact path {relpath!r}")
-    return "/".join(parts)
+    return relpath
 
 
 class ResultsStore(ABC):

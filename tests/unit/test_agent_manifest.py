@@ -1,0 +1,125 @@
+"""Manifest helpers: the mount holding a path, EC2 identity over IMDSv2."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from iofleet.agent.manifest import ec2_identity, memory_bytes, mount_for_path
+
+MOUNTINFO = """\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
+40 22 0:35 / /mnt/efs rw,noatime shared:2 - nfs4 fs-1234.efs.eu-west-1.amazonaws.com:/ rw,vers=4.1
+41 22 259:1 / /mnt/my\\040data rw,noatime - xfs /dev/nvme1n1 rw,attr2,inode64
+"""
+
+
+@pytest.fixture
+def mountinfo(tmp_path: Path) -> Path:
+    path = tmp_path / "mountinfo"
+    path.write_text(MOUNTINFO)
+    return path
+
+
+def test_deepest_mount_wins(mountinfo: Path) -> None:
+    mount = mount_for_path(Path("/mnt/efs/iofleet/slot-0000"), mountinfo)
+
+    assert mount is not None
+    assert (mount.mount_point, mount.fstype) == ("/mnt/efs", "nfs4")
+    assert mount.source == "fs-1234.efs.eu-west-1.amazonaws.com:/"
+
+
+def test_mount_options_merge_per_mount_and_superblock_options(mountinfo: Path) -> None:
+    mount = mount_for_path(Path("/mnt/efs"), mountinfo)
+
+    assert mount is not None
+    assert mount.options == "rw,noatime,vers=4.1"
+
+
+def test_sibling_with_common_prefix_is_not_inside(mountinfo: Path) -> None:
+    mount = mount_for_path(Path("/mnt/efs2"), mountinfo)
+
+    assert mount is not None
+    assert mount.mount_point == "/"
+
+
+def test_escaped_spaces_in_mount_points(mountinfo: Path) -> None:
+    mount = mount_for_path(Path("/mnt/my data/x"), mountinfo)
+
+    assert mount is not None
+    assert mount.source == "/dev/nvme1n1"
+
+
+def test_memory_is_read_in_bytes(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        2048 kB\nMemFree: 1 kB\n")
+
+    assert memory_bytes(meminfo) == 2048 * 1024
+
+
+class _FakeImds(BaseHTTPRequestHandler):
+    TOKEN = "tok-123"
+    VALUES = {
+        "/latest/meta-data/instance-type": "m6i.large",
+        "/latest/meta-data/instance-id": "i-0abc",
+        "/latest/meta-data/placement/availability-zone-id": "euw1-az2",
+    }
+
+    def do_PUT(self) -> None:  # noqa: N802 - http.server naming
+        ok = self.path == "/latest/api/token" and self.headers.get(
+            "X-aws-ec2-metadata-token-ttl-seconds"
+        )
+        self._reply(200 if ok else 400, self.TOKEN if ok else "")
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.headers.get("X-aws-ec2-metadata-token") != self.TOKEN:
+            self._reply(401, "")
+        elif self.path in self.VALUES:
+            self._reply(200, self.VALUES[self.path])
+        else:
+            self._reply(404, "")
+
+    def _reply(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def imds() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _FakeImds)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_ec2_identity_uses_an_imdsv2_token(imds: str) -> None:
+    assert ec2_identity(base_url=imds) == {
+        "instance_type": "m6i.large",
+        "instance_id": "i-0abc",
+        "az_id": "euw1-az2",
+    }
+
+
+def test_unreachable_imds_gives_nulls() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    identity = ec2_identity(timeout_s=0.5, base_url=f"http://127.0.0.1:{port}")
+
+    assert identity == {"instance_type": None, "instance_id": None, "az_id": None}
