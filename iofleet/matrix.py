@@ -1,0 +1,828 @@
+"""The benchmark matrix: pydantic models, validation and expansion into cells.
+
+A matrix names instance types, storage options, workloads and fleet sizes. A
+cell is one (instance type, storage, fleet size, repeat); each of its
+`fleet_size` slots runs every workload in order.
+
+Validation reports every problem at once as `PATH: message` lines (PATH like
+`storage[0].iops`): pydantic checks the shape, then each storage and workload
+item that has a valid shape gets its semantic checks (published EBS limits,
+fio job names and parameters, app presets), then the plan checks the target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
+
+from iofleet.errors import Problem, UsageError, ValidationFailed
+
+# --------------------------------------------------------------------------- shapes
+
+_NAME_RE = re.compile(r"^[a-z0-9-]{1,48}$")
+_LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
+_APP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
+_AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
+_FS_ID_RE = re.compile(r"^fs-[0-9a-f]{8,17}$")
+_PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# family (letters, a generation digit, options; "-flex" and friends) "." size
+_INSTANCE_TYPE_RE = re.compile(
+    r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
+    r"(nano|micro|small|medium|large|xlarge|[0-9]+xlarge|metal|metal-[0-9]+xl)$"
+)
+
+
+def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"must be {what}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+MatrixName = Annotated[str, _matches(_NAME_RE, "1-48 characters of a-z, 0-9 and '-'")]
+Label = Annotated[
+    str,
+    _matches(_LABEL_RE, "1-32 characters of a-z, 0-9, '.', '_' and '-', starting alphanumeric"),
+]
+InstanceType = Annotated[
+    str, _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)")
+]
+FileSystemId = Annotated[str, _matches(_FS_ID_RE, "a file system id like fs-0123456789abcdef0")]
+AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id like ami-0123456789abcdef0")]
+AppName = Annotated[
+    str,
+    _matches(_APP_NAME_RE, "1-48 characters of a-z, 0-9, '.', '_' and '-', starting alphanumeric"),
+]
+Command = Annotated[str, AfterValidator(_not_blank)]
+Filesystem = Literal["xfs", "ext4", "raw"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class EbsStorage(_Model):
+    """An EBS volume created per slot and attached to its instance."""
+
+    type: Literal["ebs"]
+    label: Label
+    volume_type: Literal["gp2", "gp3", "io1", "io2", "st1", "sc1"]
+    size_gib: int
+    iops: int | None = None
+    throughput_mibps: int | None = None
+    filesystem: Filesystem = "xfs"
+
+    def detail(self) -> str:
+        parts = [self.volume_type, f"{self.size_gib} GiB"]
+        if self.iops is not None:
+            parts.append(f"{self.iops} IOPS")
+        if self.throughput_mibps is not None:
+            parts.append(f"{self.throughput_mibps} MiB/s")
+        parts.append(self.filesystem)
+        return " ".join(parts)
+
+
+class EfsStorage(_Model):
+    """An existing EFS file system, or one created for the run.
+
+    Unset modes of a created file system mean generalPurpose and elastic.
+    """
+
+    type: Literal["efs"]
+    label: Label
+    file_system_id: FileSystemId | None = None
+    performance_mode: Literal["generalPurpose", "maxIO"] | None = None
+    throughput_mode: Literal["bursting", "elastic", "provisioned"] | None = None
+    provisioned_mibps: int | None = Field(default=None, ge=1)
+
+    def detail(self) -> str:
+        if self.file_system_id:
+            return self.file_system_id
+        mode: str = self.throughput_mode or "elastic"
+        if mode == "provisioned":
+            mode = f"provisioned {self.provisioned_mibps} MiB/s"
+        return f"{self.performance_mode or 'generalPurpose'}, {mode}"
+
+
+class FsxOpenZfsStorage(_Model):
+    """An existing FSx for OpenZFS file system, or one created for the run."""
+
+    type: Literal["fsx-openzfs"]
+    label: Label
+    file_system_id: FileSystemId | None = None
+    storage_capacity_gib: int | None = Field(default=None, ge=64, le=524288)
+    throughput_capacity: int | None = Field(default=None, ge=64)
+    iops: int | None = Field(default=None, ge=1)
+
+    def detail(self) -> str:
+        if self.file_system_id:
+            return self.file_system_id
+        parts = [f"{self.storage_capacity_gib} GiB", f"{self.throughput_capacity} MB/s"]
+        if self.iops is not None:
+            parts.append(f"{self.iops} IOPS")
+        return ", ".join(parts)
+
+
+class InstanceStoreStorage(_Model):
+    """The instance type's local NVMe instance store."""
+
+    type: Literal["instance-store"]
+    label: Label
+    filesystem: Filesystem = "xfs"
+
+    def detail(self) -> str:
+        return f"instance store {self.filesystem}"
+
+
+class LocalStorage(_Model):
+    """A directory on this machine (local runs only)."""
+
+    type: Literal["local"]
+    label: Label
+    path: Annotated[str, AfterValidator(_not_blank)]
+
+    def detail(self) -> str:
+        return self.path
+
+
+# Discriminator tags start with "~" so error locations can drop them.
+_STORAGE_CLASSES: dict[str, type[_Model]] = {
+    "ebs": EbsStorage,
+    "efs": EfsStorage,
+    "fsx-openzfs": FsxOpenZfsStorage,
+    "instance-store": InstanceStoreStorage,
+    "local": LocalStorage,
+}
+STORAGE_TYPES = tuple(_STORAGE_CLASSES)
+
+
+def _storage_tag(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return f"~{kind}" if isinstance(kind, str) else None
+
+
+Storage = Annotated[
+    Annotated[EbsStorage, Tag("~ebs")]
+    | Annotated[EfsStorage, Tag("~efs")]
+    | Annotated[FsxOpenZfsStorage, Tag("~fsx-openzfs")]
+    | Annotated[InstanceStoreStorage, Tag("~instance-store")]
+    | Annotated[LocalStorage, Tag("~local")],
+    Discriminator(_storage_tag),
+]
+
+
+def _param_value(value: Any) -> str | int | float:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be a string or a number, got {_json_kind(value)}")
+    return value
+
+
+ParamValue = Annotated[Any, AfterValidator(_param_value)]
+
+
+class FioWorkload(_Model):
+    """`{"fio": NAME, "params": {...}}`: a job from the fio-jobs library."""
+
+    fio: str
+    params: dict[Annotated[str, _matches(_PARAM_RE, "a parameter name")], ParamValue] = Field(
+        default_factory=dict
+    )
+
+    def param_strings(self) -> dict[str, str]:
+        """Parameter values as fio sees them (strings), names upper-cased."""
+        return {k.upper(): _param_text(v) for k, v in self.params.items()}
+
+
+def _param_text(value: str | int | float) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+class IopingSettings(_Model):
+    count: int = Field(default=100, ge=1, le=1_000_000)
+    interval_ms: int = Field(default=1000, ge=0)
+    write: bool = False
+
+
+class IopingWorkload(_Model):
+    """`{"ioping": {...}}`: QD1 latency requests (seed 003)."""
+
+    ioping: IopingSettings = Field(default_factory=IopingSettings)
+
+
+class AppInline(_Model):
+    name: AppName
+    populate: Command | None = None
+    run: Command
+
+
+def _app_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "~preset"
+    if isinstance(value, dict | AppInline):
+        return "~inline"
+    return None
+
+
+class AppWorkload(_Model):
+    """`{"app": PRESET}` or `{"app": {"name", "populate", "run"}}`."""
+
+    app: Annotated[
+        Annotated[str, Tag("~preset")] | Annotated[AppInline, Tag("~inline")],
+        Discriminator(
+            _app_tag,
+            custom_error_type="app_kind",
+            custom_error_message="expected a preset name or an object with name, run",
+        ),
+    ]
+
+
+_WORKLOAD_KEYS = ("fio", "ioping", "app")
+
+
+def _workload_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        present = [k for k in _WORKLOAD_KEYS if k in value]
+        return f"~{present[0]}" if len(present) == 1 else None
+    for key, cls in (("fio", FioWorkload), ("ioping", IopingWorkload), ("app", AppWorkload)):
+        if isinstance(value, cls):
+            return f"~{key}"
+    return None
+
+
+Workload = Annotated[
+    Annotated[FioWorkload, Tag("~fio")]
+    | Annotated[IopingWorkload, Tag("~ioping")]
+    | Annotated[AppWorkload, Tag("~app")],
+    Discriminator(
+        _workload_tag,
+        custom_error_type="workload_kind",
+        custom_error_message="expected an object with exactly one of fio, ioping, app",
+    ),
+]
+
+
+class Limits(_Model):
+    max_instances: int = Field(default=100, ge=1)
+
+
+class Matrix(_Model):
+    name: MatrixName
+    description: str = ""
+    instance_types: list[InstanceType] = Field(default_factory=list)
+    storage: list[Storage] = Field(min_length=1)
+    workloads: list[Workload] = Field(min_length=1)
+    parallelism: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    repeats: int = Field(default=1, ge=1)
+    limits: Limits = Field(default_factory=Limits)
+    ami_id: AmiId | None = None
+    stop_on_failure: bool = False
+    cell_concurrency: int = Field(default=1, ge=1)
+    slot_timeout_s: int = Field(default=7200, ge=1)
+
+
+_TAG_CLASSES: dict[str, type[BaseModel]] = {
+    **{f"~{k}": v for k, v in _STORAGE_CLASSES.items()},
+    "~fio": FioWorkload,
+    "~ioping": IopingWorkload,
+    "~app": AppWorkload,
+    "~inline": AppInline,
+}
+_STORAGE_ADAPTER: TypeAdapter[Any] = TypeAdapter(Storage)
+_WORKLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(Workload)
+
+# --------------------------------------------------------------------------- errors
+
+Loc = tuple[str | int, ...]
+
+
+def format_path(loc: Iterable[str | int]) -> str:
+    """`("storage", 0, "iops")` -> `storage[0].iops`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return repr(value)
+    return json.dumps(value)
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model class whose field sits at `loc` (tags included), if known."""
+    current: type[BaseModel] | None = Matrix
+    for part in loc:
+        if isinstance(part, str) and part.startswith("~"):
+            current = _TAG_CLASSES.get(part)
+        elif isinstance(part, str):
+            info = current.model_fields.get(part) if current else None
+            ann = info.annotation if info else None
+            current = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return current
+
+
+def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
+    raw_loc: Loc = prefix + tuple(err["loc"])
+    loc: Loc = tuple(
+        p for p in raw_loc if not (isinstance(p, str) and (p.startswith("~") or p == "[key]"))
+    )
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "missing":
+        return loc, "required"
+    if kind == "extra_forbidden":
+        model = _model_at(raw_loc[:-1])
+        allowed = f" (allowed: {', '.join(model.model_fields)})" if model else ""
+        return loc, f"unknown key{allowed}"
+    if kind in ("union_tag_not_found", "union_tag_invalid") or (
+        loc and loc[0] == "storage" and kind == "model_attributes_type"
+    ):
+        # only the storage union has string tags from the data itself
+        types = ", ".join(STORAGE_TYPES)
+        if isinstance(value, dict):
+            if "type" not in value:
+                return loc + ("type",), f"required (one of: {types})"
+            return loc + (
+                "type",
+            ), f"unknown storage type {_json_kind(value['type'])} (one of: {types})"
+        return loc, f"expected an object, got {_json_kind(value)}"
+    if kind == "too_short":
+        return loc, "must not be empty"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return loc, f"must be one of {expected}, got {_json_kind(value)}"
+    if kind == "value_error":
+        return loc, str(err.get("ctx", {}).get("error", err["msg"]))
+    if kind == "workload_kind" and isinstance(value, dict):
+        present = [k for k in _WORKLOAD_KEYS if k in value]
+        if present:
+            return loc, f"has {' and '.join(present)}; expected exactly one of fio, ioping, app"
+        keys = ", ".join(map(str, value)) or "none"
+        return loc, f"expected exactly one of fio, ioping, app (keys: {keys})"
+    if kind in ("workload_kind", "app_kind"):
+        return loc, f"{err['msg']}, got {_json_kind(value)}"
+    message = err["msg"].replace("Input should be", "must be", 1)
+    return loc, f"{message}, got {_json_kind(value)}"
+
+
+def _pydantic_problems(exc: ValidationError, prefix: Loc = ()) -> list[tuple[Loc, str]]:
+    problems: list[tuple[Loc, str]] = []
+    for err in exc.errors(include_url=False):
+        problem = _problem_from_error(err, prefix)
+        if problem not in problems:
+            problems.append(problem)
+    return problems
+
+
+# --------------------------------------------------------------------------- semantic checks
+
+
+def _storage_problems(item: Any) -> list[tuple[str, str]]:
+    """Rules beyond the shape of one storage item: (field, message)."""
+    from iofleet.limits import check_ebs_volume
+
+    if isinstance(item, EbsStorage):
+        return check_ebs_volume(item.volume_type, item.size_gib, item.iops, item.throughput_mibps)
+    problems: list[tuple[str, str]] = []
+    if isinstance(item, EfsStorage):
+        if item.file_system_id is not None:
+            for name in ("performance_mode", "throughput_mode", "provisioned_mibps"):
+                if getattr(item, name) is not None:
+                    problems.append(
+                        (name, "not allowed with file_system_id (existing file system)")
+                    )
+            return problems
+        if item.throughput_mode == "provisioned" and item.provisioned_mibps is None:
+            problems.append(("provisioned_mibps", "required when throughput_mode is provisioned"))
+        if item.throughput_mode != "provisioned" and item.provisioned_mibps is not None:
+            problems.append(("provisioned_mibps", "only with throughput_mode provisioned"))
+        if item.performance_mode == "maxIO" and item.throughput_mode in (None, "elastic"):
+            problems.append(("performance_mode", "maxIO is not supported with elastic throughput"))
+    elif isinstance(item, FsxOpenZfsStorage):
+        settings = ("storage_capacity_gib", "throughput_capacity", "iops")
+        if item.file_system_id is not None:
+            for name in settings:
+                if getattr(item, name) is not None:
+                    problems.append(
+                        (name, "not allowed with file_system_id (existing file system)")
+                    )
+        else:
+            for name in settings[:2]:
+                if getattr(item, name) is None:
+                    problems.append((name, "required without file_system_id"))
+    return problems
+
+
+def _workload_problems(item: Any) -> list[tuple[str, str]]:
+    if isinstance(item, FioWorkload):
+        from iofleet.fiojobs import check_params, get_job
+
+        try:
+            get_job(item.fio)
+        except KeyError:
+            return [("fio", check_params(item.fio, {})[0])]
+        return [("params", p) for p in check_params(item.fio, item.params)]
+    if isinstance(item, AppWorkload) and isinstance(item.app, str):
+        from iofleet.apps import get_preset
+
+        try:
+            get_preset(item.app)
+        except KeyError as exc:
+            return [("app", str(exc.args[0]))]
+    return []
+
+
+def _item_problems(
+    raw: dict[str, Any], key: str, adapter: TypeAdapter[Any], check: Any
+) -> tuple[list[tuple[Loc, str]], list[tuple[int, Any]]]:
+    items = raw.get(key)
+    problems: list[tuple[Loc, str]] = []
+    valid: list[tuple[int, Any]] = []
+    if not isinstance(items, list):
+        return problems, valid
+    for index, item in enumerate(items):
+        try:
+            model = adapter.validate_python(item, strict=True)
+        except ValidationError:
+            continue  # reported by the whole-matrix pass
+        valid.append((index, model))
+        problems += [((key, index, name), message) for name, message in check(model)]
+    return problems, valid
+
+
+def _duplicates(raw: dict[str, Any], key: str, get: Any, what: str) -> list[tuple[Loc, str]]:
+    items = raw.get(key)
+    problems: list[tuple[Loc, str]] = []
+    if not isinstance(items, list):
+        return problems
+    seen: dict[object, int] = {}
+    for index, item in enumerate(items):
+        value = get(item)
+        if value is None:
+            continue
+        if value in seen:
+            path = format_path((key, seen[value]))
+            problems.append(((key, index), f"duplicate {what} {value!r} (also {path})"))
+        else:
+            seen[value] = index
+    return problems
+
+
+_FIELD_ORDER = {name: i for i, name in enumerate(Matrix.model_fields)}
+
+
+def _sort_key(problem: tuple[Loc, str]) -> tuple[int, int]:
+    loc = problem[0]
+    first = _FIELD_ORDER.get(str(loc[0]), len(_FIELD_ORDER)) if loc else -1
+    second = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else -1
+    return first, second
+
+
+def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Loc, str]]]:
+    problems: list[tuple[Loc, str]] = []
+    matrix: Matrix | None = None
+    try:
+        matrix = Matrix.model_validate(raw, strict=True)
+    except ValidationError as exc:
+        problems += _pydantic_problems(exc)
+    storage_problems, _ = _item_problems(raw, "storage", _STORAGE_ADAPTER, _storage_problems)
+    workload_problems, _ = _item_problems(raw, "workloads", _WORKLOAD_ADAPTER, _workload_problems)
+    problems += storage_problems + workload_problems
+
+    def label_of(item: object) -> object:
+        label = item.get("label") if isinstance(item, dict) else None
+        return label if isinstance(label, str) else None
+
+    def hashable(item: object) -> object:
+        return item if isinstance(item, str | int) and not isinstance(item, bool) else None
+
+    problems += [
+        ((loc + ("label",)), msg)
+        for loc, msg in _duplicates(raw, "storage", label_of, "storage label")
+    ]
+    problems += _duplicates(raw, "instance_types", hashable, "instance type")
+    problems += _duplicates(raw, "parallelism", hashable, "fleet size")
+    problems.sort(key=_sort_key)
+    return (matrix if not problems else None), problems
+
+
+def _fail(problems: list[tuple[Loc, str]]) -> ValidationFailed:
+    return ValidationFailed([Problem(format_path(loc), msg) for loc, msg in problems])
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def validate_matrix_dict(d: object) -> Matrix:
+    """A validated Matrix; ValidationFailed listing every problem otherwise."""
+    if not isinstance(d, dict):
+        raise ValidationFailed(
+            [Problem("", f"the matrix must be a JSON object, got {_json_kind(d)}")]
+        )
+    matrix, problems = _collect_problems(d)
+    if problems or matrix is None:
+        raise _fail(problems)
+    return matrix
+
+
+def load_matrix_text(text: str) -> Matrix:
+    if not text.strip():
+        raise ValidationFailed([Problem("", "the matrix is empty (expected a JSON object)")])
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(
+            [Problem("", f"line {exc.lineno} column {exc.colno}: {exc.msg}")]
+        ) from None
+    return validate_matrix_dict(doc)
+
+
+def load_matrix_file(path: str | Path) -> Matrix:
+    """Load and validate a matrix file; "-" reads stdin."""
+    if str(path) == "-":
+        return load_matrix_text(sys.stdin.read())
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such matrix file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{p}: is a directory, expected a matrix JSON file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{p}: not UTF-8 text, expected a matrix JSON file") from None
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return load_matrix_text(text)
+
+
+# --------------------------------------------------------------------------- plan
+
+Target = Literal["aws", "local"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    cell_index: int
+    cell_id: str
+    instance_type: str
+    storage: Any  # one of the storage models
+    storage_label: str
+    storage_type: str
+    storage_detail: str
+    fleet_size: int
+    repeat: int
+    workloads: tuple[Any, ...] = field(default=(), repr=False)
+
+    @property
+    def slots(self) -> int:
+        return self.fleet_size
+
+    def cell_info(self) -> dict[str, Any]:
+        """The slot payload's "cell" object."""
+        return {
+            "cell_id": self.cell_id,
+            "cell_index": self.cell_index,
+            "instance_type": self.instance_type,
+            "storage_label": self.storage_label,
+            "storage_type": self.storage_type,
+            "storage_detail": self.storage_detail,
+            "fleet_size": self.fleet_size,
+            "repeat": self.repeat,
+        }
+
+    def workload_payloads(self) -> list[dict[str, Any]]:
+        """The slot payload's "workloads", app presets resolved."""
+        return [workload_payload(w) for w in self.workloads]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.cell_info(),
+            "storage": self.storage.model_dump(mode="json"),
+            "slots": self.slots,
+            "workloads": self.workload_payloads(),
+        }
+
+
+def workload_payload(workload: Any) -> dict[str, Any]:
+    if isinstance(workload, FioWorkload):
+        return {"kind": "fio", "name": workload.fio, "params": workload.param_strings()}
+    if isinstance(workload, IopingWorkload):
+        return {"kind": "ioping", **workload.ioping.model_dump()}
+    if isinstance(workload, AppWorkload):
+        if isinstance(workload.app, str):
+            from iofleet.apps import get_preset
+
+            spec = get_preset(workload.app)
+            return {"kind": "app", "name": spec.name, "run": spec.run, "populate": spec.populate}
+        app = workload.app
+        return {"kind": "app", "name": app.name, "run": app.run, "populate": app.populate}
+    raise TypeError(f"not a workload: {workload!r}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    matrix: Matrix
+    target: str
+    cells: list[Cell]
+
+    @property
+    def total_instances(self) -> int:
+        return sum(c.fleet_size for c in self.cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.matrix.name,
+            "target": self.target,
+            "cell_count": len(self.cells),
+            "total_instances": self.total_instances,
+            "max_instances": self.matrix.limits.max_instances,
+            "cells": [c.to_dict() for c in self.cells],
+        }
+
+
+def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
+    problems: list[tuple[Loc, str]] = []
+    if target == "aws":
+        if not matrix.instance_types:
+            problems.append((("instance_types",), "required for an AWS plan"))
+        for i, s in enumerate(matrix.storage):
+            if s.type == "local":
+                problems.append(
+                    (
+                        ("storage", i, "type"),
+                        "'local' storage is for local runs only (iofleet local)",
+                    )
+                )
+    elif target == "local":
+        for i, s in enumerate(matrix.storage):
+            if s.type != "local":
+                problems.append(
+                    (
+                        ("storage", i, "type"),
+                        f"{s.type!r} storage needs an AWS run; local runs take only 'local' storage",
+                    )
+                )
+        from iofleet.apps import get_preset
+
+        for i, w in enumerate(matrix.workloads):
+            if isinstance(w, AppWorkload) and isinstance(w.app, str):
+                spec = get_preset(w.app)
+                if not spec.local_ok:
+                    problems.append(
+                        (
+                            ("workloads", i, "app"),
+                            f"preset {spec.name!r} needs AWS"
+                            f"{' and network access' if spec.needs_network else ''}; "
+                            "not available for local runs",
+                        )
+                    )
+    else:
+        problems.append(((), f"unknown target {target!r} (aws or local)"))
+    return problems
+
+
+def _cell_id(
+    index: int, width: int, label: str, instance_type: str | None, fleet: int, rep: int
+) -> str:
+    parts = [f"c{index:0{width}d}", label]
+    if instance_type is not None:
+        parts.append(instance_type)
+    parts += [f"x{fleet}", f"r{rep}"]
+    return "-".join(parts)
+
+
+def build_plan(matrix: Matrix, target: str = "aws") -> Plan:
+    """Expand a matrix into cells for `target` ("aws" or "local")."""
+    problems = _target_problems(matrix, target)
+    if problems:
+        raise _fail(problems)
+    instance_types: list[str | None] = list(matrix.instance_types) if target == "aws" else [None]
+    combos = [
+        (itype, storage, fleet, rep)
+        for itype in instance_types
+        for storage in matrix.storage
+        for fleet in matrix.parallelism
+        for rep in range(1, matrix.repeats + 1)
+    ]
+    width = max(3, len(str(len(combos) - 1)))
+    cells = [
+        Cell(
+            cell_index=i,
+            cell_id=_cell_id(i, width, storage.label, itype, fleet, rep),
+            instance_type=itype or "local",
+            storage=storage,
+            storage_label=storage.label,
+            storage_type=storage.type,
+            storage_detail=storage.detail(),
+            fleet_size=fleet,
+            repeat=rep,
+            workloads=tuple(matrix.workloads),
+        )
+        for i, (itype, storage, fleet, rep) in enumerate(combos)
+    ]
+    plan = Plan(matrix=matrix, target=target, cells=cells)
+    limit = matrix.limits.max_instances
+    if plan.total_instances > limit:
+        raise ValidationFailed(
+            [
+                Problem(
+                    "limits.max_instances",
+                    f"plan needs {plan.total_instances} instances, over the limit of {limit}",
+                )
+            ]
+        )
+    return plan
+
+
+# --------------------------------------------------------------------------- table
+
+
+def _workload_summary(payload: dict[str, Any]) -> str:
+    if payload["kind"] == "fio":
+        params = " ".join(f"{k}={v}" for k, v in payload["params"].items())
+        return f"fio {payload['name']}" + (f" ({params})" if params else "")
+    if payload["kind"] == "ioping":
+        mode = "write" if payload["write"] else "read"
+        return f"ioping {payload['count']} {mode} requests, {payload['interval_ms']} ms apart"
+    populate = " (populate once per cell)" if payload.get("populate") else ""
+    return f"app {payload['name']}{populate}"
+
+
+def render_plan_table(plan: Plan) -> str:
+    """An aligned table of cells, the workloads and the total."""
+    headers = ["#", "cell_id", "instance_type", "storage", "type", "detail", "fleet", "repeat"]
+    rows = [
+        [
+            str(c.cell_index),
+            c.cell_id,
+            c.instance_type,
+            c.storage_label,
+            c.storage_type,
+            c.storage_detail,
+            str(c.fleet_size),
+            str(c.repeat),
+        ]
+        for c in plan.cells
+    ]
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    numeric = {0, 6, 7}
+
+    def line(row: list[str]) -> str:
+        cells = [
+            v.rjust(widths[i]) if i in numeric else v.ljust(widths[i]) for i, v in enumerate(row)
+        ]
+        return "  ".join(cells).rstrip()
+
+    out = [
+        f"plan {plan.matrix.name} (target {plan.target})",
+        line(headers),
+        line(["-" * w for w in widths]),
+        *(line(r) for r in rows),
+        "",
+        "workloads (every slot, in order):",
+    ]
+    if plan.cells:
+        payloads = plan.cells[0].workload_payloads()
+    else:
+        payloads = [workload_payload(w) for w in plan.matrix.workloads]
+    out += [f"  w{i:02d}  {_workload_summary(p)}" for i, p in enumerate(payloads)]
+    out.append("")
+    out.append(
+        f"{len(plan.cells)} cells, total instances: {plan.total_instances} "
+        f"(limit {plan.matrix.limits.max_instances})"
+    )
+    return "\n".join(out)
