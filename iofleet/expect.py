@@ -1,0 +1,856 @@
+"""What a cell should measure, before it runs: promised ceilings and burst buckets.
+
+For every fio job of a cell this module works out the ceiling the storage and
+the instance promise (the smaller of the two), which one limits
+(`limited_by`), and, where a burst bucket is involved, when it empties at the
+job's demand (`seconds_to_exhaust`). The figures come from dated data files:
+`data/ebs_limits.json` (creation limits, gp3 defaults), `data/limits_catalogue.json`
+(burst and throughput models) and `data/instance_types.json` (EBS-optimized
+figures per instance type). A figure those files lack is unknown: the answer
+is then `limited_by: "unknown"`, never a guess.
+
+Model (docs/expectations.md has the worked seed examples):
+- Every limit is one dimension (operations/s or bytes/s) with a sustained
+  rate, optionally a burst rate and a credit bucket that drains at
+  (rate - sustained) and starts full (a new volume; an idle instance).
+- A job's rate is the smallest cap (its own `rate=` cap included); the run
+  is split into phases at each moment a bucket empties.
+- `limited_by` is `volume`, `instance`, `burst-bucket` (a storage burst
+  bucket sets the rate: the figure lasts only while credits do), `job-rate`
+  (the job's own rate cap is below every ceiling) or `unknown`.
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data"
+KIB = 1024
+MIB = 1024 * 1024
+TIB_MIB = 1024 * 1024  # MiB per TiB
+BURST_POLICIES = ("as-is", "refill", "drain")
+LIMITED_BY = ("volume", "instance", "burst-bucket", "job-rate", "unknown")
+
+
+# --------------------------------------------------------------------------- data
+
+
+@cache
+def catalogue() -> dict[str, Any]:
+    return json.loads((DATA / "limits_catalogue.json").read_text(encoding="utf-8"))
+
+
+@cache
+def instance_catalogue() -> dict[str, Any]:
+    return json.loads((DATA / "instance_types.json").read_text(encoding="utf-8"))
+
+
+@cache
+def _ebs_creation_limits() -> dict[str, Any]:
+    return json.loads((DATA / "ebs_limits.json").read_text(encoding="utf-8"))["volume_types"]
+
+
+def instance_ebs(instance_type: str) -> dict[str, Any] | None:
+    """The snapshot's record for an instance type, or None if it is not there."""
+    record = instance_catalogue().get("types", {}).get(instance_type)
+    return dict(record) if record else None
+
+
+def sources() -> dict[str, str]:
+    """The data files' dates, for plan output."""
+    return {
+        "limits_catalogue": catalogue()["as_of"],
+        "instance_types": instance_catalogue()["as_of"],
+    }
+
+
+# ------------------------------------------------------------------------ inputs
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """The storage of a cell, as far as ceilings go."""
+
+    type: str  # gp2 gp3 io1 io2 st1 sc1 | efs | fsx-openzfs | instance-store | local
+    size_gib: float | None = None
+    iops: float | None = None
+    throughput_mibps: float | None = None
+    throughput_mode: str | None = None  # EFS: bursting | elastic | provisioned
+
+    @property
+    def is_ebs(self) -> bool:
+        return self.type in catalogue()["ebs"]["volume_types"]
+
+    @property
+    def is_shared(self) -> bool:
+        return self.type in ("efs", "fsx-openzfs")
+
+
+def storage_spec(storage: Any) -> StorageSpec:
+    """A StorageSpec from a matrix storage model (or a dict with the same fields)."""
+
+    def get(name: str) -> Any:
+        if isinstance(storage, Mapping):
+            return storage.get(name)
+        return getattr(storage, name, None)
+
+    kind = get("type")
+    if kind == "ebs":
+        return StorageSpec(
+            type=str(get("volume_type")),
+            size_gib=get("size_gib"),
+            iops=get("iops"),
+            throughput_mibps=get("throughput_mibps"),
+        )
+    if kind == "efs":
+        return StorageSpec(
+            type="efs",
+            size_gib=get("size_gib"),
+            throughput_mibps=get("provisioned_mibps"),
+            throughput_mode=get("throughput_mode") or "bursting",
+        )
+    if kind == "fsx-openzfs":
+        return StorageSpec(
+            type="fsx-openzfs",
+            size_gib=get("storage_capacity_gib"),
+            iops=get("iops"),
+            throughput_mibps=get("throughput_capacity"),
+        )
+    return StorageSpec(type=str(kind))
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """One fio job section, as it loads the storage."""
+
+    job: str  # fio's jobname (section name unless name= overrides it)
+    shares: dict[str, float]  # direction -> fraction of the job's I/Os
+    block_sizes: dict[str, int]  # direction -> bytes per I/O
+    numjobs: int = 1
+    runtime_s: float | None = None
+    time_based: bool = False
+    size_bytes: int | None = None  # per clone
+    rate_bytes: dict[str, float] = field(default_factory=dict)  # direction -> per clone
+    rate_iops: dict[str, float] = field(default_factory=dict)  # direction -> per clone
+    group: int = 0  # stonewall-separated group; sections in a group run together
+
+    @property
+    def bytes_per_io(self) -> float:
+        return sum(share * self.block_sizes[d] for d, share in self.shares.items())
+
+    def demand_iops(self) -> float:
+        """The job's own cap in I/Os per second (inf when it is not rate-limited)."""
+        caps = []
+        for d, share in self.shares.items():
+            if share <= 0:
+                continue
+            if d in self.rate_bytes:
+                caps.append(self.rate_bytes[d] * self.numjobs / self.block_sizes[d] / share)
+            if d in self.rate_iops:
+                caps.append(self.rate_iops[d] * self.numjobs / share)
+        return min(caps) if caps else math.inf
+
+    def total_ios(self) -> float | None:
+        if self.size_bytes is None:
+            return None
+        return self.size_bytes * self.numjobs / self.bytes_per_io
+
+
+# ----------------------------------------------------------------- fio job files
+
+_VAR = re.compile(r"\$\{([^}]*)\}")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$", re.IGNORECASE)
+_MULT = {"": 1, "k": KIB, "m": MIB, "g": KIB**3, "t": KIB**4, "p": KIB**5}
+_SECONDS = {None: 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DIRECTIONS = {
+    "read": {"read": 1.0},
+    "randread": {"read": 1.0},
+    "write": {"write": 1.0},
+    "randwrite": {"write": 1.0},
+    "trim": {"trim": 1.0},
+    "randtrim": {"trim": 1.0},
+}
+
+
+def parse_size(text: str) -> int | None:
+    """fio size ("4k", "1g", "256m"; base 1024 like fio's default) in bytes."""
+    match = _SIZE.match(text)
+    if not match:
+        return None
+    return int(float(match[1]) * _MULT[match[2].lower()])
+
+
+def parse_seconds(text: str) -> float | None:
+    match = _TIME.match(text)
+    if not match:
+        return None
+    unit = match[2].lower() if match[2] else None
+    return float(match[1]) * _SECONDS[unit]
+
+
+def _split_rw(value: str) -> tuple[str | None, str | None]:
+    """fio's "read,write" option values: "x" applies to both, "x," / ",y" to one."""
+    if "," not in value:
+        return value, value
+    read, write = value.split(",", 1)
+    return read or None, write or None
+
+
+def parse_job_text(text: str, env: Mapping[str, str]) -> list[JobProfile]:
+    """The job sections of a fio job file, `${VAR}`s taken from `env`."""
+    sections: list[tuple[str, dict[str, str]]] = []
+    current: dict[str, str] | None = None
+    for raw in text.splitlines():
+        line = raw.split(";", 1)[0].split("#", 1)[0].strip()
+        if not line:
+            continue
+        line = _VAR.sub(lambda m: env.get(m[1], ""), line)
+        if line.startswith("[") and line.endswith("]"):
+            current = {}
+            sections.append((line[1:-1].strip(), current))
+            continue
+        if current is None:
+            continue
+        key, _, value = line.partition("=")
+        current[key.strip().lower()] = value.strip()
+    global_opts: dict[str, str] = {}
+    profiles: list[JobProfile] = []
+    group = 0
+    for name, opts in sections:
+        if name == "global":
+            global_opts.update(opts)
+            continue
+        merged = {**global_opts, **opts}
+        if ("stonewall" in opts or "wait_for_previous" in opts) and profiles:
+            group += 1
+        profiles.append(_profile(merged.get("name") or name, merged, group))
+    return profiles
+
+
+def _profile(job: str, opts: Mapping[str, str], group: int) -> JobProfile:
+    rw = opts.get("rw", opts.get("readwrite", "read")).split(":", 1)[0]
+    if rw in _DIRECTIONS:
+        shares = dict(_DIRECTIONS[rw])
+    else:  # rw, readwrite, randrw: mixed
+        mix = opts.get("rwmixread")
+        read_pct = float(mix) if mix else 100 - float(opts.get("rwmixwrite", 50))
+        shares = {"read": read_pct / 100, "write": 1 - read_pct / 100}
+        shares = {d: s for d, s in shares.items() if s > 0}
+    bs_read, bs_write = _split_rw(opts.get("bs", opts.get("blocksize", "4k")))
+    block_sizes = {}
+    for d in shares:
+        text = bs_read if d == "read" else bs_write
+        block_sizes[d] = parse_size((text or "4k").split("-", 1)[0]) or 4 * KIB
+    rate_bytes: dict[str, float] = {}
+    rate_iops: dict[str, float] = {}
+    for key, target, parse in (("rate", rate_bytes, parse_size), ("rate_iops", rate_iops, _num)):
+        if key in opts:
+            read, write = _split_rw(opts[key])
+            for d, text in (("read", read), ("write", write)):
+                value = parse(text) if text else None
+                if value:
+                    target[d] = float(value)
+    runtime = parse_seconds(opts["runtime"]) if opts.get("runtime") else None
+    return JobProfile(
+        job=job,
+        shares=shares,
+        block_sizes=block_sizes,
+        numjobs=int(_num(opts.get("numjobs", "1")) or 1),
+        runtime_s=runtime,
+        time_based="time_based" in opts,
+        size_bytes=parse_size(opts["size"]) if opts.get("size") else None,
+        rate_bytes=rate_bytes,
+        rate_iops=rate_iops,
+        group=group,
+    )
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def job_profiles(name: str, params: Mapping[str, object]) -> list[JobProfile]:
+    """Profiles of a fio job from the library, with the workload's params applied."""
+    from iofleet.fiojobs import get_job
+
+    job = get_job(name)
+    env = dict(job.params)
+    env.update({str(k).upper(): str(v) for k, v in params.items()})
+    return parse_job_text(job.path.read_text(encoding="utf-8"), env)
+
+
+# ---------------------------------------------------------------------- limits
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One dimension of one resource: a sustained rate, maybe a burst and a bucket."""
+
+    source: str  # "volume" | "instance"
+    unit: str  # "ops" (EBS I/O operations) | "bytes"
+    sustained: float  # units per second
+    burst: float | None = None
+    bucket: float | None = None  # credits (units), None: no bucket
+    io_unit: int | None = None  # for "ops": bytes per counted operation (256 KiB, 1 MiB)
+    what: str = ""  # for messages, e.g. "gp2 burst bucket"
+
+    def cost(self, block_size: float) -> float:
+        """Units one job I/O of `block_size` bytes consumes."""
+        if self.unit == "bytes":
+            return block_size
+        if self.io_unit is None:
+            return 1.0
+        return float(math.ceil(block_size / self.io_unit))
+
+
+@dataclass
+class Ceilings:
+    limits: list[Limit]
+    unknown: list[str]  # dimensions with no figure ("instance", "volume iops", ...)
+    notes: list[str]
+
+
+def _ebs_volume_limits(spec: StorageSpec) -> Ceilings:
+    model = catalogue()["ebs"]["volume_types"][spec.type]
+    size = float(spec.size_gib or 0)
+    io_unit = int(model["io_unit_kib"]) * KIB
+    kind = model["model"]
+    limits: list[Limit] = []
+    unknown: list[str] = []
+    if kind == "iops-bucket":  # gp2
+        baseline = min(
+            max(model["baseline_iops_per_gib"] * size, model["baseline_iops_min"]),
+            model["baseline_iops_max"],
+        )
+        burst = model["burst_iops"] if baseline < model["burst_iops"] else None
+        limits.append(
+            Limit(
+                "volume",
+                "ops",
+                baseline,
+                burst,
+                model["bucket_credits"] if burst else None,
+                io_unit,
+                f"{spec.type} IOPS",
+            )
+        )
+        mibps = next(
+            t["mibps"]
+            for t in model["throughput_mibps"]
+            if t["max_size_gib"] is None or size <= t["max_size_gib"]
+        )
+        limits.append(Limit("volume", "bytes", mibps * MIB, what=f"{spec.type} throughput"))
+    elif kind == "provisioned":  # gp3 io1 io2
+        creation = _ebs_creation_limits().get(spec.type, {})
+        iops = spec.iops
+        if iops is None and creation.get("iops"):
+            iops = creation["iops"]["min"]  # gp3 default
+        mibps = spec.throughput_mibps
+        if mibps is None and creation.get("throughput_mibps"):
+            mibps = creation["throughput_mibps"]["min"]  # gp3 default
+        if mibps is None:
+            mibps = model.get("max_throughput_mibps")
+        if iops is None:
+            unknown.append("volume iops")
+        else:
+            limits.append(
+                Limit("volume", "ops", float(iops), io_unit=io_unit, what=f"{spec.type} IOPS")
+            )
+        if mibps is None:
+            unknown.append("volume throughput")
+        else:
+            limits.append(
+                Limit("volume", "bytes", float(mibps) * MIB, what=f"{spec.type} throughput")
+            )
+    elif kind == "throughput-bucket":  # st1 sc1
+        tib = size / 1024
+        sustained = min(model["baseline_mibps_per_tib"] * tib, model["baseline_mibps_max"])
+        burst = min(model["burst_mibps_per_tib"] * tib, model["burst_mibps_max"])
+        limits.append(
+            Limit(
+                "volume",
+                "bytes",
+                sustained * MIB,
+                burst * MIB if burst > sustained else None,
+                model["bucket_mib_per_tib"] * tib * MIB if burst > sustained else None,
+                what=f"{spec.type} throughput",
+            )
+        )
+        limits.append(
+            Limit(
+                "volume", "ops", float(model["max_iops"]), io_unit=io_unit, what=f"{spec.type} IOPS"
+            )
+        )
+    return Ceilings(limits, unknown, [])
+
+
+def _efs_limits(spec: StorageSpec) -> Ceilings:
+    efs = catalogue()["efs"]
+    mode = spec.throughput_mode or "bursting"
+    limits: list[Limit] = []
+    unknown = ["file system iops"]
+    notes: list[str] = []
+    if mode == "bursting":
+        m = efs["throughput_modes"]["bursting"]
+        gib = float(spec.size_gib or 0)
+        if spec.size_gib is None:
+            notes.append("EFS bursting: data stored unknown, taken as empty (baseline ~0)")
+        tib = gib / 1024
+        burst = max(m["burst_mibps_min"], m["burst_mibps_per_tib"] * tib) * MIB
+        bucket = max(m["bucket_tib_min"], m["bucket_tib_per_tib"] * tib) * TIB_MIB * MIB
+        limits.append(
+            Limit(
+                "volume",
+                "bytes",
+                m["baseline_kibps_per_gib"] * gib * KIB,
+                burst,
+                bucket,
+                what="EFS throughput",
+            )
+        )
+    elif mode == "provisioned" and spec.throughput_mibps:
+        limits.append(
+            Limit(
+                "volume",
+                "bytes",
+                float(spec.throughput_mibps) * MIB,
+                what="EFS provisioned throughput",
+            )
+        )
+    else:
+        unknown.append("file system throughput")
+    return Ceilings(limits, unknown, notes)
+
+
+def _fsx_limits(spec: StorageSpec) -> Ceilings:
+    fsx = catalogue()["fsx-openzfs"]
+    limits: list[Limit] = []
+    unknown: list[str] = []
+    iops = spec.iops
+    if iops is None and spec.size_gib:
+        iops = fsx["automatic_iops_per_gib"] * spec.size_gib
+    if iops is None:
+        unknown.append("file system iops")
+    else:
+        limits.append(Limit("volume", "ops", float(iops), what="FSx SSD IOPS"))
+    if spec.throughput_mibps is None:
+        unknown.append("file system throughput")
+    else:  # throughput capacity is in MB/s
+        limits.append(
+            Limit("volume", "bytes", float(spec.throughput_mibps) * 1e6, what="FSx throughput")
+        )
+    return Ceilings(limits, unknown, [])
+
+
+def storage_ceilings(spec: StorageSpec, fleet_size: int = 1) -> Ceilings:
+    """The storage's limits as seen by one slot (shared file systems split by fleet)."""
+    if spec.is_ebs:
+        ceilings = _ebs_volume_limits(spec)
+    elif spec.type == "efs":
+        ceilings = _efs_limits(spec)
+    elif spec.type == "fsx-openzfs":
+        ceilings = _fsx_limits(spec)
+    else:
+        return Ceilings([], ["storage"], [f"{spec.type} storage: no published ceiling"])
+    if spec.is_shared and fleet_size > 1:
+        ceilings.limits = [_split(limit, fleet_size) for limit in ceilings.limits]
+        ceilings.notes.append(
+            f"{spec.type} is shared by {fleet_size} slots: per-slot ceilings are 1/{fleet_size}"
+        )
+    return ceilings
+
+
+def _split(limit: Limit, n: int) -> Limit:
+    return replace(
+        limit,
+        sustained=limit.sustained / n,
+        burst=None if limit.burst is None else limit.burst / n,
+        bucket=None if limit.bucket is None else limit.bucket / n,
+    )
+
+
+def instance_ceilings(instance_type: str, spec: StorageSpec) -> Ceilings:
+    """The instance's limits for this storage: EBS-optimized for EBS, network otherwise."""
+    if instance_type == "local":
+        return Ceilings([], [], [])
+    record = instance_ebs(instance_type)
+    if record is None:
+        return Ceilings(
+            [],
+            ["instance"],
+            [
+                f"instance type {instance_type} is not in the offline catalogue (instance_types.json)"
+            ],
+        )
+    limits: list[Limit] = []
+    unknown: list[str] = []
+    if spec.is_ebs:
+        ebs = record.get("ebs")
+        if not ebs:
+            return Ceilings([], ["instance"], [f"{instance_type} has no EBS-optimized figures"])
+        seconds = catalogue()["instance_ebs_burst"]["burst_seconds"]
+        for unit, base_key, max_key, scale in (
+            ("ops", "baseline_iops", "maximum_iops", 1.0),
+            ("bytes", "baseline_throughput_mbps", "maximum_throughput_mbps", 1e6),
+        ):
+            base, top = ebs.get(base_key), ebs.get(max_key)
+            if base is None and top is None:
+                unknown.append(f"instance {unit}")
+                continue
+            base = float(base if base is not None else top) * scale
+            top = float(top if top is not None else base / scale) * scale
+            bursts = top > base
+            limits.append(
+                Limit(
+                    "instance",
+                    unit,
+                    base,
+                    top if bursts else None,
+                    (top - base) * seconds if bursts else None,
+                    256 * KIB if unit == "ops" else None,
+                    f"{instance_type} EBS {'IOPS' if unit == 'ops' else 'throughput'}",
+                )
+            )
+    elif spec.is_shared:
+        network = record.get("network") or {}
+        if network.get("baseline_gbit"):
+            limits.append(
+                Limit(
+                    "instance",
+                    "bytes",
+                    float(network["baseline_gbit"]) * 1e9 / 8,
+                    what=f"{instance_type} network baseline",
+                )
+            )
+        else:
+            unknown.append("instance network")
+    return Ceilings(limits, unknown, [])
+
+
+# ------------------------------------------------------------------ simulation
+
+
+@dataclass
+class Phase:
+    start_s: float
+    end_s: float | None  # None: lasts for the rest of the run
+    iops: float  # job I/Os per second (all directions)
+    limited_by: str
+    binding: str  # the limit's `what`, or "job rate"
+
+
+def simulate(
+    limits: Sequence[Limit],
+    block_size: float,
+    demand_iops: float,
+    balances: list[float],
+) -> tuple[list[Phase], list[tuple[int, float]]]:
+    """Phases of a job's rate from the given bucket balances (one per limit).
+
+    Returns the phases and, for each bucket that empties, (limit index, time).
+    `balances` is used as scratch space.
+    """
+    phases: list[Phase] = []
+    emptied: list[tuple[int, float]] = []
+    t = 0.0
+    for _ in range(len(limits) + 2):
+        best = demand_iops
+        binding: tuple[str, str] = ("job-rate", "job rate")
+        for i, limit in enumerate(limits):
+            on_burst = limit.bucket is not None and limit.burst is not None and balances[i] > 0
+            rate = limit.burst if on_burst else limit.sustained
+            assert rate is not None
+            cap = rate / limit.cost(block_size)
+            if cap < best - 1e-9:
+                best = cap
+                label = limit.source
+                if on_burst and limit.source == "volume":
+                    label = "burst-bucket"
+                what = limit.what
+                if limit.bucket is not None:
+                    what += " (burst)" if on_burst else " (baseline)"
+                binding = (label, what)
+        if math.isinf(best):
+            return phases, emptied
+        next_event: float | None = None
+        event_index = -1
+        for i, limit in enumerate(limits):
+            if limit.bucket is None or limit.burst is None or balances[i] <= 0:
+                continue
+            net = best * limit.cost(block_size) - limit.sustained
+            if net > 1e-9:
+                dt = balances[i] / net
+                if next_event is None or dt < next_event:
+                    next_event, event_index = dt, i
+        if next_event is None:
+            phases.append(Phase(t, None, best, binding[0], binding[1]))
+            return phases, emptied
+        for i, limit in enumerate(limits):
+            if limit.bucket is None or limit.burst is None or balances[i] <= 0:
+                continue
+            net = best * limit.cost(block_size) - limit.sustained
+            balances[i] = min(limit.bucket, max(0.0, balances[i] - net * next_event))
+        balances[event_index] = 0.0
+        phases.append(Phase(t, t + next_event, best, binding[0], binding[1]))
+        emptied.append((event_index, t + next_event))
+        t += next_event
+    return phases, emptied
+
+
+def advance(
+    limits: Sequence[Limit],
+    block_size: float,
+    phases: Sequence[Phase],
+    balances: list[float],
+    until_s: float | None,
+) -> None:
+    """Move bucket `balances` (in place) through `phases` up to `until_s`.
+
+    Buckets drain at (rate - sustained) and refill, up to full, when the
+    rate is below the sustained one. None: to the end of the last phase
+    that has an end.
+    """
+    for phase in phases:
+        end = phase.end_s
+        if until_s is not None:
+            end = until_s if end is None else min(end, until_s)
+        if end is None or end <= phase.start_s:
+            break
+        span = end - phase.start_s
+        for i, limit in enumerate(limits):
+            if limit.bucket is None:
+                continue
+            net = phase.iops * limit.cost(block_size) - limit.sustained
+            balances[i] = min(limit.bucket, max(0.0, balances[i] - net * span))
+
+
+def window(
+    phases: Sequence[Phase], runtime_s: float | None, total_ios: float | None
+) -> float | None:
+    """How long the job runs: its runtime, or sooner if it finishes its I/O."""
+    if total_ios is None:
+        return runtime_s
+    done = 0.0
+    for phase in phases:
+        end = phase.end_s if phase.end_s is not None else math.inf
+        if runtime_s is not None:
+            end = min(end, runtime_s)
+        span = end - phase.start_s
+        if span <= 0:
+            break
+        if done + phase.iops * span >= total_ios:
+            return phase.start_s + (total_ios - done) / phase.iops
+        done += phase.iops * span
+    return runtime_s
+
+
+def average_iops(phases: Sequence[Phase], duration: float | None) -> float | None:
+    if not phases:
+        return None
+    if duration is None or duration <= 0:
+        return phases[0].iops
+    total = 0.0
+    for phase in phases:
+        end = duration if phase.end_s is None else min(phase.end_s, duration)
+        if end > phase.start_s:
+            total += phase.iops * (end - phase.start_s)
+    return total / duration
+
+
+# ---------------------------------------------------------------- expectations
+
+
+@dataclass
+class CellContext:
+    instance_type: str
+    storage: StorageSpec
+    fleet_size: int = 1
+    burst_policy: str = "as-is"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def expect_cell(
+    ctx: CellContext, workloads: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], dict[str, float]]:
+    """Per fio job and direction: expectations; plus the cell's warnings and timings.
+
+    `workloads` are slot-payload workloads ({"kind": "fio", "name", "params"} ...);
+    non-fio ones are skipped. Timings: seconds the agent spends on refill/drain
+    waits ("burst_wait_s") and in fio ("fio_s"), for the cost estimate.
+    """
+    vol = storage_ceilings(ctx.storage, ctx.fleet_size)
+    inst = instance_ceilings(ctx.instance_type, ctx.storage)
+    limits = vol.limits + inst.limits
+    unknown = vol.unknown + inst.unknown
+    warnings = vol.notes + inst.notes
+    balances = [limit.bucket or 0.0 for limit in limits]
+    burst_wait = 0.0
+    fio_time = 0.0
+    results: list[dict[str, Any]] = []
+    for index, workload in enumerate(workloads):
+        if workload.get("kind") != "fio":
+            continue
+        name = str(workload["name"])
+        try:
+            profiles = job_profiles(name, workload.get("params") or {})
+        except (KeyError, OSError, ValueError):
+            warnings.append(f"workloads[{index}]: fio job {name} could not be read")
+            continue
+        wait = _apply_policy(ctx.burst_policy, limits, balances, profiles)
+        burst_wait += wait
+        start = list(balances)
+        end_balances: list[list[float]] = []
+        group_time: dict[int, float] = {}
+        for profile in profiles:
+            bal = list(start)
+            entries, duration, job_warnings = _expect_job(
+                profile, limits, bal, unknown, ctx, index, name
+            )
+            end_balances.append(bal)
+            results.extend(entries)
+            warnings.extend(job_warnings)
+            if duration is not None:
+                group_time[profile.group] = max(group_time.get(profile.group, 0.0), duration)
+        if len([p for p in profiles if p.group == 0]) > 1:
+            warnings.append(
+                f"workloads[{index}] {name}: its jobs run together and share the ceilings; "
+                "each job's figure is its ceiling if it ran alone"
+            )
+        fio_time += sum(group_time.values())
+        if end_balances:
+            balances[:] = [min(b[i] for b in end_balances) for i in range(len(balances))]
+    return results, warnings, {"burst_wait_s": burst_wait, "fio_s": fio_time}
+
+
+def _apply_policy(
+    policy: str, limits: Sequence[Limit], balances: list[float], profiles: Sequence[JobProfile]
+) -> float:
+    """Set bucket balances for the policy; seconds the agent waits for it."""
+    wait = 0.0
+    for i, limit in enumerate(limits):
+        if limit.bucket is None or limit.burst is None:
+            continue
+        if policy == "refill":
+            if limit.sustained > 0:
+                wait = max(wait, (limit.bucket - balances[i]) / limit.sustained)
+            balances[i] = limit.bucket
+        elif policy == "drain":
+            net = limit.burst - limit.sustained
+            if net > 0:
+                wait = max(wait, balances[i] / net)
+            balances[i] = 0.0
+    return wait
+
+
+def _expect_job(
+    profile: JobProfile,
+    limits: Sequence[Limit],
+    balances: list[float],
+    unknown: Sequence[str],
+    ctx: CellContext,
+    index: int,
+    workload: str,
+) -> tuple[list[dict[str, Any]], float | None, list[str]]:
+    bpi = profile.bytes_per_io
+    start = list(balances)
+    phases, emptied = simulate(limits, bpi, profile.demand_iops(), list(start))
+    duration = window(
+        phases, profile.runtime_s, None if profile.time_based else profile.total_ios()
+    )
+    balances[:] = start
+    advance(limits, bpi, phases, balances, duration)
+    avg = average_iops(phases, duration)
+    warnings: list[str] = []
+    seconds_to_exhaust = emptied[0][1] if emptied else None
+    burst_source = limits[emptied[0][0]].source if emptied else None
+    if not phases:
+        limited_by = "unknown"
+    else:
+        limited_by = _dominant(phases, duration)
+        if unknown and limited_by != "job-rate":
+            limited_by = "unknown"
+    where = f"workloads[{index}] {workload} job {profile.job}"
+    if seconds_to_exhaust is not None and phases:
+        warnings.append(_burst_warning(where, limits[emptied[0][0]].what, phases, duration))
+    if unknown:
+        warnings.append(f"{where}: no figure for {', '.join(unknown)}: limited_by unknown")
+    entries = []
+    for direction, share in profile.shares.items():
+        bs = profile.block_sizes[direction]
+        iops = None if avg is None else avg * share
+        entries.append(
+            {
+                "workload_index": index,
+                "workload": workload,
+                "job": profile.job,
+                "direction": direction,
+                "block_size": bs,
+                "expected_iops": _round(iops),
+                "expected_bw_bytes": None if iops is None else int(iops * bs),
+                "limited_by": limited_by,
+                "upper_bound": bool(unknown),
+                "seconds_to_exhaust": _round(seconds_to_exhaust),
+                "burst_source": burst_source,
+                "runtime_s": _round(duration),
+                "burst_policy": ctx.burst_policy,
+                "phases": [
+                    {
+                        "from_s": _round(p.start_s),
+                        "to_s": _round(p.end_s),
+                        "iops": _round(p.iops * share),
+                        "bw_bytes": int(p.iops * share * bs),
+                        "limited_by": p.limited_by,
+                        "limit": p.binding,
+                    }
+                    for p in phases
+                ],
+            }
+        )
+    return entries, duration, warnings
+
+
+def _burst_warning(where: str, what: str, phases: Sequence[Phase], duration: float | None) -> str:
+    burst, empties = phases[0].iops, phases[0].end_s or 0.0
+    after = f"{_fmt(phases[1].iops)} IOPS" if len(phases) > 1 else "the baseline"
+    lasts = f"the {what} burst lasts ~{_fmt(empties)} s at {_fmt(burst)} IOPS"
+    if duration is None:
+        return f"{where}: {lasts}, then {after}; the run length is unknown"
+    if duration <= empties:
+        return f"{where}: runs ~{_fmt(duration)} s and {lasts}: it measures the burst, not {after}"
+    return f"{where}: runs ~{_fmt(duration)} s but {lasts}: the result mixes burst and {after}"
+
+
+def _dominant(phases: Sequence[Phase], duration: float | None) -> str:
+    """The limit that sets the rate for most of the run."""
+    spans: dict[str, float] = {}
+    for phase in phases:
+        end = phase.end_s
+        if duration is not None:
+            end = duration if end is None else min(end, duration)
+        if end is None:
+            end = phase.start_s + 1.0  # the steady phase of an open-ended run
+        if end > phase.start_s:
+            spans[phase.limited_by] = spans.get(phase.limited_by, 0.0) + end - phase.start_s
+    if not spans:
+        return phases[0].limited_by
+    return max(spans, key=lambda k: spans[k])
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
