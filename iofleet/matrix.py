@@ -380,6 +380,10 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
                 "type",
             ), f"unknown storage type {_json_kind(value['type'])} (one of: {types})"
         return loc, f"expected an object, got {_json_kind(value)}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return loc, f"expected an object, got {_json_kind(value)}"
+    if kind == "list_type":
+        return loc, f"expected an array, got {_json_kind(value)}"
     if kind == "too_short":
         return loc, "must not be empty"
     if kind == "literal_error":

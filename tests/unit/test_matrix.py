@@ -110,6 +110,14 @@ def test_base_matrix_is_valid() -> None:
         ("stop_on_failure", "yes", "stop_on_failure: must be a valid boolean, got 'yes'"),
         ("cell_concurrency", 0, "cell_concurrency: must be greater than or equal to 1, got 0"),
         ("slot_timeout_s", 0, "slot_timeout_s: must be greater than or equal to 1, got 0"),
+        ("storage", "gp3", "storage: expected an array, got 'gp3'"),
+        ("limits", 5, "limits: expected an object, got 5"),
+        ("workloads.1.ioping", [], "workloads[1].ioping: expected an object, got an array"),
+        (
+            "workloads.0.params",
+            "RUNTIME=2",
+            "workloads[0].params: expected an object, got 'RUNTIME=2'",
+        ),
         # storage, any type
         ("storage.0", "gp3", "storage[0]: expected an object, got 'gp3'"),
         (
