@@ -1,0 +1,234 @@
+"""What a run will cost, before anyone pays.
+
+Prices come from `data/prices.json` (dated, per region). A price that file
+does not have is reported in `unknown`, never guessed: `usd` is then the sum
+of the known items (a lower bound) and `complete` is false.
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from iofleet.expect import StorageSpec
+
+PRICES = Path(__file__).resolve().parent / "data" / "prices.json"
+HOURS_PER_MONTH = 730.0
+DEFAULT_REGION = "us-east-1"
+
+
+@cache
+def price_table() -> dict[str, Any]:
+    return json.loads(PRICES.read_text(encoding="utf-8"))
+
+
+def default_region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+
+@dataclass
+class Estimate:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+    def add(self, item: str, quantity: float, unit: str, unit_usd: float | None) -> None:
+        if quantity <= 0:
+            return
+        if unit_usd is None:
+            self.unknown.append(f"{item} ({quantity:g} {unit})")
+            return
+        self.items.append(
+            {
+                "item": item,
+                "quantity": round(quantity, 6),
+                "unit": unit,
+                "unit_usd": unit_usd,
+                "usd": round(quantity * unit_usd, 6),
+            }
+        )
+
+    @property
+    def usd(self) -> float:
+        return round(sum(i["usd"] for i in self.items), 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimated_cost_usd": self.usd,
+            "complete": not self.unknown,
+            "unknown": list(self.unknown),
+            "items": list(self.items),
+        }
+
+
+def _region_prices(region: str) -> dict[str, Any]:
+    return price_table()["regions"].get(region) or {}
+
+
+def _get(mapping: Mapping[str, Any] | None, *keys: str) -> Any:
+    current: Any = mapping
+    for key in keys:
+        if not isinstance(current, Mapping):
+            return None
+        current = current.get(key)
+    return current
+
+
+def _tiered(quantity: float, tiers: list[list[Any]] | None) -> float | None:
+    """Monthly cost of `quantity` units over [[up_to, price], ...]; None if a tier is unknown."""
+    if not tiers:
+        return None
+    total, floor = 0.0, 0.0
+    for up_to, price in tiers:
+        top = quantity if up_to is None else min(quantity, float(up_to))
+        if top > floor:
+            if price is None:
+                return None
+            total += (top - floor) * price
+        if up_to is None or quantity <= up_to:
+            break
+        floor = float(up_to)
+    return total
+
+
+def estimate_cell(
+    *,
+    instance_type: str,
+    storage: StorageSpec,
+    fleet_size: int,
+    slot_seconds: float,
+    region: str,
+    populate: bool = False,
+    workloads_per_slot: int = 1,
+) -> Estimate:
+    """Cost of one cell: `fleet_size` instances (and volumes) for `slot_seconds` each."""
+    prices = _region_prices(region)
+    assumptions = price_table()["assumptions"]
+    est = Estimate()
+    hours = slot_seconds / 3600.0
+    if populate:
+        hours_populate = assumptions["populate_overhead_s"] / 3600.0
+    else:
+        hours_populate = 0.0
+    instance_hours = fleet_size * hours + hours_populate
+    est.add(
+        f"ec2 {instance_type}",
+        instance_hours,
+        "instance-hours",
+        _get(prices, "ec2_hourly", instance_type),
+    )
+    if storage.is_ebs:
+        ebs = _get(prices, "ebs", storage.type) or {}
+        months = fleet_size * hours / HOURS_PER_MONTH
+        size = float(storage.size_gib or 0)
+        est.add(f"ebs {storage.type} storage", size * months, "GiB-months", ebs.get("gib_month"))
+        if storage.type == "gp3":
+            extra_iops = max(0.0, float(storage.iops or 0) - ebs.get("free_iops", 3000))
+            est.add("ebs gp3 iops", extra_iops * months, "IOPS-months", ebs.get("iops_month"))
+            extra_mibps = max(
+                0.0, float(storage.throughput_mibps or 0) - ebs.get("free_mibps", 125)
+            )
+            est.add(
+                "ebs gp3 throughput", extra_mibps * months, "MiBps-months", ebs.get("mibps_month")
+            )
+        elif storage.type in ("io1", "io2") and storage.iops:
+            monthly = _tiered(float(storage.iops), ebs.get("iops_month_tiers"))
+            est.add(
+                f"ebs {storage.type} iops",
+                months,
+                f"volume-months at {storage.iops:g} IOPS",
+                monthly,
+            )
+    elif storage.type == "efs":
+        efs = prices.get("efs") or {}
+        months = (hours + hours_populate) / HOURS_PER_MONTH
+        if storage.throughput_mode == "provisioned" and storage.throughput_mibps:
+            est.add(
+                "efs provisioned throughput",
+                float(storage.throughput_mibps) * months,
+                "MiBps-months",
+                efs.get("provisioned_mibps_month"),
+            )
+        if storage.size_gib:
+            est.add(
+                "efs standard storage",
+                float(storage.size_gib) * months,
+                "GiB-months",
+                efs.get("standard_gib_month"),
+            )
+        if storage.throughput_mode == "elastic":
+            est.unknown.append("efs elastic throughput (per GiB transferred; not estimated)")
+    elif storage.type == "fsx-openzfs":
+        fsx = prices.get("fsx-openzfs")
+        months = (hours + hours_populate) / HOURS_PER_MONTH
+        if not fsx:
+            est.unknown.append(f"fsx-openzfs file system ({months * HOURS_PER_MONTH:.2f} hours)")
+        else:
+            est.add(
+                "fsx-openzfs storage",
+                float(storage.size_gib or 0) * months,
+                "GiB-months",
+                fsx.get("ssd_gib_month"),
+            )
+            est.add(
+                "fsx-openzfs throughput",
+                float(storage.throughput_mibps or 0) * months,
+                "MBps-months",
+                fsx.get("throughput_mbps_month"),
+            )
+    # orchestration and ingest
+    sfn = _get(prices, "stepfunctions", "standard_transition")
+    transitions = (
+        assumptions["stepfunctions_transitions_per_cell"]
+        + assumptions["stepfunctions_transitions_per_slot"] * fleet_size
+    )
+    est.add("step functions transitions", transitions, "transitions", sfn)
+    invocations = fleet_size * (
+        workloads_per_slot + assumptions["lambda_invocations_per_slot_extra"]
+    )
+    gb_seconds = (
+        invocations * assumptions["lambda_gb"] * assumptions["lambda_seconds_per_invocation"]
+    )
+    est.add("lambda requests", invocations, "requests", _get(prices, "lambda", "request"))
+    est.add("lambda compute", gb_seconds, "GB-seconds", _get(prices, "lambda", "gb_second"))
+    return est
+
+
+def estimate_run_overhead(region: str) -> Estimate:
+    """Per-run costs not tied to a cell: the state machine's own steps, Athena views."""
+    prices = _region_prices(region)
+    assumptions = price_table()["assumptions"]
+    est = Estimate()
+    est.add(
+        "step functions transitions (run)",
+        assumptions["stepfunctions_transitions_per_run"],
+        "transitions",
+        _get(prices, "stepfunctions", "standard_transition"),
+    )
+    athena = prices.get("athena") or {}
+    mb = max(assumptions["athena_mb_per_query"], athena.get("min_mb_per_query", 10))
+    tb = assumptions["athena_queries_per_run"] * mb / 1024 / 1024
+    est.add("athena scans", tb, "TB scanned", athena.get("tb_scanned"))
+    return est
+
+
+def table_info(region: str) -> dict[str, Any]:
+    table = price_table()
+    return {
+        "region": region,
+        "prices_as_of": table["as_of"],
+        "known_region": region in table["regions"],
+        "currency": table["currency"],
+    }
+
+
+def slot_seconds(fio_s: float, burst_wait_s: float, other_s: float = 0.0) -> float:
+    """Billable seconds of one slot: setup overhead + waits + workloads (60 s minimum)."""
+    overhead = float(price_table()["assumptions"]["slot_overhead_s"])
+    return max(60.0, overhead + burst_wait_s + fio_s + other_s)
