@@ -47,7 +47,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 def _cmd_parse(args: argparse.Namespace) -> int:
     from iofleet.parsers import parse_file
 
-    for record in parse_file(Path(args.file), kind=args.kind):
+    def warn(message: str) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
+    for record in parse_file(Path(args.file), kind=args.kind, warn=warn):
         print(json.dumps(record, sort_keys=False))
     return 0
 

@@ -6,7 +6,7 @@ Stdlib only (the ingest Lambda and `iofleet parse` share them).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -31,8 +31,13 @@ def detect_kind(text: str) -> str:
     return "fio"
 
 
-def parse_file(path: Path, kind: str = "auto") -> Iterator[dict]:
-    """Records for `iofleet parse`: one dict per record."""
+def parse_file(
+    path: Path, kind: str = "auto", warn: Callable[[str], None] | None = None
+) -> Iterator[dict]:
+    """Records for `iofleet parse`: one dict per record.
+
+    fio's notes and error lines printed before its JSON go to `warn`.
+    """
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -43,7 +48,11 @@ def parse_file(path: Path, kind: str = "auto") -> Iterator[dict]:
         if kind == "fio":
             from iofleet.parsers.fio import parse_fio
 
-            yield from parse_fio(text).records
+            parsed = parse_fio(text)
+            for warning in parsed.warnings:
+                if warn:
+                    warn(warning)
+            yield from parsed.records
         elif kind == "ioping":
             from iofleet.parsers.ioping import parse_ioping
 
