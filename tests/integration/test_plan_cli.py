@@ -54,7 +54,7 @@ def test_plan_table_from_stdin() -> None:
     result = iofleet("plan", "-", stdin=json.dumps(MATRIX))
     assert result.returncode == 0, result.stderr
     assert "c001-gp3-m6i.4xlarge-x10-r1" in result.stdout
-    assert result.stdout.rstrip().endswith("2 cells, total instances: 11 (limit 100)")
+    assert "2 cells, total instances: 11 (limit 100)" in result.stdout.splitlines()
 
 
 def test_bad_matrix_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:

@@ -241,4 +241,4 @@ def test_plan_table_lists_every_cell_and_the_total() -> None:
     for cell in plan.cells:
         assert cell.cell_id in table
     assert "w02  app c-build" in table
-    assert table.splitlines()[-1] == "16 cells, total instances: 88 (limit 100)"
+    assert "16 cells, total instances: 88 (limit 100)" in table.splitlines()
