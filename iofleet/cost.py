@@ -232,3 +232,138 @@ def slot_seconds(fio_s: float, burst_wait_s: float, other_s: float = 0.0) -> flo
     """Billable seconds of one slot: setup overhead + waits + workloads (60 s minimum)."""
     overhead = float(price_table()["assumptions"]["slot_overhead_s"])
     return max(60.0, overhead + burst_wait_s + fio_s + other_s)
+
+
+# ------------------------------------------------------------------ plan level
+
+
+def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
+    """Per cell: `expected`, `warnings`, cost; plus the run's total and its budget.
+
+    `plan` is an iofleet.matrix.Plan (duck-typed: .matrix, .target, .cells).
+    """
+    from iofleet.expect import CellContext, expect_cell, sources, storage_spec
+
+    region = region or default_region()
+    matrix = plan.matrix
+    policy = getattr(matrix, "burst_policy", "as-is")
+    budget = getattr(matrix.limits, "budget_usd", None)
+    aws = plan.target == "aws"
+    cells: list[dict[str, Any]] = []
+    total = 0.0
+    unknown: list[str] = []
+    for cell in plan.cells:
+        payloads = cell.workload_payloads()
+        spec = storage_spec(cell.storage)
+        expected, warnings, timings = expect_cell(
+            CellContext(cell.instance_type, spec, cell.fleet_size, policy), payloads
+        )
+        if policy != "as-is" and not (aws and spec.is_ebs):
+            warnings.append(f"burst_policy {policy}: applies to EBS on AWS only; ignored here")
+        entry: dict[str, Any] = {"expected": expected, "warnings": warnings}
+        if aws:
+            other = 0.0
+            for p in payloads:
+                if p["kind"] == "ioping":
+                    other += p.get("count", 0) * p.get("interval_ms", 0) / 1000.0
+                elif p["kind"] == "app":
+                    other += float(getattr(matrix, "slot_timeout_s", 0))
+            est = estimate_cell(
+                instance_type=cell.instance_type,
+                storage=spec,
+                fleet_size=cell.fleet_size,
+                slot_seconds=slot_seconds(timings["fio_s"], timings["burst_wait_s"], other),
+                region=region,
+                populate=any(p["kind"] == "app" and p.get("populate") for p in payloads),
+                workloads_per_slot=len(payloads),
+            )
+            if any(p["kind"] == "app" for p in payloads):
+                warnings.append("app run time unknown: the estimate takes slot_timeout_s per app")
+            entry.update(
+                {
+                    "estimated_cost_usd": est.usd,
+                    "cost": est.to_dict(),
+                    "slot_seconds": round(
+                        slot_seconds(timings["fio_s"], timings["burst_wait_s"], other), 1
+                    ),
+                }
+            )
+            total += est.usd
+            unknown += [f"{cell.cell_id}: {u}" for u in est.unknown]
+        else:
+            entry["estimated_cost_usd"] = 0.0
+        cells.append(entry)
+    run: dict[str, Any] = {"sources": sources()}
+    if aws:
+        overhead = estimate_run_overhead(region)
+        total += overhead.usd
+        unknown += [f"run: {u}" for u in overhead.unknown]
+        run.update(
+            {
+                **table_info(region),
+                "estimated_cost_usd": round(total, 4),
+                "cost_complete": not unknown,
+                "cost_unknown": unknown,
+                "run_overhead": overhead.to_dict(),
+            }
+        )
+    else:
+        run.update({"estimated_cost_usd": 0.0, "cost_note": "local run: no AWS cost"})
+    run["budget_usd"] = budget
+    run["burst_policy"] = policy
+    return {"run": run, "cells": cells}
+
+
+def budget_problem(plan: Any, region: str | None = None) -> str | None:
+    """The `limits.budget_usd` message if the plan's estimate exceeds the budget."""
+    budget = getattr(plan.matrix.limits, "budget_usd", None)
+    if budget is None or plan.target != "aws":
+        return None
+    run = plan_annotations(plan, region)["run"]
+    estimate = run["estimated_cost_usd"]
+    if estimate <= budget:
+        return None
+    more = "" if run["cost_complete"] else " (known prices only; some are unknown)"
+    return (
+        f"plan estimated at ${estimate:,.2f}{more} in {run['region']} "
+        f"(prices as of {run['prices_as_of']}), over the budget of ${budget:,.2f}"
+    )
+
+
+def render_annotations(plan: Any, region: str | None = None) -> str:
+    """Text for `iofleet plan` (table format): expectations, warnings and cost."""
+    notes = plan_annotations(plan, region)
+    out: list[str] = ["", f"expected ceilings (burst_policy {notes['run']['burst_policy']}):"]
+    for cell, entry in zip(plan.cells, notes["cells"], strict=True):
+        cost = entry.get("cost")
+        cost_text = ""
+        if cost is not None:
+            cost_text = f"  ~${entry['estimated_cost_usd']:,.2f}"
+            if not cost["complete"]:
+                cost_text += " + unknown"
+        out.append(f"  {cell.cell_id}{cost_text}")
+        for e in entry["expected"]:
+            iops = "?" if e["expected_iops"] is None else f"{e['expected_iops']:,.0f}"
+            bw = e["expected_bw_bytes"]
+            mibs = "?" if bw is None else f"{bw / 1048576:,.1f}"
+            burst = ""
+            if e["seconds_to_exhaust"] is not None:
+                burst = f", burst empties after ~{e['seconds_to_exhaust']:,.0f} s"
+            out.append(
+                f"    w{e['workload_index']:02d} {e['job']} {e['direction']}: "
+                f"{iops} IOPS, {mibs} MiB/s, limited by {e['limited_by']}{burst}"
+            )
+        for w in entry["warnings"]:
+            out.append(f"    ! {w}")
+    run = notes["run"]
+    if plan.target == "aws":
+        line = (
+            f"estimated cost: ${run['estimated_cost_usd']:,.2f} in {run['region']} "
+            f"(prices as of {run['prices_as_of']})"
+        )
+        if not run["cost_complete"]:
+            line += f"; unknown: {len(run['cost_unknown'])} item(s), not included"
+        if run["budget_usd"] is not None:
+            line += f"; budget ${run['budget_usd']:,.2f}"
+        out.append(line)
+    return "\n".join(out)

@@ -289,6 +289,7 @@ Workload = Annotated[
 
 class Limits(_Model):
     max_instances: int = Field(default=100, ge=1)
+    budget_usd: float | None = Field(default=None, gt=0)
 
 
 class Matrix(_Model):
@@ -304,6 +305,7 @@ class Matrix(_Model):
     stop_on_failure: bool = False
     cell_concurrency: int = Field(default=1, ge=1)
     slot_timeout_s: int = Field(default=7200, ge=1)
+    burst_policy: Literal["as-is", "refill", "drain"] = "as-is"
 
 
 _TAG_CLASSES: dict[str, type[BaseModel]] = {
@@ -668,13 +670,19 @@ class Plan:
         return sum(c.fleet_size for c in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
+        from iofleet.cost import plan_annotations
+
+        notes = plan_annotations(self)
         return {
             "name": self.matrix.name,
             "target": self.target,
             "cell_count": len(self.cells),
             "total_instances": self.total_instances,
             "max_instances": self.matrix.limits.max_instances,
-            "cells": [c.to_dict() for c in self.cells],
+            **notes["run"],
+            "cells": [
+                {**c.to_dict(), **n} for c, n in zip(self.cells, notes["cells"], strict=True)
+            ],
         }
 
 
@@ -769,6 +777,11 @@ def build_plan(matrix: Matrix, target: str = "aws") -> Plan:
                 )
             ]
         )
+    from iofleet.cost import budget_problem
+
+    over_budget = budget_problem(plan)
+    if over_budget:
+        raise ValidationFailed([Problem("limits.budget_usd", over_budget)])
     return plan
 
 
@@ -829,4 +842,7 @@ def render_plan_table(plan: Plan) -> str:
         f"{len(plan.cells)} cells, total instances: {plan.total_instances} "
         f"(limit {plan.matrix.limits.max_instances})"
     )
+    from iofleet.cost import render_annotations
+
+    out.insert(-1, render_annotations(plan).lstrip("\n") + "\n")
     return "\n".join(out)

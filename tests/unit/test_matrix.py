@@ -101,7 +101,7 @@ def test_base_matrix_is_valid() -> None:
             {"max_instances": 0},
             "limits.max_instances: must be greater than or equal to 1",
         ),
-        ("limits", {"max": 5}, "limits.max: unknown key (allowed: max_instances)"),
+        ("limits", {"max": 5}, "limits.max: unknown key (allowed: max_instances, budget_usd)"),
         (
             "ami_id",
             "ami-XYZ",

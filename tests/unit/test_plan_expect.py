@@ -1,0 +1,138 @@
+"""`iofleet plan`: expectations, warnings, cost and the budget, end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iofleet.cli import main
+
+
+def matrix(**overrides: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": "expect-test",
+        "instance_types": ["c6a.xlarge"],
+        "storage": [
+            {
+                "type": "ebs",
+                "label": "io2-50k",
+                "volume_type": "io2",
+                "size_gib": 100,
+                "iops": 50000,
+            }
+        ],
+        "workloads": [{"fio": "randwrite-16k-psync-16jobs", "params": {"RUNTIME": 180}}],
+        "parallelism": [1],
+    }
+    doc.update(overrides)
+    return doc
+
+
+def plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict, *args: str
+) -> tuple[int, str, str]:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    code = main(["plan", str(path), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def _region(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+
+
+def test_plan_json_carries_expected_per_cell(tmp_path: Path, capsys) -> None:
+    code, out, _ = plan(tmp_path, capsys, matrix(), "--format", "json")
+    assert code == 0
+    cell = json.loads(out)["cells"][0]
+    [entry] = cell["expected"]
+    assert (entry["job"], entry["direction"], entry["limited_by"]) == (
+        "randwrite",
+        "write",
+        "instance",
+    )
+    assert entry["expected_iops"] == 40000
+    assert entry["seconds_to_exhaust"] == 1800
+    assert any("measures the burst" in w for w in cell["warnings"])
+
+
+def test_plan_json_carries_cost_per_cell_and_at_the_top(tmp_path: Path, capsys) -> None:
+    doc = matrix(parallelism=[1, 2])
+    _, out, _ = plan(tmp_path, capsys, doc, "--format", "json")
+    data = json.loads(out)
+    per_cell = [c["estimated_cost_usd"] for c in data["cells"]]
+    assert all(c > 0 for c in per_cell)
+    assert data["estimated_cost_usd"] == pytest.approx(
+        sum(per_cell) + data["run_overhead"]["estimated_cost_usd"], abs=1e-3
+    )
+    assert (data["region"], data["prices_as_of"]) == ("us-east-1", "2025-06-01")
+
+
+def test_plan_over_budget_is_refused_with_the_estimate(tmp_path: Path, capsys) -> None:
+    doc = matrix(limits={"budget_usd": 0.01})
+    code, out, err = plan(tmp_path, capsys, doc)
+    assert code == 2
+    assert out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("limits.budget_usd: plan estimated at $")
+    assert "over the budget of $0.01" in line
+
+
+def test_plan_within_budget_passes(tmp_path: Path, capsys) -> None:
+    code, out, _ = plan(tmp_path, capsys, matrix(limits={"budget_usd": 1000}))
+    assert code == 0
+    assert "budget $1,000.00" in out
+
+
+def test_plan_table_shows_ceilings_and_cost(tmp_path: Path, capsys) -> None:
+    _, out, _ = plan(tmp_path, capsys, matrix())
+    assert "randwrite write: 40,000 IOPS" in out
+    assert "limited by instance" in out
+    assert "estimated cost: $" in out
+
+
+def test_drain_policy_reaches_the_plan(tmp_path: Path, capsys) -> None:
+    doc = matrix(
+        instance_types=["m6i.4xlarge"],
+        storage=[{"type": "ebs", "label": "gp2", "volume_type": "gp2", "size_gib": 100}],
+        workloads=[{"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 60}}],
+        burst_policy="drain",
+    )
+    _, out, _ = plan(tmp_path, capsys, doc, "--format", "json")
+    data = json.loads(out)
+    [entry] = data["cells"][0]["expected"]
+    assert data["burst_policy"] == "drain"
+    assert (entry["expected_iops"], entry["limited_by"]) == (300, "volume")
+
+
+def test_unknown_burst_policy_is_a_matrix_error(tmp_path: Path, capsys) -> None:
+    code, _, err = plan(tmp_path, capsys, matrix(burst_policy="sometimes"))
+    assert code == 2
+    assert err.startswith("burst_policy:")
+
+
+def test_unknown_instance_type_plans_with_limited_by_unknown(tmp_path: Path, capsys) -> None:
+    doc = matrix(instance_types=["z9.48xlarge"])
+    code, out, _ = plan(tmp_path, capsys, doc, "--format", "json")
+    assert code == 0
+    cell = json.loads(out)["cells"][0]
+    assert cell["expected"][0]["limited_by"] == "unknown"
+    assert json.loads(out)["cost_complete"] is False
+
+
+def test_local_plan_has_expectations_but_no_cost(tmp_path: Path, capsys) -> None:
+    doc = matrix(
+        instance_types=[],
+        storage=[{"type": "local", "label": "here", "path": str(tmp_path)}],
+        limits={"budget_usd": 0.01},
+    )
+    code, out, _ = plan(tmp_path, capsys, doc, "--format", "json", "--target", "local")
+    assert code == 0
+    data = json.loads(out)
+    assert data["estimated_cost_usd"] == 0.0
+    assert data["cells"][0]["expected"][0]["limited_by"] == "unknown"
