@@ -252,7 +252,23 @@ def _fio(relpath: str, text: str) -> Rows:
     except ParseError as exc:
         raise _Bad(f"fio output: {exc}") from None
     results = [_table_row(FIO_RESULTS, key, rec) for rec in out.records]
-    bins = [_table_row(FIO_LATENCY_BINS, key, b) for b in out.bins]
+    # bins are the bulk of the rows (hundreds per job and direction): build them directly
+    run_id, cell_id, slot_index, wi, workload = key.values()
+    bins = [
+        {
+            "run_id": run_id,
+            "cell_id": cell_id,
+            "slot_index": slot_index,
+            "workload_index": wi,
+            "workload": workload,
+            "job": _str(b["job"]),
+            "job_index": _int(b["job_index"]),
+            "direction": _str(b["direction"]),
+            "bin_ns": _int(b["bin_ns"]),
+            "count": _int(b["count"]),
+        }
+        for b in out.bins
+    ]
     return {FIO_RESULTS.name: results, FIO_LATENCY_BINS.name: bins}
 
 

@@ -6,13 +6,14 @@ opened, so an existing warehouse always runs the current views.
 
 Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
 the raw root from its raw objects, replacing that run's previous rows in one
-transaction. Rows go in through DuckDB's JSON reader (one newline-delimited
-file per table), which keeps thousands of fio json+ files to seconds.
+transaction. Rows go in through DuckDB's CSV reader (one temporary file per
+table, written by the stdlib csv module), which keeps a thousand fio json+
+files to seconds. Empty strings load as NULL.
 """
 
 from __future__ import annotations
 
-import json
+import csv
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,16 +89,18 @@ class Warehouse:
         columns = table.column_names
         spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in table.columns)
         with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
-            path = Path(tmp) / f"{table.name}.ndjson"
-            with path.open("w", encoding="utf-8") as out:
-                dumps = json.dumps
-                for row in rows:
-                    out.write(dumps({c: row.get(c) for c in columns}, allow_nan=False))
-                    out.write("\n")
+            path = Path(tmp) / f"{table.name}.csv"
+            with path.open("w", encoding="utf-8", newline="") as out:
+                # csv's C writer is the fastest stdlib path; None and "" both
+                # become an empty unquoted field, which DuckDB reads as NULL.
+                csv.writer(out, lineterminator="\n").writerows(
+                    [[row.get(c) for c in columns] for row in rows]
+                )
             cols = ", ".join(f'"{c}"' for c in columns)
             self.con.execute(
-                f"INSERT INTO {table.name} ({cols}) SELECT {cols} FROM read_json(?, "
-                f"format = 'newline_delimited', columns = {{{spec}}}, "
+                f"INSERT INTO {table.name} ({cols}) SELECT {cols} FROM read_csv(?, "
+                "header = false, auto_detect = false, delim = ',', quote = '\"', "
+                f"escape = '\"', columns = {{{spec}}}, "
                 "timestampformat = '%Y-%m-%d %H:%M:%S.%f')",
                 [str(path)],
             )
