@@ -1,0 +1,1 @@
+"""CDK app for iofleet: a thin stack composing one construct per concern."""

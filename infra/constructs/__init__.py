@@ -1,0 +1,1 @@
+"""One construct per concern: storage, catalog, fleet, orchestration, ingest, dashboard."""

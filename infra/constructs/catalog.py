@@ -1,0 +1,236 @@
+"""Glue database + tables from `iofleet.schema`, the Athena workgroup, views and named queries."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from aws_cdk import CustomResource, Duration, Stack
+from aws_cdk import aws_athena as athena
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.constructs.functions import IofleetFunction
+from infra.grants import allow_list, allow_objects
+from infra.nag import ack
+from iofleet import schema
+from iofleet.aws import keys
+
+DATABASE = "iofleet"
+PARTITION_KEY = "dt"
+PROJECTION_START = "2024-01-01"
+BYTES_SCANNED_CUTOFF = 100 * 1024**3  # 100 GiB per query
+SQL_DIR = Path(__file__).resolve().parents[2] / "iofleet" / "sql"
+
+SEED_000_QUERY = """-- seed 000: measured fio IOPS per instance type against the promised EBS ceiling
+SELECT s.instance_type, s.storage_label, s.storage_detail, f.workload, f.direction,
+       count(DISTINCT s.slot_index) AS slots,
+       approx_percentile(f.iops, 0.5) AS iops_p50,
+       max(f.iops) AS iops_max
+FROM (SELECT run_id, cell_id, slot_index, workload_index, workload, direction, sum(iops) AS iops
+      FROM fio_results WHERE error = 0
+      GROUP BY run_id, cell_id, slot_index, workload_index, workload, direction) f
+JOIN slots s ON s.run_id = f.run_id AND s.cell_id = f.cell_id AND s.slot_index = f.slot_index
+GROUP BY s.instance_type, s.storage_label, s.storage_detail, f.workload, f.direction
+ORDER BY s.instance_type, f.workload, f.direction
+"""
+
+SEED_004_QUERY = """-- seed 004: P0..P100 of application build time per storage and fleet size
+SELECT s.storage_label, s.fleet_size, a.app,
+       count(*) AS builds,
+       min(a.wall_seconds) AS p0_s,
+       approx_percentile(a.wall_seconds, 0.50) AS p50_s,
+       approx_percentile(a.wall_seconds, 0.75) AS p75_s,
+       approx_percentile(a.wall_seconds, 0.90) AS p90_s,
+       approx_percentile(a.wall_seconds, 0.98) AS p98_s,
+       max(a.wall_seconds) AS p100_s
+FROM app_runs a
+JOIN slots s ON s.run_id = a.run_id AND s.cell_id = a.cell_id AND s.slot_index = a.slot_index
+WHERE a.phase = 'run' AND a.exit_code = 0
+GROUP BY s.storage_label, s.fleet_size, a.app
+ORDER BY a.app, s.storage_label, s.fleet_size
+"""
+
+
+def table_parameters(bucket_name: str, table: schema.Table) -> dict[str, str]:
+    """Partition projection on `dt` (a date): new runs are queryable at once, no crawler,
+    no MSCK REPAIR, and a query needs no run filter."""
+    return {
+        "classification": "json",
+        "projection.enabled": "true",
+        f"projection.{PARTITION_KEY}.type": "date",
+        f"projection.{PARTITION_KEY}.format": "yyyy-MM-dd",
+        f"projection.{PARTITION_KEY}.range": f"{PROJECTION_START},NOW",
+        f"projection.{PARTITION_KEY}.interval": "1",
+        f"projection.{PARTITION_KEY}.interval.unit": "DAYS",
+        "storage.location.template": f"s3://{bucket_name}/{keys.CURATED_PREFIX}{table.name}/{PARTITION_KEY}=${{{PARTITION_KEY}}}/",
+    }
+
+
+def sql_fingerprint() -> str:
+    h = hashlib.sha256()
+    for path in sorted(SQL_DIR.glob("*.sql")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class Catalog(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        bucket: s3.IBucket,
+        staging_root: Path,
+        layer_version: int,
+    ) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        self.database_name = DATABASE
+        self.database = glue.CfnDatabase(
+            self,
+            "Database",
+            catalog_id=stack.account,
+            database_input=glue.CfnDatabase.DatabaseInputProperty(
+                name=DATABASE, description="iofleet results (curated from raw/ by the ingest Lambda)"
+            ),
+        )
+        self.tables: dict[str, glue.CfnTable] = {}
+        for t in schema.TABLES:
+            cfn = glue.CfnTable(
+                self,
+                f"Table{''.join(p.title() for p in t.name.split('_'))}",
+                catalog_id=stack.account,
+                database_name=DATABASE,
+                table_input=glue.CfnTable.TableInputProperty(
+                    name=t.name,
+                    description=t.doc,
+                    table_type="EXTERNAL_TABLE",
+                    parameters=table_parameters(bucket.bucket_name, t),
+                    partition_keys=[
+                        glue.CfnTable.ColumnProperty(name=PARTITION_KEY, type="string", comment="UTC date of the run start")
+                    ],
+                    storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
+                        location=f"s3://{bucket.bucket_name}/{keys.CURATED_PREFIX}{t.name}/",
+                        input_format="org.apache.hadoop.mapred.TextInputFormat",
+                        output_format="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+                        serde_info=glue.CfnTable.SerdeInfoProperty(
+                            serialization_library="org.apache.hive.hcatalog.data.JsonSerDe",
+                        ),
+                        columns=[
+                            glue.CfnTable.ColumnProperty(name=c["name"], type=c["type"], comment=c["comment"] or None)
+                            for c in t.glue_columns()
+                        ],
+                    ),
+                ),
+            )
+            cfn.node.add_dependency(self.database)
+            self.tables[t.name] = cfn
+
+        self.workgroup = athena.CfnWorkGroup(
+            self,
+            "WorkGroup",
+            name=f"iofleet-{stack.stack_name}".lower()[:128],
+            description="iofleet queries: engine v3, encrypted results, bytes-scanned cutoff",
+            state="ENABLED",
+            recursive_delete_option=True,
+            work_group_configuration=athena.CfnWorkGroup.WorkGroupConfigurationProperty(
+                enforce_work_group_configuration=True,
+                publish_cloud_watch_metrics_enabled=True,
+                bytes_scanned_cutoff_per_query=BYTES_SCANNED_CUTOFF,
+                engine_version=athena.CfnWorkGroup.EngineVersionProperty(
+                    selected_engine_version="Athena engine version 3"
+                ),
+                result_configuration=athena.CfnWorkGroup.ResultConfigurationProperty(
+                    output_location=f"s3://{bucket.bucket_name}/{keys.ATHENA_PREFIX}",
+                    encryption_configuration=athena.CfnWorkGroup.EncryptionConfigurationProperty(
+                        encryption_option="SSE_S3"
+                    ),
+                ),
+            ),
+        )
+        self.workgroup_name = self.workgroup.name
+
+        for qid, name, sql in (
+            ("Seed000", "seed-000-iops-vs-promised", SEED_000_QUERY),
+            ("Seed004", "seed-004-build-time-percentiles", SEED_004_QUERY),
+        ):
+            q = athena.CfnNamedQuery(
+                self,
+                qid,
+                database=DATABASE,
+                query_string=sql,
+                name=name,
+                work_group=self.workgroup.name,
+                description=sql.splitlines()[0].lstrip("- "),
+            )
+            q.node.add_dependency(self.workgroup)
+
+        # Views from iofleet/sql/, created at deploy with Athena DDL.
+        self.views_fn = IofleetFunction(
+            self,
+            "Views",
+            name="views",
+            staging_root=staging_root,
+            layer_version=layer_version,
+            timeout=Duration.minutes(10),
+            description="iofleet: create the Athena views from iofleet/sql at deploy",
+        )
+        grant_athena(self.views_fn.role, stack, self.workgroup.name, bucket, write_catalog=True)
+        self.views = CustomResource(
+            self,
+            "ViewsResource",
+            service_token=self.views_fn.fn.function_arn,
+            resource_type="Custom::IofleetViews",
+            properties={
+                "Database": DATABASE,
+                "WorkGroup": self.workgroup.name,
+                "SqlFingerprint": sql_fingerprint(),
+            },
+        )
+        self.views.node.add_dependency(self.workgroup)
+        for t in self.tables.values():
+            self.views.node.add_dependency(t)
+
+
+def grant_athena(
+    role: iam.IRole, stack: Stack, workgroup: str, bucket: s3.IBucket, *, write_catalog: bool = False
+) -> None:
+    """Run Athena queries in the workgroup over the iofleet database."""
+    wg_arn = stack.format_arn(service="athena", resource="workgroup", resource_name=workgroup)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["athena:StartQueryExecution", "athena:GetQueryExecution", "athena:GetQueryResults", "athena:StopQueryExecution"],
+            resources=[wg_arn],
+        )
+    )
+    glue_actions = ["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions"]
+    if write_catalog:
+        glue_actions += ["glue:CreateTable", "glue:UpdateTable", "glue:DeleteTable"]
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=glue_actions,
+            resources=[
+                stack.format_arn(service="glue", resource="catalog"),
+                stack.format_arn(service="glue", resource="database", resource_name=DATABASE),
+                stack.format_arn(service="glue", resource="table", resource_name=f"{DATABASE}/*"),
+            ],
+        )
+    )
+    allow_list(role, bucket)
+    allow_objects(role, bucket, keys.CURATED_PREFIX, ["s3:GetObject"], "Athena reads curated results")
+    allow_objects(
+        role,
+        bucket,
+        keys.ATHENA_PREFIX,
+        ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+        "Athena writes query results",
+    )
+    ack(
+        role,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{DATABASE}/*]",
+        "Athena reads every table and view of the iofleet database; views are created at deploy",
+    )

@@ -1,0 +1,517 @@
+"""The Standard (JSONPath) state machine, its Lambdas, the abort rule and the janitor.
+
+Shape (see docs/internals.md for the payloads):
+
+    Plan -> Valid? -> Cells (Map over cells, sequential by default)
+                         each cell: CellFlow fragment
+                           PrepareCell -> StorageReady? (poll) -> Populate? -> Fleet
+                           (Distributed Map over slot indices, one task token per slot)
+                           -> CleanupCell; any failure -> CleanupFailedCell -> StopOnFailure?
+                   -> Summarize -> CleanupRun -> Done
+    Plan invalid  -> Fail(MatrixInvalid, cause = the error lines)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from infra.constructs.catalog import grant_athena
+from infra.constructs.fleet import Fleet
+from infra.constructs.functions import IofleetFunction
+from infra.grants import allow_objects
+from infra.nag import ack, logical_id
+from iofleet.aws import keys
+
+LAMBDA_ERRORS = ["States.ALL"]
+
+
+def _invoke(
+    scope: Construct,
+    id: str,
+    fn: IofleetFunction,
+    payload: dict[str, object],
+    *,
+    result_path: str | None = None,
+    comment: str = "",
+) -> tasks.LambdaInvoke:
+    return tasks.LambdaInvoke(
+        scope,
+        id,
+        lambda_function=fn.fn,
+        payload=sfn.TaskInput.from_object(payload),
+        result_selector={"result.$": "$.Payload"},
+        result_path=result_path,
+        output_path=None,
+        retry_on_service_exceptions=True,
+        comment=comment or None,
+    )
+
+
+class CellFlow(sfn.StateMachineFragment):
+    """One cell: storage, populate once, the fleet, cleanup on every path.
+
+    Input: {run_id, stop_on_failure, cell: {cell_id, fleet_size, has_populate, heartbeat_s, timeout_s, ...}}
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        prepare: IofleetFunction,
+        launch: IofleetFunction,
+        cleanup: IofleetFunction,
+    ) -> None:
+        super().__init__(scope, id)
+        cleanup_failed = _invoke(
+            self,
+            "CleanupFailedCell",
+            cleanup,
+            {
+                "scope": "cell",
+                "outcome": "FAILED",
+                "run_id.$": "$.run_id",
+                "cell.$": "$.cell",
+                "prepared.$": "$.prepared",
+                "error.$": "$.error",
+            },
+            result_path="$.cleanup",
+            comment="terminate the cell's instances, delete its ephemeral storage, record the reason",
+        ).add_retry(errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5))
+        stop = (
+            sfn.Choice(self, "StopOnFailure?")
+            .when(
+                sfn.Condition.boolean_equals("$.stop_on_failure", True),
+                sfn.Fail(self, "CellFailed", error="CellFailed", cause="a cell failed and the matrix asks to stop at the first failure"),
+            )
+            .otherwise(sfn.Succeed(self, "CellFailedContinue", comment="partial results kept; next cell"))
+        )
+        cleanup_failed.next(stop)
+
+        def guarded(state: tasks.LambdaInvoke | sfn.DistributedMap) -> None:
+            state.add_catch(cleanup_failed, errors=LAMBDA_ERRORS, result_path="$.error")
+
+        # PrepareCell runs before `$.prepared` exists: give the failure path an empty one.
+        prepare_task = _invoke(
+            self,
+            "PrepareCell",
+            prepare,
+            {"action": "prepare", "run_id.$": "$.run_id", "cell.$": "$.cell"},
+            result_path="$.prepared",
+            comment="record the cell, create the start barrier, create or look up shared storage",
+        )
+        prepare_failed = sfn.Pass(self, "NothingPrepared", result=sfn.Result.from_object({}), result_path="$.prepared")
+        prepare_failed.next(cleanup_failed)
+        prepare_task.add_catch(prepare_failed, errors=LAMBDA_ERRORS, result_path="$.error")
+
+        check = _invoke(
+            self,
+            "CheckStorage",
+            prepare,
+            {"action": "status", "run_id.$": "$.run_id", "cell.$": "$.cell", "prepared.$": "$.prepared.result"},
+            result_path="$.prepared",
+            comment="is the ephemeral file system and its mount targets available yet?",
+        )
+        guarded(check)
+        wait = sfn.Wait(self, "WaitForStorage", time=sfn.WaitTime.duration(Duration.seconds(15)))
+
+        populate = tasks.LambdaInvoke(
+            self,
+            "PopulateOnce",
+            lambda_function=launch.fn,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "mode": "populate",
+                    "run_id.$": "$.run_id",
+                    "cell_id.$": "$.cell.cell_id",
+                    "storage.$": "$.prepared.result.storage",
+                    "task_token": sfn.JsonPath.task_token,
+                }
+            ),
+            heartbeat_timeout=sfn.Timeout.at("$.cell.heartbeat_s"),
+            task_timeout=sfn.Timeout.at("$.cell.timeout_s"),
+            result_path=sfn.JsonPath.DISCARD,
+            comment="one instance runs the apps' populate phase once, before the fleet",
+        )
+        guarded(populate)
+
+        launch_slot = tasks.LambdaInvoke(
+            self,
+            "RunSlot",
+            lambda_function=launch.fn,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "mode": "slot",
+                    "run_id.$": "$.run_id",
+                    "cell_id.$": "$.cell_id",
+                    "slot_index.$": "$.slot_index",
+                    "storage.$": "$.storage",
+                    "task_token": sfn.JsonPath.task_token,
+                }
+            ),
+            heartbeat_timeout=sfn.Timeout.at("$.heartbeat_s"),
+            task_timeout=sfn.Timeout.at("$.timeout_s"),
+            result_path=sfn.JsonPath.DISCARD,
+            comment="launch one instance; it signals this task token when its slot is done",
+        )
+        fleet = sfn.DistributedMap(
+            self,
+            "Fleet",
+            items_path="$.prepared.result.slots",
+            item_selector={
+                "run_id.$": "$.run_id",
+                "cell_id.$": "$.cell.cell_id",
+                "slot_index.$": "$$.Map.Item.Value",
+                "storage.$": "$.prepared.result.storage",
+                "heartbeat_s.$": "$.cell.heartbeat_s",
+                "timeout_s.$": "$.cell.timeout_s",
+            },
+            map_execution_type=sfn.StateMachineType.STANDARD,
+            max_concurrency=1000,
+            label="slots",
+            result_path=sfn.JsonPath.DISCARD,
+            comment="every slot of the cell at once; they meet at the start barrier",
+        )
+        fleet.item_processor(launch_slot)
+        guarded(fleet)
+
+        cleanup_ok = _invoke(
+            self,
+            "CleanupCell",
+            cleanup,
+            {
+                "scope": "cell",
+                "outcome": "SUCCEEDED",
+                "run_id.$": "$.run_id",
+                "cell.$": "$.cell",
+                "prepared.$": "$.prepared",
+            },
+            result_path="$.cleanup",
+            comment="delete the cell's ephemeral storage and record it as done",
+        ).add_retry(errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5))
+        guarded(cleanup_ok)
+        fleet.next(cleanup_ok).next(sfn.Succeed(self, "CellDone"))
+
+        has_populate = (
+            sfn.Choice(self, "Populate?")
+            .when(sfn.Condition.boolean_equals("$.cell.has_populate", True), populate.next(fleet))
+            .otherwise(fleet)
+        )
+        storage_ready = (
+            sfn.Choice(self, "StorageReady?")
+            .when(sfn.Condition.boolean_equals("$.prepared.result.storage.ready", False), wait.next(check))
+            .otherwise(has_populate)
+        )
+        check.next(storage_ready)
+        prepare_task.next(storage_ready)
+
+        self._start = prepare_task
+        self._ends = [stop]
+
+    @property
+    def start_state(self) -> sfn.State:
+        return self._start
+
+    @property
+    def end_states(self) -> list[sfn.INextable]:
+        return []
+
+
+class Orchestration(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        bucket: s3.IBucket,
+        table: dynamodb.ITableV2,
+        fleet: Fleet,
+        database: str,
+        workgroup: str,
+        max_instances_per_run: int,
+        staging_root: Path,
+        layer_version: int,
+    ) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        common_env = {"RESULTS_BUCKET": bucket.bucket_name, "STATE_TABLE": table.table_name}
+
+        def fn(name: str, description: str, timeout: Duration | None = None, **env: str) -> IofleetFunction:
+            return IofleetFunction(
+                self,
+                name.title().replace("_", "") + "Fn",
+                name=name,
+                staging_root=staging_root,
+                layer_version=layer_version,
+                environment={**common_env, **env},
+                timeout=timeout,
+                description=description,
+            )
+
+        subnet_ids = ",".join(s.subnet_id for s in fleet.subnets.subnets)
+        self.plan = fn("plan", "iofleet: validate the matrix and write the plan", MAX_INSTANCES=str(max_instances_per_run))
+        self.prepare = fn(
+            "prepare_cell",
+            "iofleet: record a cell, create its barrier and shared storage",
+            SUBNET_IDS=subnet_ids,
+            STORAGE_SECURITY_GROUP=fleet.storage_security_group.security_group_id,
+        )
+        self.launch = fn(
+            "launch",
+            "iofleet: launch one instance for a slot or a populate phase",
+            LAUNCH_TEMPLATE_ID=fleet.launch_template.launch_template_id or "",
+            SUBNET_IDS=subnet_ids,
+            AGENT_BUCKET=fleet.agent_asset.s3_bucket_name,
+            AGENT_KEY=fleet.agent_asset.s3_object_key,
+        )
+        self.cleanup = fn("cleanup", "iofleet: clean up a cell or a run (also on abort)", Duration.minutes(5))
+        self.summarize = fn(
+            "summarize",
+            "iofleet: Athena summary of a run, report to S3",
+            Duration.minutes(10),
+            ATHENA_DATABASE=database,
+            ATHENA_WORKGROUP=workgroup,
+        )
+        self.janitor = fn("janitor", "iofleet: terminate anything tagged iofleet:* past its expiry", Duration.minutes(5))
+
+        self._grant(stack, bucket, table, fleet, workgroup)
+
+        # --- state machine -----------------------------------------------------------
+        plan = _invoke(
+            self,
+            "Plan",
+            self.plan,
+            {
+                "matrix.$": "$",
+                "execution_arn.$": "$$.Execution.Id",
+                "execution_name.$": "$$.Execution.Name",
+                "started_at.$": "$$.Execution.StartTime",
+            },
+            result_path="$",
+            comment="the same iofleet validation as `iofleet plan`; nothing is created on bad input",
+        )
+        plan_output = sfn.Pass(self, "PlanOutput", input_path="$.result")
+        invalid = sfn.Fail(self, "MatrixInvalid", error="MatrixInvalid", cause_path="$.error_text")
+        cell_flow = CellFlow(self, "CellFlow", prepare=self.prepare, launch=self.launch, cleanup=self.cleanup)
+        cells = sfn.Map(
+            self,
+            "Cells",
+            items_path="$.cells",
+            item_selector={
+                "run_id.$": "$.run_id",
+                "stop_on_failure.$": "$.stop_on_failure",
+                "cell.$": "$$.Map.Item.Value",
+            },
+            max_concurrency_path="$.cell_concurrency",
+            result_path=sfn.JsonPath.DISCARD,
+            comment="cells one after another by default, so they don't disturb each other",
+        )
+        cells.item_processor(cell_flow)
+
+        def run_cleanup(id: str, outcome: str | None) -> tasks.LambdaInvoke:
+            payload: dict[str, object] = {"scope": "run", "run_id.$": "$.run_id"}
+            if outcome:
+                payload["outcome"] = outcome
+                payload["error.$"] = "$.error"
+            else:
+                payload["outcome.$"] = "$.summary.result.status"
+            return _invoke(
+                self, id, self.cleanup, payload, result_path="$.cleanup", comment="terminate anything left, record the run status"
+            ).add_retry(errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5))
+
+        run_failed = run_cleanup("CleanupFailedRun", "FAILED").next(
+            sfn.Fail(self, "RunFailed", error="RunFailed", cause="the run stopped; see the run item and the cleanup output")
+        )
+        cells.add_catch(run_failed, errors=LAMBDA_ERRORS, result_path="$.error")
+        summarize = _invoke(
+            self,
+            "Summarize",
+            self.summarize,
+            {"run_id.$": "$.run_id"},
+            result_path="$.summary",
+            comment="Athena over the views for this run; CSV + JSON report to S3",
+        )
+        summarize.add_catch(run_failed, errors=LAMBDA_ERRORS, result_path="$.error")
+        done = run_cleanup("CleanupRun", None).next(sfn.Succeed(self, "Done"))
+
+        definition = plan.next(
+            sfn.Choice(self, "Valid?")
+            .when(sfn.Condition.boolean_equals("$.result.valid", False), sfn.Pass(self, "InvalidOutput", input_path="$.result").next(invalid))
+            .otherwise(plan_output.next(cells).next(summarize).next(done))
+        )
+        plan.add_catch(
+            sfn.Fail(self, "PlanError", error="PlanError", cause="the Plan step failed before any resource was created"),
+            errors=LAMBDA_ERRORS,
+            result_path="$.error",
+        )
+
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            timeout=Duration.days(7),
+            comment="iofleet: a benchmark matrix over an EC2 fleet",
+        )
+
+        self._ack_state_machine()
+
+        # --- abort rule and janitor ----------------------------------------------------
+        self.abort_rule = events.Rule(
+            self,
+            "AbortRule",
+            description="iofleet: clean up after an aborted, timed-out or failed execution",
+            event_pattern=events.EventPattern(
+                source=["aws.states"],
+                detail_type=["Step Functions Execution Status Change"],
+                detail={
+                    "status": ["ABORTED", "TIMED_OUT", "FAILED"],
+                    "stateMachineArn": [self.state_machine.state_machine_arn],
+                },
+            ),
+            targets=[targets.LambdaFunction(self.cleanup.fn, retry_attempts=4)],
+        )
+        self.janitor_rule = events.Rule(
+            self,
+            "JanitorSchedule",
+            description="iofleet: hourly sweep of expired iofleet:* resources",
+            schedule=events.Schedule.rate(Duration.hours(1)),
+            targets=[targets.LambdaFunction(self.janitor.fn, retry_attempts=2)],
+        )
+
+    def _ack_state_machine(self) -> None:
+        sm = self.state_machine
+        policy = sm.role.node.try_find_child("DefaultPolicy")
+        assert policy is not None
+        for f in (self.plan, self.prepare, self.launch, self.cleanup, self.summarize):
+            ack(
+                policy,
+                f"AwsSolutions-IAM5[Resource::<{logical_id(f.fn)}.Arn>:*]",
+                "CDK's LambdaInvoke grant covers the function's versions and aliases (ARN:*) of this one function",
+            )
+        ack(policy, "AwsSolutions-IAM5[Resource::*]", "X-Ray tracing of the state machine: PutTraceSegments has no resource-level permissions")
+        dmap = sm.node.try_find_child("DistributedMapPolicy")
+        assert dmap is not None
+        sm_name = '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"' + logical_id(sm) + '"}]}]}'
+        for suffix in (":*", "/slots:*"):
+            ack(
+                dmap,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{sm_name}{suffix}]",
+                "Distributed Map child executions of this state machine only; their names are generated at run time",
+            )
+
+    def _grant(self, stack: Stack, bucket: s3.IBucket, table: dynamodb.ITableV2, fleet: Fleet, workgroup: str) -> None:
+        table.grant(self.plan.role, "dynamodb:PutItem")
+        allow_objects(self.plan.role, bucket, keys.CONTROL_PREFIX, ["s3:PutObject"], "the plan manifest of a run")
+        allow_objects(self.plan.role, bucket, keys.RAW_PREFIX, ["s3:PutObject"], "raw/{run}/run.json")
+
+        table.grant(self.prepare.role, "dynamodb:PutItem", "dynamodb:UpdateItem")
+        allow_objects(self.prepare.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject"], "reads the plan manifest")
+        self.prepare.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="SharedStorage",
+                actions=[
+                    "elasticfilesystem:CreateFileSystem",
+                    "elasticfilesystem:CreateMountTarget",
+                    "elasticfilesystem:DescribeFileSystems",
+                    "elasticfilesystem:DescribeMountTargets",
+                    "elasticfilesystem:TagResource",
+                    "fsx:DescribeFileSystems",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:CreateNetworkInterface",
+                ],
+                resources=["*"],
+            )
+        )
+
+        ack(
+            self.prepare.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "EFS CreateFileSystem/Describe*, FSx Describe and EC2 Describe/CreateNetworkInterface for mount targets take no resource ARN before the file system exists",
+        )
+        table.grant(self.launch.role, "dynamodb:PutItem")
+        allow_objects(
+            self.launch.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject", "s3:PutObject"], "plan in, instance payloads out"
+        )
+        self.launch.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="RunInstances",
+                actions=["ec2:RunInstances", "ec2:CreateTags"],
+                resources=["*"],
+            )
+        )
+        self.launch.role.add_to_policy(
+            iam.PolicyStatement(sid="PassInstanceRole", actions=["iam:PassRole"], resources=[fleet.role.role_arn])
+        )
+        self.launch.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="UbuntuAmiParameter",
+                actions=["ssm:GetParameter"],
+                resources=[f"arn:{stack.partition}:ssm:{stack.region}::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*"],
+            )
+        )
+
+        ack(
+            self.launch.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "RunInstances touches instance, volume, network-interface and subnet ARNs created at launch; tags are applied in the same call",
+        )
+        ack(
+            self.launch.role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*]",
+            "Canonical's public Ubuntu 24.04 AMI parameters, one per architecture (amd64, arm64)",
+        )
+        table.grant(self.cleanup.role, "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query")
+        for role in (self.cleanup.role, self.janitor.role):
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="FindIofleetResources",
+                    actions=["ec2:DescribeInstances", "elasticfilesystem:DescribeFileSystems", "elasticfilesystem:DescribeMountTargets"],
+                    resources=["*"],
+                )
+            )
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="TerminateIofleetInstances",
+                    actions=["ec2:TerminateInstances"],
+                    resources=["*"],
+                    conditions={"StringLike": {"aws:ResourceTag/iofleet:run-id": "*"}},
+                )
+            )
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="DeleteIofleetFileSystems",
+                    actions=["elasticfilesystem:DeleteFileSystem", "elasticfilesystem:DeleteMountTarget"],
+                    resources=["*"],
+                    conditions={"StringLike": {"aws:ResourceTag/iofleet:run-id": "*"}},
+                )
+            )
+
+        for role in (self.cleanup.role, self.janitor.role):
+            ack(
+                role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "Describe calls support no resource-level permissions; Terminate/Delete are limited by the iofleet:run-id tag condition",
+            )
+        table.grant(self.summarize.role, "dynamodb:UpdateItem", "dynamodb:Query")
+        allow_objects(self.summarize.role, bucket, keys.REPORTS_PREFIX, ["s3:PutObject"], "the run report")
+        grant_athena(self.summarize.role, stack, workgroup, bucket)

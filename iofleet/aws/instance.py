@@ -1,0 +1,163 @@
+"""Runs on a benchmark instance: payload from S3 -> agent -> raw to S3 -> task token.
+
+Stdlib only, boto3 imported lazily (distro package python3-boto3). Invoked by
+the user-data as `python3 -m iofleet.aws.instance --region R --bucket B --key K`.
+
+The instance payload (written by the launcher Lambda under `control/`):
+
+    {"mode": "slot" | "populate", "task_token": "...", "table": "...",
+     "heartbeat_s": 300, "barrier_timeout_s": 900,
+     "slot": {...the agent's slot payload...},
+     "populate_workloads": [3]}            # populate mode only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from iofleet.aws import barrier
+from iofleet.aws.store import S3ResultsStore
+
+IMDS = "http://169.254.169.254/latest"
+
+
+def _imds(path: str) -> str:
+    req = urllib.request.Request(
+        f"{IMDS}/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    )
+    token = urllib.request.urlopen(req, timeout=5).read().decode()
+    req = urllib.request.Request(f"{IMDS}/{path}", headers={"X-aws-ec2-metadata-token": token})
+    return urllib.request.urlopen(req, timeout=5).read().decode()
+
+
+class Signals:
+    """SendTaskSuccess / Failure / Heartbeat for one task token, at most one final signal."""
+
+    def __init__(self, sfn: Any, token: str | None) -> None:
+        self.sfn = sfn
+        self.token = token
+        self.done = False
+        self._stop = threading.Event()
+
+    def heartbeat_every(self, seconds: float) -> None:
+        def beat() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    self.sfn.send_task_heartbeat(taskToken=self.token)
+                except Exception:  # noqa: BLE001 - a missed beat is retried next period
+                    pass
+
+        if self.token:
+            threading.Thread(target=beat, daemon=True).start()
+
+    def success(self, output: dict[str, Any]) -> None:
+        self._stop.set()
+        if self.token and not self.done:
+            self.sfn.send_task_success(taskToken=self.token, output=json.dumps(output))
+        self.done = True
+
+    def failure(self, error: str, cause: str) -> None:
+        self._stop.set()
+        if self.token and not self.done:
+            self.sfn.send_task_failure(taskToken=self.token, error=error, cause=cause[:32000])
+        self.done = True
+
+
+def mount_shared(target: dict[str, Any]) -> None:
+    """NFS-mount an EFS / FSx for OpenZFS file system at the target path."""
+    mount = target.get("mount")
+    if not mount:
+        return
+    path = target["path"]
+    os.makedirs(path, exist_ok=True)
+    opts = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport"
+    source = f"{mount['dns_name']}:{mount.get('export', '/')}"
+    subprocess.run(["mount", "-t", "nfs4", "-o", opts, source, path], check=True)
+
+
+def resolve_volume(ec2: Any, target: dict[str, Any]) -> None:
+    """Fill the block target's volume id from this instance's attachment."""
+    if target.get("kind") != "block" or target.get("volume_id") or not target.get("device_name"):
+        return
+    instance_id = _imds("meta-data/instance-id")
+    vols = ec2.describe_volumes(
+        Filters=[
+            {"Name": "attachment.instance-id", "Values": [instance_id]},
+            {"Name": "attachment.device", "Values": [target["device_name"]]},
+        ]
+    )["Volumes"]
+    if not vols:
+        raise RuntimeError(f"no volume attached at {target['device_name']}")
+    target["volume_id"] = vols[0]["VolumeId"]
+
+
+def run_agent(doc: dict[str, Any], results_root: Path) -> int:
+    """The core agent, in process, with results to a local directory."""
+    slot = dict(doc["slot"])
+    slot["results"] = {"kind": "directory", "root": str(results_root)}
+    slot["barrier"] = {"kind": "none"}  # the DynamoDB barrier was passed before this
+    from iofleet.agent.slot import run_populate, run_slot
+
+    if doc.get("mode") == "populate":
+        codes = [run_populate(slot, int(wi)) for wi in doc.get("populate_workloads", [])]
+        return max(codes, default=0)
+    return run_slot(slot)
+
+
+def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="iofleet.aws.instance")
+    ap.add_argument("--region", required=True)
+    ap.add_argument("--bucket", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--fail", metavar="REASON", help="only signal failure with this reason")
+    args = ap.parse_args(argv)
+    if clients is None:
+        import boto3
+
+        clients = {n: boto3.client(n, region_name=args.region) for n in ("s3", "stepfunctions", "dynamodb", "ec2")}
+    s3 = clients["s3"]
+    doc = json.loads(s3.get_object(Bucket=args.bucket, Key=args.key)["Body"].read())
+    signals = Signals(clients["stepfunctions"], doc.get("task_token"))
+    if args.fail:
+        signals.failure("BootstrapFailed", args.fail)
+        return 1
+    signals.heartbeat_every(max(5.0, float(doc.get("heartbeat_s", 300)) / 3))
+    slot = doc["slot"]
+    try:
+        target = slot.get("target", {})
+        mount_shared(target)
+        resolve_volume(clients["ec2"], target)
+        if doc.get("mode", "slot") == "slot" and doc.get("table"):
+            barrier.wait(
+                clients["dynamodb"],
+                doc["table"],
+                slot["run_id"],
+                slot["cell"]["cell_id"],
+                int(slot["slot_index"]),
+                float(doc.get("barrier_timeout_s", 900)),
+            )
+        with tempfile.TemporaryDirectory(prefix="iofleet-raw-") as tmp:
+            code = run_agent(doc, Path(tmp))
+            keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes the task's cause
+        signals.failure(type(exc).__name__, f"{type(exc).__name__}: {exc}")
+        print(f"iofleet: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if code == 0:
+        signals.success({"exit_code": 0, "objects": len(keys)})
+    else:
+        signals.failure("AgentFailed", f"agent exited with status {code} ({len(keys)} raw objects kept)")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

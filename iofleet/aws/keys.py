@@ -1,0 +1,85 @@
+"""Object keys, item keys and tags: the deterministic names every AWS piece agrees on.
+
+Stdlib only (used by the agent wrapper on EC2 and by every Lambda).
+"""
+
+from __future__ import annotations
+
+import re
+
+RAW_PREFIX = "raw/"
+CURATED_PREFIX = "curated/"
+CONTROL_PREFIX = "control/"
+REPORTS_PREFIX = "reports/"
+ATHENA_PREFIX = "athena-results/"
+
+TAG_RUN = "iofleet:run-id"
+TAG_CELL = "iofleet:cell"
+TAG_EXPIRES = "iofleet:expires-at"
+TAG_SLOT = "iofleet:slot"
+
+_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})t\d{6}z?$", re.IGNORECASE)
+
+
+def run_date(run_id: str) -> str:
+    """The `dt` partition (YYYY-MM-DD) of a run, derived from the stamp ending its id.
+
+    Derived from the id (not from the clock) so that re-ingesting a raw object
+    always lands in the same curated key. Ids without a stamp go to 1970-01-01.
+    """
+    m = _STAMP.search(run_id)
+    if not m:
+        return "1970-01-01"
+    return f"{m.group(1)}-{m.group(2)}-{m.group(3)}"
+
+
+def plan_key(run_id: str) -> str:
+    return f"{CONTROL_PREFIX}{run_id}/plan.json"
+
+
+def payload_key(run_id: str, cell_id: str, name: str) -> str:
+    """Where the launcher writes an instance's payload (slot-0003 or populate)."""
+    return f"{CONTROL_PREFIX}{run_id}/{cell_id}/{name}.json"
+
+
+def raw_key(relpath: str) -> str:
+    return RAW_PREFIX + relpath.lstrip("/")
+
+
+def curated_key(table: str, run_id: str, relpath: str) -> str:
+    """Deterministic curated object for one raw artifact and one table.
+
+    Same raw object -> same key, so a redelivery overwrites instead of adding rows.
+    """
+    stem = relpath[:-5] if relpath.endswith(".json") else relpath
+    return f"{CURATED_PREFIX}{table}/dt={run_date(run_id)}/{stem}.jsonl"
+
+
+def report_keys(run_id: str) -> tuple[str, str]:
+    return f"{REPORTS_PREFIX}{run_id}/report.csv", f"{REPORTS_PREFIX}{run_id}/report.json"
+
+
+# DynamoDB single table: pk / sk strings.
+def run_item_key(run_id: str) -> dict[str, str]:
+    return {"pk": f"run#{run_id}", "sk": "run"}
+
+
+def cell_item_key(run_id: str, cell_id: str) -> dict[str, str]:
+    return {"pk": f"run#{run_id}", "sk": f"cell#{cell_id}"}
+
+
+def slot_item_key(run_id: str, cell_id: str, slot_index: int) -> dict[str, str]:
+    return {"pk": f"run#{run_id}", "sk": f"slot#{cell_id}#{slot_index:04d}"}
+
+
+BARRIER_PK_PREFIX = "barrier#"
+
+
+def barrier_item_key(run_id: str, cell_id: str) -> dict[str, str]:
+    """Barrier items live in their own key space: the instance role may only
+    touch keys starting with `barrier#` (IAM `dynamodb:LeadingKeys`)."""
+    return {"pk": f"{BARRIER_PK_PREFIX}{run_id}#{cell_id}", "sk": "barrier"}
+
+
+def slot_name(slot_index: int) -> str:
+    return f"slot-{slot_index:04d}"

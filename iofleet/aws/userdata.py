@@ -1,0 +1,98 @@
+"""User-data for a benchmark instance: bootstrap, run one slot, power off.
+
+Stdlib only. The script is plain bash run once by cloud-init as root:
+
+1. `poweroff` on exit, whatever happened (instance-initiated shutdown =
+   terminate, so the instance and its delete-on-termination volumes go away);
+2. install fio, ioping, xfsprogs, nvme-cli, nfs-common and python3-boto3 from
+   the distro;
+3. fetch the agent bundle (a CDK asset zip of `iofleet/` + `fio-jobs/`) with
+   python3 + boto3 and unpack it;
+4. run `python3 -m iofleet.aws.instance` under `timeout` (the hard limit); it
+   reads the instance payload from S3, runs the agent and signals the task token.
+
+The agent command line is also written on a marker line so a local instance
+runner (the local-cloud suite) can find and execute exactly what EC2 would.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+AGENT_MARKER = "# iofleet-agent-command: "
+AGENT_DIR = "/opt/iofleet"
+PACKAGES = ("fio", "ioping", "xfsprogs", "nvme-cli", "nfs-common", "python3-boto3")
+
+
+@dataclass(frozen=True)
+class UserDataParams:
+    region: str
+    bucket: str  # results bucket (payload under control/, raw results under raw/)
+    payload_key: str  # control/{run}/{cell}/slot-0003.json
+    agent_bucket: str  # CDK asset bucket
+    agent_key: str  # CDK asset object key (zip)
+    time_limit_s: int  # hard limit for the agent, after bootstrap
+    poweroff: bool = True  # False only for local test runners
+
+
+def agent_command(p: UserDataParams, agent_dir: str = AGENT_DIR) -> list[str]:
+    """argv that runs the instance wrapper (cwd-independent)."""
+    return [
+        "python3",
+        "-m",
+        "iofleet.aws.instance",
+        "--region",
+        p.region,
+        "--bucket",
+        p.bucket,
+        "--key",
+        p.payload_key,
+    ]
+
+
+def parse_agent_command(user_data: str) -> list[str]:
+    """The agent argv from a rendered script (for local instance runners)."""
+    for line in user_data.splitlines():
+        if line.startswith(AGENT_MARKER):
+            return shlex.split(line[len(AGENT_MARKER) :])
+    raise ValueError("no iofleet agent command in user-data")
+
+
+def render_user_data(p: UserDataParams) -> str:
+    if p.time_limit_s <= 0:
+        raise ValueError("time_limit_s must be positive")
+    q = shlex.quote
+    cmd = " ".join(q(a) for a in agent_command(p))
+    fail_cmd = cmd + " --fail"
+    end = "systemctl poweroff || shutdown -h now" if p.poweroff else "true"
+    return f"""#!/bin/bash
+# iofleet instance bootstrap (rendered by iofleet.aws.userdata; do not edit by hand)
+set -euo pipefail
+AGENT_DIR={q(AGENT_DIR)}
+STAGE=bootstrap
+finish() {{
+  status=$?
+  if [ "$STAGE" = bootstrap ] && [ -d "$AGENT_DIR/iofleet" ]; then
+    (cd "$AGENT_DIR" && PYTHONPATH="$AGENT_DIR" {fail_cmd} "bootstrap failed with status $status") || true
+  fi
+  sync
+  {end}
+}}
+trap finish EXIT
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends {" ".join(PACKAGES)}
+mkdir -p "$AGENT_DIR"
+python3 - {q(p.region)} {q(p.agent_bucket)} {q(p.agent_key)} "$AGENT_DIR" <<'PY'
+import sys, zipfile, boto3
+region, bucket, key, dest = sys.argv[1:5]
+boto3.client("s3", region_name=region).download_file(bucket, key, dest + "/agent.zip")
+zipfile.ZipFile(dest + "/agent.zip").extractall(dest)
+PY
+export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
+cd "$AGENT_DIR"
+STAGE=agent
+{AGENT_MARKER}{cmd}
+timeout --kill-after=60 {int(p.time_limit_s)} {cmd}
+"""
