@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from iofleet.parsers import ParseError
 from iofleet.parsers.app import format_utc
 
 SUCCEEDED, FAILED, TIMED_OUT, SKIPPED = "SUCCEEDED", "FAILED", "TIMED_OUT", "SKIPPED"
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 def _now() -> str:
@@ -290,15 +291,17 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
 
     error: str | None = None
     waited = 0.0
+    interrupted = False
     entries: list[dict[str, object]] = []
-    if target.error:
-        barrier.announce(spec.slot_index)  # the other slots need not wait for us
-        error = f"target: {target.error}"
-    else:
-        result = barrier.wait(spec.slot_index, timeout_s=max(deadline - time.monotonic(), 0.0))
-        waited = result.waited_s
-        error = result.error
     try:
+        if target.error:
+            barrier.announce(spec.slot_index)  # the other slots need not wait for us
+            error = f"target: {target.error}"
+        else:
+            remaining = max(deadline - time.monotonic(), 0.0)
+            result = barrier.wait(spec.slot_index, timeout_s=remaining)
+            waited = result.waited_s
+            error = result.error
         for w in spec.workloads:
             if error is not None:  # target or barrier trouble: nothing runs
                 outcome = Outcome(SKIPPED, "not run: " + error)
@@ -307,6 +310,13 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
             else:
                 outcome = _run_workload(ctx, w)
             entries.append(_entry(w, outcome))
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
+        interrupted = True
+        error = "slot interrupted by a signal"
+        done = {e["index"] for e in entries}
+        entries += [
+            _entry(w, Outcome(SKIPPED, error)) for w in spec.workloads if w.index not in done
+        ]
     finally:
         cleanup_problem = cleanup_target(target)
     failed = [e for e in entries if e["status"] != SUCCEEDED]
@@ -316,7 +326,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
             f"{len(failed)} of {len(entries)} workloads did not succeed; first: "
             f"workload {first['index']} ({first['kind']} {first['name']}): {first['status']}: {first['error']}"
         )
-    exit_code = EXIT_FAILED if error else EXIT_OK
+    exit_code = EXIT_INTERRUPTED if interrupted else EXIT_FAILED if error else EXIT_OK
     store.put_json(
         f"{prefix}/slot.json",
         {
@@ -351,7 +361,16 @@ def run_slot_file(path: Path) -> int:
         raise PayloadError(
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    return run_slot(payload)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return run_slot(payload)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    # unwinds like Ctrl-C: the running child's process group is killed, slot.json written
+    raise KeyboardInterrupt
 
 
 def run_populate(payload: dict, workload_index: int) -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +298,26 @@ def test_cli_rejects_a_bad_payload_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "cell: required" in proc.stderr
+
+
+def test_sigterm_stops_the_slot_records_it_and_kills_the_children(tmp_path: Path) -> None:
+    # given an agent process running an app that is waiting on a background child
+    pidfile = tmp_path / "child.pid"
+    app = _app(f"sleep 300 & echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait")
+    slot_file = tmp_path / "slot.json"
+    slot_file.write_text(json.dumps(_payload(tmp_path, [app, IOPING])))
+    proc = _agent(slot_file)
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # waiting for a condition: the app has started its child
+    child = int(pidfile.read_text())
+
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+
+    assert proc.returncode == 130
+    record = _slot_json(tmp_path)
+    assert record["status"] == "FAILED"
+    assert record["error"] == "slot interrupted by a signal"
+    assert [w["status"] for w in record["workloads"]] == ["SKIPPED", "SKIPPED"]
+    assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
