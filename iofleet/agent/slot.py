@@ -292,6 +292,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     error: str | None = None
     waited = 0.0
     interrupted = False
+    running: int | None = None
     entries: list[dict[str, object]] = []
     try:
         if target.error:
@@ -308,15 +309,17 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
             elif time.monotonic() >= deadline:
                 outcome = Outcome(SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached")
             else:
+                running = w.index
                 outcome = _run_workload(ctx, w)
             entries.append(_entry(w, outcome))
     except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
         interrupted = True
         error = "slot interrupted by a signal"
         done = {e["index"] for e in entries}
-        entries += [
-            _entry(w, Outcome(SKIPPED, error)) for w in spec.workloads if w.index not in done
-        ]
+        for w in spec.workloads:
+            if w.index not in done:
+                status = FAILED if w.index == running else SKIPPED
+                entries.append(_entry(w, Outcome(status, error)))
     finally:
         cleanup_problem = cleanup_target(target)
     failed = [e for e in entries if e["status"] != SUCCEEDED]

@@ -319,5 +319,5 @@ def test_sigterm_stops_the_slot_records_it_and_kills_the_children(tmp_path: Path
     record = _slot_json(tmp_path)
     assert record["status"] == "FAILED"
     assert record["error"] == "slot interrupted by a signal"
-    assert [w["status"] for w in record["workloads"]] == ["SKIPPED", "SKIPPED"]
+    assert [w["status"] for w in record["workloads"]] == ["FAILED", "SKIPPED"]
     assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
