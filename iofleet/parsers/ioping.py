@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from iofleet.parsers import ParseError
 
@@ -28,17 +29,19 @@ SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
 
 
 def percentile_linear(sorted_values: Sequence[float], p: float) -> float:
-    """Exact percentile with linear interpolation (numpy's default method)."""
+    """Exact percentile with linear interpolation (numpy's default method).
+
+    Computed in rationals and rounded once, so 107690.42 is not 107690.42000000001.
+    """
     if not sorted_values:
         raise ValueError("no values")
     if not 0.0 <= p <= 100.0:
         raise ValueError(f"percentile {p} outside 0..100")
-    position = (len(sorted_values) - 1) * p / 100.0
+    position = (len(sorted_values) - 1) * Fraction(p) / 100
     lower = math.floor(position)
     upper = min(lower + 1, len(sorted_values) - 1)
-    fraction = position - lower
-    low, high = sorted_values[lower], sorted_values[upper]
-    return low + (high - low) * fraction
+    low, high = Fraction(sorted_values[lower]), Fraction(sorted_values[upper])
+    return float(low + (high - low) * (position - lower))
 
 
 def _number(value: float) -> int | float:

@@ -163,3 +163,10 @@ def test_parse_file_yields_one_summary_record() -> None:
 
     assert len(records) == 1
     assert records[0]["requests"] == 10
+
+
+def test_interpolation_is_rounded_once() -> None:
+    # float steps give 162000.00000000012 here (position 18.62 is not exact in binary)
+    values = [0] * 18 + [100000, 200000]
+
+    assert percentile_linear(values, 98) == 162000.0
