@@ -1,0 +1,85 @@
+"""`iofleet report`: read a warehouse, print a table/JSON/CSV, optionally write HTML."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from iofleet.errors import UsageError
+from iofleet.report.model import ReportData
+
+FORMATS = ("table", "json", "csv")
+
+
+def load_report_data(wh: object, run_id: str) -> ReportData:
+    """Everything a report shows for one run, from the warehouse views."""
+    from iofleet.warehouse import Warehouse
+
+    assert isinstance(wh, Warehouse)
+    return ReportData(
+        run_id=run_id,
+        run=wh.run_info(run_id),
+        percentiles=wh.cell_percentiles(run_id),
+        fleet=wh.fleet_latency(run_id),
+        slots=wh.query(
+            "SELECT cell_id, slot_index, status, exit_code, error FROM slots "
+            "WHERE run_id = ? ORDER BY cell_index, cell_id, slot_index",
+            [run_id],
+        ),
+        ingest_errors=wh.ingest_errors(run_id),
+    )
+
+
+def render(data: ReportData, fmt: str) -> str:
+    if fmt == "json":
+        from iofleet.report.machine import render_json
+
+        return render_json(data)
+    if fmt == "csv":
+        from iofleet.report.machine import render_csv
+
+        return render_csv(data)
+    if fmt == "table":
+        from iofleet.report.text import render_text
+
+        return render_text(data)
+    raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+
+
+def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | None) -> int:
+    """Print the report of one run (default: the latest) and optionally write HTML."""
+    import duckdb
+
+    from iofleet.report.html import render_html
+    from iofleet.warehouse import Warehouse
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    path = Path(warehouse)
+    if not path.is_file():
+        raise UsageError(f"--warehouse {path}: no such file")
+    try:
+        wh = Warehouse(path)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
+    with wh:
+        known = wh.run_ids()
+        if run_id is None:
+            if not known:
+                raise UsageError(f"--warehouse {path}: no runs in this warehouse")
+            run_id = known[0]
+        elif run_id not in known:
+            shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
+            raise UsageError(f"--run {run_id}: unknown run (known: {shown or 'none'})")
+        data = load_report_data(wh, run_id)
+    text = render(data, fmt)
+    if html:
+        out = Path(html)
+        try:
+            out.write_text(render_html(data), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--html {out}: cannot write: {exc.strerror or exc}") from None
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0

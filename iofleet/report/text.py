@@ -1,0 +1,109 @@
+"""The terminal report: one table per metric, a row per cell, human units."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iofleet.report.model import (
+    FLEET_COLUMNS,
+    PCT_COLUMNS,
+    ReportData,
+    group_fleet,
+    group_percentiles,
+    storage_text,
+)
+from iofleet.report.units import fmt_ns, fmt_value
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: int) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for r in [header, *rows]:
+        cells = [
+            f"{c:>{w}}" if i >= right_from else f"{c:<{w}}"
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def run_header(data: ReportData) -> str:
+    run = data.run or {}
+    bits = [f"run {data.run_id}"]
+    if run.get("matrix_name"):
+        bits.append(f"matrix {run['matrix_name']}")
+    if run.get("mode"):
+        bits.append(str(run["mode"]))
+    if run.get("status"):
+        bits.append(str(run["status"]))
+    if run.get("started_at"):
+        bits.append(f"started {str(run['started_at'])[:19]} UTC")
+    return " | ".join(bits) + f"\n{data.slot_summary()}"
+
+
+# The terminal shows the headline metrics; JSON, CSV and HTML carry them all.
+TEXT_METRICS = (
+    "iops",
+    "bw_bytes",
+    "clat_p50_ns",
+    "clat_p99_ns",
+    "lat_median_ns",
+    "lat_mean_ns",
+    "wall_seconds",
+)
+
+
+def render_text(data: ReportData) -> str:
+    out = [run_header(data), ""]
+    groups = [g for g in group_percentiles(data.percentiles) if g.metric in TEXT_METRICS]
+    if not groups and not data.fleet:
+        out += ["no measurements in this run", ""]
+    if groups:
+        out += [
+            "Across slots (exact percentiles of one value per slot; "
+            "every metric: --format json|csv or --html):",
+            "",
+        ]
+    for group in groups:
+        out.append(group.title)
+        header = ["cell", "storage", "fleet", "slots", *[c.upper() for c in PCT_COLUMNS]]
+        rows = [
+            [
+                r.get("cell_id") or "",
+                storage_text(r),
+                str(r.get("fleet_size") if r.get("fleet_size") is not None else "-"),
+                str(r.get("slots")),
+                *[fmt_value(r.get(c), group.unit) for c in PCT_COLUMNS],
+            ]
+            for r in group.rows
+        ]
+        out += _table(header, rows, right_from=2) + [""]
+    fleet = group_fleet(data.fleet)
+    if fleet:
+        out += ["Fleet latency (fio histograms merged across all slots of a cell):", ""]
+    for group in fleet:
+        out.append(f"{group.title} - completion latency")
+        cols = [c for c, _ in FLEET_COLUMNS]
+        header = ["cell", "storage", "slots", "I/Os", *[_fleet_label(c) for c in cols]]
+        rows = [
+            [
+                r.get("cell_id") or "",
+                storage_text(r),
+                str(r.get("slots")),
+                f"{r.get('total_count') or 0:,}",
+                *[fmt_ns(r[c]) if r.get(c) is not None else "-" for c in cols],
+            ]
+            for r in group.rows
+        ]
+        out += _table(header, rows, right_from=2) + [""]
+    if data.ingest_errors:
+        out.append(f"{len(data.ingest_errors)} raw objects could not be ingested:")
+        out += [f"  {e['object_key']}: {e['reason']}" for e in data.ingest_errors[:20]]
+        if len(data.ingest_errors) > 20:
+            out.append(f"  ... and {len(data.ingest_errors) - 20} more (table ingest_errors)")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _fleet_label(column: str) -> str:
+    return column.removesuffix("_ns").upper().replace("_", ".")
