@@ -121,9 +121,8 @@ def _run(relpath: str, text: str) -> Rows:
     doc = _load_json_object(text, "run.json")
     if doc.get("run_id") not in (None, run_id):
         raise _Bad(f"run.json: run_id {doc.get('run_id')!r} does not match its folder {run_id!r}")
-    matrix = doc.get("matrix")
-    matrix = matrix if isinstance(matrix, dict) else {}
-    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
+    matrix = _dict(doc.get("matrix"))
+    plan = _dict(doc.get("plan"))
     total = doc.get("total_instances", plan.get("total_instances"))
     row = RUNS.row(
         run_id=run_id,
