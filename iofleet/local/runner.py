@@ -1,0 +1,326 @@
+"""`iofleet local`: run a matrix here, one agent process per slot.
+
+The middle of the pipeline is the same as on AWS: the plan comes from
+`iofleet.matrix`, every slot runs `iofleet agent` with a slot payload, raw
+artifacts land under `OUT/raw/` in the layout of docs/internals.md, and the
+warehouse is built from those raw files only. What changes are the edges:
+processes instead of instances, a directory instead of S3, DuckDB instead of
+Athena, a file barrier instead of DynamoDB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from iofleet.errors import UsageError
+
+BARRIER_TIMEOUT_S = 600
+
+
+@dataclass
+class SlotProcess:
+    cell_id: str
+    slot_index: int
+    payload_path: Path
+    log_path: Path
+    raw_dir: Path
+    workloads: int
+    proc: subprocess.Popen[bytes] | None = None
+    exit_code: int | None = None
+
+    def artifacts_done(self) -> int:
+        if not self.raw_dir.is_dir():
+            return 0
+        return sum(1 for p in self.raw_dir.iterdir() if p.name.startswith("w"))
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    slots: int = 0
+    failed: list[str] = field(default_factory=list)
+    aborted: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.aborted:
+            return "ABORTED"
+        if not self.failed:
+            return "SUCCEEDED"
+        return "FAILED" if len(self.failed) == self.slots else "PARTIAL"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_run_id(name: str, now: datetime) -> str:
+    return f"{name}-{now.strftime('%Y%m%dt%H%M%Sz').lower()}"
+
+
+def resolve_local_path(raw: str, base: Path) -> Path:
+    """A matrix `local.path`: absolute, or relative to the working directory."""
+    path = Path(os.path.expanduser(raw))
+    return path if path.is_absolute() else (base / path)
+
+
+class Progress:
+    """One status line per change; redrawn in place on a terminal."""
+
+    def __init__(self, stream: TextIO, quiet: bool):
+        self.stream = stream
+        self.quiet = quiet
+        self.tty = stream.isatty()
+        self._last = ""
+
+    def line(self, text: str, key: str | None = None) -> None:
+        """Show `text`; off a terminal, only when `key` (default: text) changed."""
+        if self.quiet:
+            return
+        key = text if key is None else key
+        if self.tty:
+            self.stream.write("\r\033[K" + text)
+            self.stream.flush()
+        elif key != self._last:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        self._last = key
+
+    def done(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write("\r\033[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self._last = ""
+
+
+def _write_json(path: Path, doc: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _agent_command(payload_path: Path) -> list[str]:
+    return [sys.executable, "-m", "iofleet.cli", "agent", "--slot", str(payload_path)]
+
+
+def _start(slot: SlotProcess, cwd: Path) -> None:
+    slot.log_path.parent.mkdir(parents=True, exist_ok=True)
+    with slot.log_path.open("wb") as log:
+        slot.proc = subprocess.Popen(  # noqa: S603 - our own agent, argv list
+            _agent_command(slot.payload_path),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,  # own process group: we can stop it cleanly
+        )
+
+
+def _stop_all(slots: list[SlotProcess]) -> None:
+    for slot in slots:
+        if slot.proc and slot.proc.poll() is None:
+            try:
+                os.killpg(slot.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    for slot in slots:
+        if slot.proc:
+            try:
+                slot.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(slot.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                slot.proc.wait()
+
+
+def _run_cell_slots(
+    slots: list[SlotProcess], cwd: Path, progress: Progress, label: str, cell_started: float
+) -> None:
+    for slot in slots:
+        _start(slot, cwd)
+    try:
+        while True:
+            running = 0
+            for slot in slots:
+                assert slot.proc is not None
+                if slot.exit_code is None:
+                    try:
+                        slot.exit_code = slot.proc.wait(timeout=0.5 if running == 0 else 0)
+                    except subprocess.TimeoutExpired:
+                        running += 1
+            done_artifacts = sum(s.artifacts_done() for s in slots)
+            total_artifacts = sum(s.workloads for s in slots)
+            elapsed = time.monotonic() - cell_started
+            finished = len(slots) - running
+            state = (
+                f"{label}: {finished}/{len(slots)} slots finished, "
+                f"{done_artifacts}/{total_artifacts} workloads done"
+            )
+            progress.line(f"{state}, {elapsed:.0f}s", key=state)
+            if running == 0:
+                return
+    except BaseException:
+        _stop_all(slots)
+        raise
+
+
+def run_local(
+    matrix_path: Path,
+    out_dir: Path,
+    quiet: bool = False,
+    report_format: str = "table",
+    cwd: Path | None = None,
+) -> int:
+    """Run every cell of the matrix here; returns the exit status.
+
+    0 when every slot succeeded, 1 when some slot failed (partial results are
+    kept and reported), 130 when interrupted.
+    """
+    from iofleet.matrix import build_plan, load_matrix_file
+
+    base = (cwd or Path.cwd()).resolve()
+    matrix = load_matrix_file(matrix_path)
+    plan = build_plan(matrix, target="local")
+    out_dir = resolve_local_path(str(out_dir), base)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: exists and is not a directory")
+    raw_root = out_dir / "raw"
+    started = utc_now()
+    run_id = new_run_id(matrix.name, started)
+    summary = RunSummary(run_id=run_id)
+    progress = Progress(sys.stderr, quiet)
+    run_doc = {
+        "run_id": run_id,
+        "mode": "local",
+        "matrix_name": matrix.name,
+        "description": matrix.description,
+        "started_at": iso(started),
+        "finished_at": None,
+        "status": "RUNNING",
+        "total_instances": plan.total_instances,
+        "matrix": matrix.model_dump(mode="json", exclude_none=True),
+        "plan": plan.to_dict(),
+    }
+    _write_json(raw_root / run_id / "run.json", run_doc)
+    progress.done(
+        f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
+    )
+
+    try:
+        for cell in plan.cells:
+            summary.slots += cell.fleet_size
+            _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary)
+    except KeyboardInterrupt:
+        summary.aborted = True
+        progress.done("interrupted: stopped every slot; ingesting what was measured")
+
+    run_doc.update(finished_at=iso(utc_now()), status=summary.status)
+    _write_json(raw_root / run_id / "run.json", run_doc)
+    return _finish(out_dir, raw_root, run_id, summary, report_format, progress)
+
+
+def _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary) -> None:  # type: ignore[no-untyped-def]
+    from iofleet.agent.slot import run_populate
+
+    target = resolve_local_path(cell.storage.path, base)
+    target.mkdir(parents=True, exist_ok=True)
+    workloads = cell.workload_payloads()
+    label = f"[cell {cell.cell_index + 1}/{len(plan.cells)}] {cell.cell_id}"
+    cell_started = time.monotonic()
+    payloads_dir = out_dir / "payloads" / run_id / cell.cell_id
+    barrier_dir = out_dir / "barriers" / run_id / cell.cell_id
+
+    def payload(slot_index: int) -> dict:
+        return {
+            "version": 1,
+            "run_id": run_id,
+            "cell": cell.cell_info(),
+            "slot_index": slot_index,
+            "target": {"kind": "directory", "path": str(target)},
+            "workloads": workloads,
+            "barrier": {
+                "kind": "file",
+                "dir": str(barrier_dir),
+                "parties": cell.fleet_size,
+                "timeout_s": BARRIER_TIMEOUT_S,
+            },
+            "results": {"kind": "directory", "root": str(raw_root)},
+            "time_limit_s": plan.matrix.slot_timeout_s,
+        }
+
+    for wi, workload in enumerate(workloads):
+        if workload.get("kind") == "app" and workload.get("populate"):
+            progress.line(f"{label}: populating {workload['name']} once for the cell")
+            rc = run_populate(payload(0), wi)
+            if rc != 0:
+                summary.failed.append(f"{cell.cell_id}/populate")
+                progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
+
+    slots: list[SlotProcess] = []
+    for i in range(cell.fleet_size):
+        path = payloads_dir / f"slot-{i:04d}.json"
+        _write_json(path, payload(i))
+        slots.append(
+            SlotProcess(
+                cell_id=cell.cell_id,
+                slot_index=i,
+                payload_path=path,
+                log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
+                raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
+                workloads=len(workloads),
+            )
+        )
+    _run_cell_slots(slots, base, progress, label, cell_started)
+    bad = [s for s in slots if s.exit_code != 0]
+    for s in bad:
+        summary.failed.append(f"{cell.cell_id}/slot-{s.slot_index:04d}")
+    elapsed = time.monotonic() - cell_started
+    status = "ok" if not bad else f"{len(bad)} slot(s) failed, see {bad[0].log_path}"
+    progress.done(f"{label}: {cell.fleet_size} slots in {elapsed:.0f}s: {status}")
+
+
+def _finish(
+    out_dir: Path,
+    raw_root: Path,
+    run_id: str,
+    summary: RunSummary,
+    report_format: str,
+    progress: Progress,
+) -> int:
+    from iofleet.report.cli import report_command
+    from iofleet.warehouse import Warehouse
+
+    warehouse_path = out_dir / "warehouse.duckdb"
+    with Warehouse(warehouse_path) as wh:
+        stats = wh.ingest_dir(raw_root)
+    progress.done(f"ingested into {warehouse_path}: {stats}")
+    html = out_dir / "report.html"
+    rc = report_command(warehouse_path, run_id=run_id, fmt=report_format, html=str(html))
+    progress.done(f"report: {html}")
+    if summary.failed:
+        progress.done(
+            f"run {run_id} {summary.status}: {len(summary.failed)} failed: "
+            + ", ".join(summary.failed[:5])
+            + (" ..." if len(summary.failed) > 5 else "")
+        )
+    if summary.aborted:
+        return 130
+    return 1 if summary.failed or rc != 0 else 0

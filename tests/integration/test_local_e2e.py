@@ -1,0 +1,151 @@
+"""`iofleet local` end to end: real fio, ioping and a real build, in processes.
+
+These run the console script exactly as a user does, then check the raw
+layout, the warehouse and the printed table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _matrix(tmp_path: Path, **overrides: object) -> Path:
+    doc: dict[str, object] = {
+        "name": "e2e",
+        "description": "two local paths, fleets of 1 and 3",
+        "storage": [
+            {"label": "disk-a", "type": "local", "path": str(tmp_path / "a")},
+            {"label": "disk-b", "type": "local", "path": "rel-b"},
+        ],
+        "workloads": [
+            {
+                "fio": "randwrite-16k-psync-16jobs",
+                "params": {"RUNTIME": 1, "SIZE": "4m", "NUM_JOBS": 2},
+            },
+            {"ioping": {"count": 5, "interval_ms": 0, "write": False}},
+            {"app": "c-build"},
+        ],
+        "parallelism": [1, 3],
+    }
+    doc.update(overrides)
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _iofleet(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, IOFLEET_CBUILD_FILES="12")
+    return subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def finished_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    matrix = _matrix(tmp)
+    result = _iofleet(["local", str(matrix), "--out", "out"], cwd=tmp)
+    return tmp, result
+
+
+def test_local_run_succeeds_and_prints_the_percentile_table(finished_run) -> None:
+    _, result = finished_run
+    assert result.returncode == 0, result.stderr
+    for column in ("P0", "P50", "P75", "P90", "P98", "P100"):
+        assert column in result.stdout
+
+
+def test_relative_storage_path_resolves_under_the_working_directory(finished_run) -> None:
+    tmp, _ = finished_run
+    assert (tmp / "rel-b").is_dir()
+
+
+def test_every_slot_wrote_its_raw_artifacts(finished_run) -> None:
+    tmp, _ = finished_run
+    runs = list((tmp / "out" / "raw").iterdir())
+    assert len(runs) == 1
+    slot_dirs = sorted(runs[0].glob("*/slot-*"))
+    # 2 storage labels x (1 + 3) slots
+    assert len(slot_dirs) == 8
+    for slot_dir in slot_dirs:
+        names = {p.name for p in slot_dir.iterdir()}
+        assert {"manifest.json", "slot.json"} <= names
+        assert any(n.startswith("w00-fio-") for n in names)
+        assert any(n.startswith("w01-ioping") for n in names)
+        assert any(n.startswith("w02-app-") for n in names)
+        assert json.loads((slot_dir / "slot.json").read_text())["exit_code"] == 0
+
+
+def test_warehouse_has_a_percentile_row_per_cell_with_every_slot(finished_run) -> None:
+    tmp, _ = finished_run
+    con = duckdb.connect(str(tmp / "out" / "warehouse.duckdb"), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT storage_label, fleet_size, slots FROM cell_percentiles "
+            "WHERE metric_source = 'app' AND metric = 'wall_seconds' ORDER BY 1, 2"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows == [("disk-a", 1, 1), ("disk-a", 3, 3), ("disk-b", 1, 1), ("disk-b", 3, 3)]
+
+
+def test_html_report_is_written_and_self_contained(finished_run) -> None:
+    tmp, _ = finished_run
+    html = (tmp / "out" / "report.html").read_text()
+    assert "<svg" in html
+    # nothing fetched when opened: no external scripts, styles or images
+    for external in ('src="http', "src='http", 'href="http', "<link ", "@import"):
+        assert external not in html
+
+
+def test_a_failing_slot_keeps_partial_results_and_exits_nonzero(tmp_path: Path) -> None:
+    # given: an app that fails on every slot after fio and ioping ran
+    matrix = _matrix(
+        tmp_path,
+        parallelism=[1],
+        storage=[{"label": "disk-a", "type": "local", "path": str(tmp_path / "a")}],
+        workloads=[
+            {
+                "fio": "randwrite-16k-psync-16jobs",
+                "params": {"RUNTIME": 1, "SIZE": "4m", "NUM_JOBS": 1},
+            },
+            {"app": {"name": "broken", "run": "echo failing on purpose >&2; exit 3"}},
+        ],
+    )
+    # when
+    result = _iofleet(["local", str(matrix), "--out", "out", "-q"], cwd=tmp_path)
+    # then: exit 1, the fio results are still in the warehouse
+    assert result.returncode == 1, result.stderr
+    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    try:
+        (fio_rows,) = con.execute("SELECT count(*) FROM fio_results").fetchone()
+        (status,) = con.execute("SELECT status FROM slots").fetchone()
+    finally:
+        con.close()
+    assert fio_rows >= 1
+    assert status == "FAILED"
+
+
+def test_a_bad_matrix_exits_2_and_creates_nothing(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path, parallelism=[0])
+    result = _iofleet(["local", str(matrix), "--out", "out"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert "parallelism[0]" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
