@@ -3,20 +3,16 @@
 Stdlib only; boto3 is imported lazily (python3-boto3 on the instance).
 The cell's prepare step creates the item `{pk: barrier#RUN#CELL, sk: barrier,
 parties: N}`. Each slot adds its index to the number set `arrived` (idempotent:
-a retried slot is counted once) and polls until the set holds `parties` members.
+a retried slot is counted once) and polls (the agent's `Barrier.wait`) until the set holds `parties` members.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
+from iofleet.agent.barrier import Barrier, register_barrier
 from iofleet.aws.keys import barrier_item_key
-
-
-class BarrierTimeout(Exception):
-    """Not every slot arrived in time; the message is one line."""
 
 
 def create_barrier(ddb: Any, table: str, run_id: str, cell_id: str, parties: int) -> None:
@@ -49,27 +45,30 @@ def _counts(item: dict[str, Any]) -> tuple[int, int]:
     return arrived, int(item["parties"]["N"])
 
 
-def wait(
-    ddb: Any,
-    table: str,
-    run_id: str,
-    cell_id: str,
-    slot_index: int,
-    timeout_s: float,
-    poll_s: float = 2.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> int:
-    """Arrive, then block until every party has arrived. Returns the party count."""
-    arrived, parties = arrive(ddb, table, run_id, cell_id, slot_index)
-    deadline = clock() + timeout_s
+def count(ddb: Any, table: str, run_id: str, cell_id: str) -> int:
     key = {k: {"S": v} for k, v in barrier_item_key(run_id, cell_id).items()}
-    while arrived < parties:
-        if clock() >= deadline:
-            raise BarrierTimeout(
-                f"start barrier for {cell_id}: {arrived} of {parties} slots arrived within {timeout_s:g}s"
-            )
-        sleep(poll_s)
-        item = ddb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
-        arrived, parties = _counts(item)
-    return parties
+    item = ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    return _counts(item)[0] if item else 0
+
+
+class DynamoBarrier(Barrier):
+    """The agent's Barrier on the cell's DynamoDB item (kind `dynamodb` in a slot payload)."""
+
+    def __init__(self, ddb: Any, config: Mapping[str, object]) -> None:
+        self.ddb = ddb
+        self.table = str(config["table"])
+        self.run_id = str(config["run_id"])
+        self.cell_id = str(config["cell_id"])
+        self.parties = int(config["parties"])  # type: ignore[call-overload]
+        self.timeout_s = float(config.get("timeout_s", 900))  # type: ignore[arg-type]
+
+    def announce(self, party: int) -> None:
+        arrive(self.ddb, self.table, self.run_id, self.cell_id, party)
+
+    def count(self) -> int:
+        return count(self.ddb, self.table, self.run_id, self.cell_id)
+
+
+def register(ddb: Any) -> None:
+    """Make `{"kind": "dynamodb", ...}` usable as a slot payload barrier."""
+    register_barrier("dynamodb", lambda config: DynamoBarrier(ddb, config))

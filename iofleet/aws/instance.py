@@ -6,8 +6,8 @@ the user-data as `python3 -m iofleet.aws.instance --region R --bucket B --key K`
 The instance payload (written by the launcher Lambda under `control/`):
 
     {"mode": "slot" | "populate", "task_token": "...", "table": "...",
-     "heartbeat_s": 300, "barrier_timeout_s": 900,
-     "slot": {...the agent's slot payload...},
+     "heartbeat_s": 300,
+     "slot": {...the agent's slot payload, barrier kind "dynamodb"...},
      "populate_workloads": [3]}            # populate mode only
 """
 
@@ -104,7 +104,6 @@ def run_agent(doc: dict[str, Any], results_root: Path) -> int:
     """The core agent, in process, with results to a local directory."""
     slot = dict(doc["slot"])
     slot["results"] = {"kind": "directory", "root": str(results_root)}
-    slot["barrier"] = {"kind": "none"}  # the DynamoDB barrier was passed before this
     from iofleet.agent.slot import run_populate, run_slot
 
     if doc.get("mode") == "populate":
@@ -136,15 +135,7 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         target = slot.get("target", {})
         mount_shared(target)
         resolve_volume(clients["ec2"], target)
-        if doc.get("mode", "slot") == "slot" and doc.get("table"):
-            barrier.wait(
-                clients["dynamodb"],
-                doc["table"],
-                slot["run_id"],
-                slot["cell"]["cell_id"],
-                int(slot["slot_index"]),
-                float(doc.get("barrier_timeout_s", 900)),
-            )
+        barrier.register(clients["dynamodb"])  # the slot payload's barrier is kind dynamodb
         with tempfile.TemporaryDirectory(prefix="iofleet-raw-") as tmp:
             code = run_agent(doc, Path(tmp))
             keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))

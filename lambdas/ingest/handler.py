@@ -1,4 +1,48 @@
-"""placeholder"""
+"""Ingest: SQS batch of S3 raw-object notifications -> curated rows; partial batch failures."""
 
-def handler(event, context):
-    return {}
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from iofleet.aws.curate import ingest_object, s3_keys_from_message
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS, model=SqsRecordModel)
+
+
+@cache
+def _clients() -> dict[str, Any]:
+    return {"s3": boto3.client("s3"), "ddb": boto3.client("dynamodb")}
+
+
+@tracer.capture_method
+def record_handler(record: SqsRecordModel) -> None:
+    for key in s3_keys_from_message(record.body):
+        written = ingest_object(
+            key, **_clients(), bucket=os.environ["RESULTS_BUCKET"], table=os.environ["STATE_TABLE"]
+        )
+        for table, n in written.items():
+            metrics.add_metric(name=f"Rows_{table}", unit=MetricUnit.Count, value=n)
+        logger.info("ingested", extra={"key": key, "rows": written})
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

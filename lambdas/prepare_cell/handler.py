@@ -1,4 +1,43 @@
-"""placeholder"""
+"""PrepareCell: record the cell, create its start barrier, create or look up shared storage."""
 
-def handler(event, context):
-    return {}
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from iofleet.aws import cell
+from iofleet.aws.launch import expires_at
+
+logger = Logger()
+tracer = Tracer()
+
+
+@cache
+def _clients() -> dict[str, Any]:
+    return {n: boto3.client(c) for n, c in (("s3", "s3"), ("ddb", "dynamodb"), ("efs", "efs"), ("fsx", "fsx"))}
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    c = _clients()
+    if event.get("action") == "status":
+        return cell.status(
+            event,
+            efs=c["efs"],
+            subnet_ids=[s for s in os.environ.get("SUBNET_IDS", "").split(",") if s],
+            security_group=os.environ["STORAGE_SECURITY_GROUP"],
+        )
+    return cell.prepare(
+        event,
+        **c,
+        bucket=os.environ["RESULTS_BUCKET"],
+        table=os.environ["STATE_TABLE"],
+        region=os.environ.get("AWS_REGION", "us-east-1"),
+        expires_at=expires_at(int(os.environ.get("STORAGE_TTL_S", str(7 * 24 * 3600)))),
+    )

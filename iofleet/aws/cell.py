@@ -1,0 +1,99 @@
+"""PrepareCell Lambda logic: record the cell, create its start barrier, get shared storage ready."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from iofleet.aws import barrier, keys
+from iofleet.aws.plan import find_cell, load_manifest
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def prepare(
+    event: dict[str, Any], *, s3: Any, ddb: Any, efs: Any, fsx: Any, bucket: str, table: str, region: str, expires_at: str
+) -> dict[str, Any]:
+    run_id = event["run_id"]
+    cell_id = event["cell"]["cell_id"]
+    manifest = load_manifest(s3, bucket, run_id)
+    cell = find_cell(manifest, cell_id)
+    fleet = int(cell["fleet_size"])
+    ddb.put_item(
+        TableName=table,
+        Item={
+            **{k: {"S": v} for k, v in keys.cell_item_key(run_id, cell_id).items()},
+            "status": {"S": "RUNNING"},
+            "started_at": {"S": _now()},
+            "fleet_size": {"N": str(fleet)},
+        },
+    )
+    barrier.create_barrier(ddb, table, run_id, cell_id, fleet)
+    storage = shared_storage(cell["storage"], run_id, cell_id, efs=efs, fsx=fsx, region=region, expires_at=expires_at)
+    return {"storage": storage, "slots": list(range(fleet))}
+
+
+def shared_storage(
+    spec: dict[str, Any], run_id: str, cell_id: str, *, efs: Any, fsx: Any, region: str, expires_at: str
+) -> dict[str, Any]:
+    kind = spec.get("type")
+    if kind == "efs":
+        fs_id = spec.get("file_system_id")
+        if fs_id:
+            efs.describe_file_systems(FileSystemId=fs_id)  # fails fast on a wrong id
+            return {"ready": True, "kind": "efs", "file_system_id": fs_id, "created": False, "mount": _efs_mount(fs_id, region)}
+        args: dict[str, Any] = {
+            "CreationToken": f"{run_id}/{cell_id}"[:64],
+            "PerformanceMode": spec.get("performance_mode") or "generalPurpose",
+            "ThroughputMode": spec.get("throughput_mode") or "elastic",
+            "Encrypted": True,
+            "Tags": [
+                {"Key": "Name", "Value": f"iofleet {cell_id}"},
+                {"Key": keys.TAG_RUN, "Value": run_id},
+                {"Key": keys.TAG_CELL, "Value": cell_id},
+                {"Key": keys.TAG_EXPIRES, "Value": expires_at},
+            ],
+        }
+        if args["ThroughputMode"] == "provisioned":
+            args["ProvisionedThroughputInMibps"] = float(spec["provisioned_mibps"])
+        fs = efs.create_file_system(**args)
+        return {"ready": False, "kind": "efs", "file_system_id": fs["FileSystemId"], "created": True, "mount": _efs_mount(fs["FileSystemId"], region)}
+    if kind == "fsx-openzfs":
+        fs_id = spec.get("file_system_id")
+        if not fs_id:
+            raise ValueError("creating FSx for OpenZFS per run is not supported yet: give storage.file_system_id")
+        fs = fsx.describe_file_systems(FileSystemIds=[fs_id])["FileSystems"][0]
+        return {
+            "ready": True,
+            "kind": "fsx-openzfs",
+            "file_system_id": fs_id,
+            "created": False,
+            "mount": {"dns_name": fs["DNSName"], "export": "/fsx"},
+        }
+    return {"ready": True, "kind": kind or "ebs", "created": False}
+
+
+def _efs_mount(fs_id: str, region: str) -> dict[str, str]:
+    return {"dns_name": f"{fs_id}.efs.{region}.amazonaws.com", "export": "/"}
+
+
+def status(event: dict[str, Any], *, efs: Any, subnet_ids: list[str], security_group: str) -> dict[str, Any]:
+    """Poll step for a created EFS: available file system + one available mount target per subnet."""
+    prepared = dict(event["prepared"])
+    storage = dict(prepared["storage"])
+    fs_id = storage["file_system_id"]
+    fs = efs.describe_file_systems(FileSystemId=fs_id)["FileSystems"][0]
+    if fs["LifeCycleState"] != "available":
+        prepared["storage"] = {**storage, "ready": False}
+        return prepared
+    targets = efs.describe_mount_targets(FileSystemId=fs_id)["MountTargets"]
+    have = {t["SubnetId"] for t in targets}
+    for subnet in subnet_ids:
+        if subnet not in have:
+            efs.create_mount_target(FileSystemId=fs_id, SubnetId=subnet, SecurityGroups=[security_group])
+    targets = efs.describe_mount_targets(FileSystemId=fs_id)["MountTargets"]
+    ready = len(targets) >= len(subnet_ids) and all(t["LifeCycleState"] == "available" for t in targets)
+    prepared["storage"] = {**storage, "ready": ready}
+    return prepared

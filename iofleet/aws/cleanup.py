@@ -1,0 +1,143 @@
+"""Cleanup logic: the end of every path (cell, run) and the abort/timeout rule.
+
+Terminates instances tagged for the run (and cell), deletes file systems the
+run created, records the outcome and the reason in DynamoDB.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from iofleet.aws import keys
+
+LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def tagged_instances(ec2: Any, filters: dict[str, str]) -> list[str]:
+    ids: list[str] = []
+    flt = [{"Name": f"tag:{k}", "Values": [v]} for k, v in filters.items()]
+    flt.append({"Name": "instance-state-name", "Values": LIVE_STATES})
+    for page in ec2.get_paginator("describe_instances").paginate(Filters=flt):
+        for res in page["Reservations"]:
+            ids += [i["InstanceId"] for i in res["Instances"]]
+    return ids
+
+
+def terminate(ec2: Any, ids: list[str]) -> list[str]:
+    for i in range(0, len(ids), 500):
+        ec2.terminate_instances(InstanceIds=ids[i : i + 500])
+    return ids
+
+
+def delete_file_system(efs: Any, fs_id: str) -> str:
+    """Delete mount targets, then the file system; 'pending' if targets are still going."""
+    targets = efs.describe_mount_targets(FileSystemId=fs_id)["MountTargets"]
+    for t in targets:
+        if t.get("LifeCycleState") not in ("deleting", "deleted"):
+            efs.delete_mount_target(MountTargetId=t["MountTargetId"])
+    if targets:
+        return "pending"  # the janitor finishes it once the mount targets are gone
+    efs.delete_file_system(FileSystemId=fs_id)
+    return "deleted"
+
+
+def reason(error: Any) -> str | None:
+    """One line from a Step Functions catch (`{"Error", "Cause"}`), or None."""
+    if not error:
+        return None
+    if isinstance(error, dict):
+        cause = error.get("Cause") or ""
+        try:
+            doc = json.loads(cause)
+            cause = doc.get("errorMessage") or doc.get("Cause") or cause
+        except (TypeError, ValueError):
+            pass
+        text = f"{error.get('Error', 'Error')}: {cause}".strip()
+    else:
+        text = str(error)
+    return " ".join(text.split())[:1000]
+
+
+def _update(ddb: Any, table: str, key: dict[str, str], values: dict[str, str | None]) -> None:
+    sets, names, vals = [], {}, {}
+    for i, (name, value) in enumerate(values.items()):
+        if value is None:
+            continue
+        sets.append(f"#n{i} = :v{i}")
+        names[f"#n{i}"] = name
+        vals[f":v{i}"] = {"S": value}
+    ddb.update_item(
+        TableName=table,
+        Key={k: {"S": v} for k, v in key.items()},
+        UpdateExpression="SET " + ", ".join(sets),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=vals,
+    )
+
+
+def cleanup_cell(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -> dict[str, Any]:
+    run_id, cell_id = event["run_id"], event["cell"]["cell_id"]
+    ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id, keys.TAG_CELL: cell_id}))
+    storage = ((event.get("prepared") or {}).get("result") or {}).get("storage") or {}
+    fs_state = None
+    if storage.get("created") and storage.get("file_system_id"):
+        fs_state = delete_file_system(efs, storage["file_system_id"])
+    why = reason(event.get("error"))
+    outcome = event.get("outcome", "SUCCEEDED")
+    _update(
+        ddb,
+        table,
+        keys.cell_item_key(run_id, cell_id),
+        {"status": outcome, "finished_at": _now(), "error": why},
+    )
+    return {"terminated": len(ids), "file_system": fs_state, "status": outcome, "error": why}
+
+
+def cleanup_run(
+    run_id: str, outcome: str, error: Any, *, ec2: Any, efs: Any, ddb: Any, table: str
+) -> dict[str, Any]:
+    ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id}))
+    file_systems = []
+    for page in efs.get_paginator("describe_file_systems").paginate():
+        for fs in page["FileSystems"]:
+            tags = {t["Key"]: t["Value"] for t in fs.get("Tags", [])}
+            if tags.get(keys.TAG_RUN) == run_id:
+                file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
+    why = reason(error)
+    _update(ddb, table, keys.run_item_key(run_id), {"status": outcome, "finished_at": _now(), "error": why})
+    return {"terminated": len(ids), "file_systems": len(file_systems), "status": outcome, "error": why}
+
+
+EXECUTION_STATUS = {"ABORTED": "ABORTED", "TIMED_OUT": "FAILED", "FAILED": "FAILED"}
+
+
+def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -> dict[str, Any]:
+    """Dispatch: a state-machine step (`scope`) or an EventBridge execution status change."""
+    if event.get("source") == "aws.states":
+        detail = event.get("detail") or {}
+        item = ddb.get_item(
+            TableName=table, Key={"pk": {"S": f"exec#{detail.get('executionArn')}"}, "sk": {"S": "exec"}}
+        ).get("Item")
+        if not item:
+            return {"skipped": "no run for this execution (it failed in Plan, before creating anything)"}
+        status = EXECUTION_STATUS.get(detail.get("status", ""), "FAILED")
+        return cleanup_run(
+            item["run_id"]["S"],
+            status,
+            f"execution {detail.get('status', '').lower()}: {detail.get('cause') or detail.get('error') or ''}",
+            ec2=ec2,
+            efs=efs,
+            ddb=ddb,
+            table=table,
+        )
+    if event.get("scope") == "cell":
+        return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table)
+    return cleanup_run(
+        event["run_id"], event.get("outcome") or "SUCCEEDED", event.get("error"), ec2=ec2, efs=efs, ddb=ddb, table=table
+    )

@@ -1,0 +1,128 @@
+"""Ingest Lambda logic: one raw object -> curated JSON lines in S3 + slot summary in DynamoDB.
+
+Idempotent by construction: every curated object key is a function of the raw
+key (and, for `slots`, of the slot), so a redelivered raw object overwrites the
+same objects with the same rows. Raw objects are only read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote_plus
+
+from iofleet import schema
+from iofleet.aws import keys
+from iofleet.ingest import error_row, merge_slot_rows, rows_for_artifact
+
+_SLOT_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/slot-(?P<slot>\d{4})/")
+_TS_COLUMNS = {
+    t.name: {c.name for c in t.columns if c.type == "timestamp"} for t in schema.TABLES
+}
+
+
+def athena_timestamp(value: object) -> object:
+    """ISO-8601 (or datetime) -> `yyyy-MM-dd HH:mm:ss.SSS` (UTC), what Hive's JsonSerDe reads."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        when = value
+    else:
+        try:
+            when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{when.microsecond // 1000:03d}"
+
+
+def jsonl(table: str, rows: list[dict[str, Any]]) -> bytes:
+    ts = _TS_COLUMNS.get(table, set())
+    lines = []
+    for row in rows:
+        out = {k: (athena_timestamp(v) if k in ts else v) for k, v in row.items()}
+        lines.append(json.dumps(out, sort_keys=False, default=str))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def s3_keys_from_message(body: str) -> list[str]:
+    """Object keys of an S3 event notification (URL-decoded); [] for s3:TestEvent."""
+    doc = json.loads(body)
+    return [unquote_plus(r["s3"]["object"]["key"]) for r in doc.get("Records", []) if "s3" in r]
+
+
+def _read(s3: Any, bucket: str, key: str) -> str | None:
+    try:
+        return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", errors="replace")
+    except s3.exceptions.NoSuchKey:
+        return None
+
+
+def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> dict[str, int]:
+    """Curate one raw object; returns rows written per table."""
+    if not key.startswith(keys.RAW_PREFIX):
+        return {}
+    relpath = key[len(keys.RAW_PREFIX) :]
+    run_id = relpath.split("/", 1)[0]
+    text = _read(s3, bucket, key)
+    if text is None:
+        tables = {schema.INGEST_ERRORS.name: [error_row(run_id, relpath, "raw object not found")]}
+    else:
+        tables = rows_for_artifact(relpath, text)
+    written: dict[str, int] = {}
+    for name, rows in tables.items():
+        if not rows:
+            continue
+        target = relpath
+        if name == schema.SLOTS.name:
+            rows, target = _merged_slot(relpath, rows, s3=s3, bucket=bucket)
+            _slot_summary(rows[0], ddb=ddb, table=table)
+        s3.put_object(
+            Bucket=bucket,
+            Key=keys.curated_key(name, run_id, target),
+            Body=jsonl(name, rows),
+            ContentType="application/x-ndjson",
+        )
+        written[name] = len(rows)
+    return written
+
+
+def _merged_slot(relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: str) -> tuple[list[dict[str, Any]], str]:
+    """manifest.json and slot.json both describe the slot: one curated row from both."""
+    m = _SLOT_DIR.match(relpath)
+    if not m:
+        return rows, relpath
+    slot_dir = m.group(0)
+    all_rows = []
+    for name in ("manifest.json", "slot.json"):
+        other = slot_dir + name
+        text = _read(s3, bucket, keys.raw_key(other))
+        if text is not None:
+            all_rows += rows_for_artifact(other, text).get(schema.SLOTS.name, [])
+    merged = merge_slot_rows(all_rows or rows)
+    return merged, slot_dir + "slot"
+
+
+def _slot_summary(row: dict[str, Any], *, ddb: Any, table: str) -> None:
+    key = keys.slot_item_key(str(row["run_id"]), str(row["cell_id"]), int(row["slot_index"]))  # type: ignore[call-overload]
+    values = {k: row.get(k) for k in ("status", "exit_code", "error", "started_at", "finished_at", "instance_id", "hostname")}
+    sets, names, vals = [], {}, {}
+    for i, (name, value) in enumerate(values.items()):
+        if value is None:
+            continue
+        sets.append(f"#a{i} = :v{i}")
+        names[f"#a{i}"] = "agent_" + name
+        vals[f":v{i}"] = {"N": str(value)} if isinstance(value, int) and not isinstance(value, bool) else {"S": str(value)}
+    sets.append("#ing = :ing")
+    names["#ing"] = "ingested"
+    vals[":ing"] = {"BOOL": True}
+    ddb.update_item(
+        TableName=table,
+        Key={k: {"S": v} for k, v in key.items()},
+        UpdateExpression="SET " + ", ".join(sets),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=vals,
+    )

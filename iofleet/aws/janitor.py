@@ -1,0 +1,46 @@
+"""Janitor logic: terminate / delete anything tagged iofleet:* past its iofleet:expires-at."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from iofleet.aws import keys
+from iofleet.aws.cleanup import LIVE_STATES, delete_file_system, terminate
+
+
+def expired(value: str | None, now: datetime) -> bool:
+    if not value:
+        return False
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return True  # an unreadable expiry on an iofleet resource: treat as expired
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when <= now
+
+
+def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
+    now = now or datetime.now(UTC)
+    doomed: list[str] = []
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[
+            {"Name": "tag-key", "Values": [keys.TAG_EXPIRES]},
+            {"Name": "instance-state-name", "Values": LIVE_STATES},
+        ]
+    )
+    for page in pages:
+        for res in page["Reservations"]:
+            for inst in res["Instances"]:
+                tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+                if expired(tags.get(keys.TAG_EXPIRES), now):
+                    doomed.append(inst["InstanceId"])
+    terminate(ec2, doomed)
+    file_systems: dict[str, str] = {}
+    for page in efs.get_paginator("describe_file_systems").paginate():
+        for fs in page["FileSystems"]:
+            tags = {t["Key"]: t["Value"] for t in fs.get("Tags", [])}
+            if keys.TAG_RUN in tags and expired(tags.get(keys.TAG_EXPIRES), now):
+                file_systems[fs["FileSystemId"]] = delete_file_system(efs, fs["FileSystemId"])
+    return {"terminated": doomed, "file_systems": file_systems}

@@ -1,0 +1,67 @@
+"""Summarize Lambda logic: the run's percentile table from Athena, a CSV + JSON report, the run status."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from iofleet.aws import keys
+from iofleet.aws.athena import run_query
+
+REPORT_SQL = "SELECT * FROM cell_percentiles WHERE run_id = ? ORDER BY cell_index, metric_source, workload_index, job, direction, metric"
+
+
+def cell_outcomes(ddb: Any, table: str, run_id: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    args: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :cell)",
+        "ExpressionAttributeValues": {":pk": {"S": f"run#{run_id}"}, ":cell": {"S": "cell#"}},
+    }
+    while True:
+        page = ddb.query(**args)
+        for item in page["Items"]:
+            out[item["sk"]["S"][len("cell#") :]] = item.get("status", {}).get("S", "UNKNOWN")
+        if "LastEvaluatedKey" not in page:
+            return out
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def run_status(outcomes: dict[str, str]) -> str:
+    if not outcomes:
+        return "FAILED"
+    ok = sum(1 for s in outcomes.values() if s == "SUCCEEDED")
+    if ok == len(outcomes):
+        return "SUCCEEDED"
+    return "PARTIAL" if ok else "FAILED"
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return buf.getvalue()
+
+
+def summarize(
+    event: dict[str, Any], *, athena: Any, s3: Any, ddb: Any, bucket: str, table: str, workgroup: str, database: str
+) -> dict[str, Any]:
+    run_id = event["run_id"]
+    rows = run_query(athena, REPORT_SQL, workgroup=workgroup, database=database, params=[f"'{run_id}'"])
+    outcomes = cell_outcomes(ddb, table, run_id)
+    status = run_status(outcomes)
+    csv_key, json_key = keys.report_keys(run_id)
+    s3.put_object(Bucket=bucket, Key=csv_key, Body=to_csv(rows).encode(), ContentType="text/csv")
+    report = {"run_id": run_id, "status": status, "cells": outcomes, "cell_percentiles": rows}
+    s3.put_object(Bucket=bucket, Key=json_key, Body=json.dumps(report, indent=1).encode(), ContentType="application/json")
+    ddb.update_item(
+        TableName=table,
+        Key={k: {"S": v} for k, v in keys.run_item_key(run_id).items()},
+        UpdateExpression="SET report_csv = :c, report_json = :j, summary_rows = :n",
+        ExpressionAttributeValues={":c": {"S": csv_key}, ":j": {"S": json_key}, ":n": {"N": str(len(rows))}},
+    )
+    return {"status": status, "rows": len(rows), "report_csv": csv_key, "report_json": json_key}

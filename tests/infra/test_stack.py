@@ -1,0 +1,330 @@
+"""Fine-grained template assertions (no snapshots): what the issue's Fleet, Ingest,
+Catalog, Orchestration and QuickSight sections promise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+from iofleet import schema
+from tests.infra.conftest import Synth, all_states, dump
+
+# --- fleet ------------------------------------------------------------------------
+
+
+def test_launch_template_requires_imdsv2_with_hop_limit_1(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {
+            "LaunchTemplateData": Match.object_like(
+                {"MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}}
+            )
+        },
+    )
+
+
+def test_launch_template_terminates_on_shutdown_without_key_pair(synth: Synth) -> None:
+    (lt,) = synth.resources("AWS::EC2::LaunchTemplate").values()
+    data = lt["Properties"]["LaunchTemplateData"]
+    assert data["InstanceInitiatedShutdownBehavior"] == "terminate"
+    assert "KeyName" not in data
+
+
+def test_launch_template_root_volume_is_encrypted(synth: Synth) -> None:
+    (lt,) = synth.resources("AWS::EC2::LaunchTemplate").values()
+    mappings = lt["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"]
+    assert all(m["Ebs"]["Encrypted"] is True for m in mappings)
+
+
+def test_instance_security_group_has_no_ingress(synth: Synth) -> None:
+    groups = synth.resources("AWS::EC2::SecurityGroup")
+    instance_sg = next(v for k, v in groups.items() if "InstanceSg" in k)
+    assert "SecurityGroupIngress" not in instance_sg["Properties"]
+    ingress = synth.resources("AWS::EC2::SecurityGroupIngress").values()
+    sg_id = next(k for k in groups if "InstanceSg" in k)
+    assert all(i["Properties"]["GroupId"] != {"Fn::GetAtt": [sg_id, "GroupId"]} for i in ingress)
+
+
+def test_shared_storage_accepts_only_nfs_from_the_fleet(synth: Synth) -> None:
+    (rule,) = synth.resources("AWS::EC2::SecurityGroupIngress").values()
+    props = rule["Properties"]
+    assert (props["IpProtocol"], props["FromPort"], props["ToPort"]) == ("tcp", 2049, 2049)
+    assert "InstanceSg" in dump(props["SourceSecurityGroupId"])
+
+
+def test_instances_reach_ssm_and_nothing_else_managed(synth: Synth) -> None:
+    roles = synth.resources("AWS::IAM::Role")
+    instance_role = next(v for k, v in roles.items() if "InstanceRole" in k)
+    assert "AmazonSSMManagedInstanceCore" in dump(instance_role["Properties"]["ManagedPolicyArns"])
+    assert len(instance_role["Properties"]["ManagedPolicyArns"]) == 1
+
+
+def _policy_statements(synth: Synth, role_fragment: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if role_fragment in dump(policy["Properties"]["Roles"]):
+            out += policy["Properties"]["PolicyDocument"]["Statement"]
+    return out
+
+
+def test_instance_role_writes_only_raw_and_touches_only_barrier_items(synth: Synth) -> None:
+    statements = _policy_statements(synth, "InstanceRole")
+    puts = [s for s in statements if "s3:PutObject" in dump(s["Action"])]
+    assert len(puts) == 1
+    assert "/raw/*" in dump(puts[0]["Resource"])
+    ddb = next(s for s in statements if "dynamodb:UpdateItem" in dump(s["Action"]))
+    assert ddb["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["barrier#*"]
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert not any(a.endswith("*") for a in actions)
+    assert {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"} <= actions
+
+
+# --- storage ----------------------------------------------------------------------
+
+
+def test_buckets_block_public_access_and_are_encrypted(synth: Synth) -> None:
+    buckets = synth.resources("AWS::S3::Bucket")
+    assert len(buckets) == 2
+    for bucket in buckets.values():
+        props = bucket["Properties"]
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+
+
+def test_every_bucket_policy_denies_insecure_transport(synth: Synth) -> None:
+    policies = synth.resources("AWS::S3::BucketPolicy").values()
+    assert len(policies) == 2
+    for policy in policies:
+        denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
+
+
+def test_raw_results_expire_after_the_retention(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "LifecycleConfiguration": {
+                "Rules": Match.array_with([Match.object_like({"Prefix": "raw/", "ExpirationInDays": 90, "Status": "Enabled"})])
+            }
+        },
+    )
+
+
+def test_state_table_is_on_demand_with_pitr(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::DynamoDB::GlobalTable",
+        {
+            "BillingMode": "PAY_PER_REQUEST",
+            "Replicas": [Match.object_like({"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}})],
+        },
+    )
+
+
+# --- ingest -----------------------------------------------------------------------
+
+
+def test_raw_queue_has_a_dead_letter_queue(synth: Synth) -> None:
+    queues = synth.resources("AWS::SQS::Queue")
+    raw = next(v for k, v in queues.items() if "RawObjects" in k)
+    dlq_id = next(k for k in queues if "DeadLetters" in k)
+    policy = raw["Properties"]["RedrivePolicy"]
+    assert policy == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}, "maxReceiveCount": 5}
+
+
+def test_queues_are_encrypted(synth: Synth) -> None:
+    for queue in synth.resources("AWS::SQS::Queue").values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+
+
+def test_raw_objects_notify_the_queue(template: Any) -> None:
+    template.has_resource_properties(
+        "Custom::S3BucketNotifications",
+        {
+            "NotificationConfiguration": {
+                "QueueConfigurations": [
+                    Match.object_like(
+                        {
+                            "Events": ["s3:ObjectCreated:*"],
+                            "Filter": {"Key": {"FilterRules": Match.array_with([{"Name": "prefix", "Value": "raw/"}])}},
+                        }
+                    )
+                ]
+            }
+        },
+    )
+
+
+def test_ingest_reports_partial_batch_failures(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"FunctionResponseTypes": ["ReportBatchItemFailures"], "BatchSize": 10},
+    )
+
+
+def test_every_function_has_its_own_role_and_log_group(synth: Synth) -> None:
+    functions = {k: v for k, v in synth.resources("AWS::Lambda::Function").items() if "BucketNotificationsHandler" not in k}
+    assert len(functions) == 8
+    roles = [dump(f["Properties"]["Role"]) for f in functions.values()]
+    groups = [dump(f["Properties"]["LoggingConfig"]["LogGroup"]) for f in functions.values()]
+    assert len(set(roles)) == len(roles) and len(set(groups)) == len(groups)
+    assert {f["Properties"]["TracingConfig"]["Mode"] for f in functions.values()} == {"Active"}
+
+
+# --- catalog ----------------------------------------------------------------------
+
+
+def test_glue_columns_equal_the_shared_schema(synth: Synth) -> None:
+    tables = {t["Properties"]["TableInput"]["Name"]: t["Properties"]["TableInput"] for t in synth.resources("AWS::Glue::Table").values()}
+    assert set(tables) == {t.name for t in schema.TABLES}
+    for table in schema.TABLES:
+        columns = tables[table.name]["StorageDescriptor"]["Columns"]
+        assert [(c["Name"], c["Type"]) for c in columns] == [(c.name, c.type) for c in table.columns]
+
+
+def test_tables_use_date_partition_projection_needing_no_run_filter(synth: Synth) -> None:
+    for t in synth.resources("AWS::Glue::Table").values():
+        params = t["Properties"]["TableInput"]["Parameters"]
+        assert params["projection.enabled"] == "true"
+        assert params["projection.dt.type"] == "date"
+        assert "injected" not in dump(params)
+        assert [k["Name"] for k in t["Properties"]["TableInput"]["PartitionKeys"]] == ["dt"]
+
+
+def test_athena_workgroup_engine_v3_encrypted_enforced_with_cutoff(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::Athena::WorkGroup",
+        {
+            "WorkGroupConfiguration": Match.object_like(
+                {
+                    "EnforceWorkGroupConfiguration": True,
+                    "BytesScannedCutoffPerQuery": Match.any_value(),
+                    "EngineVersion": {"SelectedEngineVersion": "Athena engine version 3"},
+                    "ResultConfiguration": Match.object_like({"EncryptionConfiguration": {"EncryptionOption": "SSE_S3"}}),
+                }
+            )
+        },
+    )
+
+
+def test_views_are_created_at_deploy_by_a_custom_resource(synth: Synth) -> None:
+    (views,) = synth.resources("Custom::IofleetViews").values()
+    assert views["Properties"]["Database"] == "iofleet"
+    assert len(views["Properties"]["SqlFingerprint"]) == 16
+
+
+def test_named_queries_for_seeds_000_and_004(synth: Synth) -> None:
+    names = {q["Properties"]["Name"] for q in synth.resources("AWS::Athena::NamedQuery").values()}
+    assert names == {"seed-000-iops-vs-promised", "seed-004-build-time-percentiles"}
+
+
+# --- orchestration ----------------------------------------------------------------
+
+
+def test_state_machine_is_standard_and_logged(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineType": "STANDARD",
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": Match.object_like({"Level": "ALL"}),
+        },
+    )
+
+
+def test_definition_is_jsonpath(asl: dict[str, Any]) -> None:
+    assert asl.get("QueryLanguage", "JSONPath") == "JSONPath"
+    assert "{%" not in dump(asl)
+
+
+def test_fleet_is_a_distributed_map_of_task_token_slots(asl: dict[str, Any]) -> None:
+    states = all_states(asl)
+    fleet = states["Fleet"]
+    assert fleet["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    slot = fleet["ItemProcessor"]["States"][fleet["ItemProcessor"]["StartAt"]]
+    assert slot["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
+    assert slot["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
+    assert slot["HeartbeatSecondsPath"] and slot["TimeoutSecondsPath"]
+
+
+def test_cells_run_one_at_a_time_unless_the_matrix_says_otherwise(asl: dict[str, Any]) -> None:
+    assert asl["States"]["Cells"]["MaxConcurrencyPath"] == "$.cell_concurrency"
+
+
+def test_every_fleet_path_catches_into_cleanup(asl: dict[str, Any]) -> None:
+    states = all_states(asl)
+    cell = asl["States"]["Cells"]["ItemProcessor"]["States"]
+    guarded = [n for n, s in cell.items() if s["Type"] in ("Task", "Map") and not n.startswith("Cleanup")]
+    assert {"PrepareCell", "CheckStorage", "PopulateOnce", "Fleet"} <= set(guarded)
+    for name in guarded:
+        (catch,) = states[name]["Catch"]
+        assert catch["ErrorEquals"] == ["States.ALL"] and catch["ResultPath"] == "$.error"
+        nxt = catch["Next"]
+        while not nxt.startswith("Cleanup"):
+            nxt = states[nxt]["Next"]
+        assert nxt == "CleanupFailedCell"
+
+
+def test_failed_cell_continues_unless_stop_on_failure(asl: dict[str, Any]) -> None:
+    cell = asl["States"]["Cells"]["ItemProcessor"]["States"]
+    assert cell["CleanupFailedCell"]["Next"] == "StopOnFailure?"
+    choice = cell["StopOnFailure?"]
+    assert choice["Choices"][0]["Variable"] == "$.stop_on_failure"
+    assert cell[choice["Choices"][0]["Next"]]["Type"] == "Fail"
+    assert cell[choice["Default"]]["Type"] == "Succeed"
+
+
+def test_run_level_failures_clean_up_before_failing(asl: dict[str, Any]) -> None:
+    states = asl["States"]
+    for name in ("Cells", "Summarize"):
+        assert states[name]["Catch"][0]["Next"] == "CleanupFailedRun"
+    assert states["CleanupFailedRun"]["Next"] == "RunFailed"
+    assert states["Summarize"]["Next"] == "CleanupRun"
+
+
+def test_bad_matrix_fails_with_the_error_lines_as_cause(asl: dict[str, Any]) -> None:
+    states = asl["States"]
+    choice = states["Valid?"]
+    invalid = states[choice["Choices"][0]["Next"]]
+    fail = states[invalid["Next"]]
+    assert fail == {"Type": "Fail", "Error": "MatrixInvalid", "CausePath": "$.error_text"}
+
+
+def test_abort_rule_sends_failed_executions_to_cleanup(synth: Synth) -> None:
+    rules = synth.resources("AWS::Events::Rule")
+    abort = next(v for k, v in rules.items() if "AbortRule" in k)["Properties"]
+    assert abort["EventPattern"]["detail"]["status"] == ["ABORTED", "TIMED_OUT", "FAILED"]
+    assert "CleanupFn" in dump(abort["Targets"])
+
+
+def test_janitor_runs_on_a_schedule(synth: Synth) -> None:
+    rules = synth.resources("AWS::Events::Rule")
+    janitor = next(v for k, v in rules.items() if "Janitor" in k)["Properties"]
+    assert janitor["ScheduleExpression"] == "rate(1 hour)"
+    assert "JanitorFn" in dump(janitor["Targets"])
+
+
+def test_outputs(synth: Synth) -> None:
+    assert {"StateMachineArn", "StateMachineConsoleUrl", "ResultsBucket", "AthenaWorkGroup", "AthenaDatabase"} <= set(
+        synth.template["Outputs"]
+    )
+
+
+# --- QuickSight (opt-in) ------------------------------------------------------------
+
+
+def test_no_quicksight_by_default(synth: Synth) -> None:
+    assert not [r for r in synth.template["Resources"].values() if r["Type"].startswith("AWS::QuickSight::")]
+
+
+def test_quicksight_when_a_principal_is_given(synth_quicksight: Synth) -> None:
+    kinds = sorted(r["Type"] for r in synth_quicksight.template["Resources"].values() if r["Type"].startswith("AWS::QuickSight::"))
+    assert kinds == ["AWS::QuickSight::Dashboard", "AWS::QuickSight::DataSet", "AWS::QuickSight::DataSource"]
+    (ds,) = synth_quicksight.resources("AWS::QuickSight::DataSet").values()
+    table = next(iter(ds["Properties"]["PhysicalTableMap"].values()))["RelationalTable"]
+    assert (table["Schema"], table["Name"]) == ("iofleet", "cell_percentiles")
