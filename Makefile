@@ -38,6 +38,11 @@ test-unit: $(STAMP)
 test-integration: bootstrap
 	$(BIN)/pytest tests/integration
 
+# Local cloud: moto, DynamoDB Local, Trino (Maven Central, cached in .engines/); see docs/local-cloud.md
+test-cloud: $(STAMP)
+	$(BIN)/python scripts/engines/engines.py install
+	$(BIN)/pytest tests/cloud
+
 synth: $(STAMP)
 	$(BIN)/python app.py
 

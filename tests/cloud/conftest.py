@@ -1,0 +1,131 @@
+"""Local-cloud fixtures: real engines on loopback, started once per session.
+
+- `moto_server`      moto (S3, SQS, EC2, IAM, Glue, EventBridge, Step Functions
+                     with execution enabled) -> `engines.Engine` (`.endpoint`)
+- `dynamodb_local`   DynamoDB Local, in memory
+- `trino_server`     Trino 476: catalogs `hive` and `awsdatacatalog` (Glue + S3
+                     in moto), `memory`
+- `aws_client`       factory: `aws_client("s3")`, `aws_client("dynamodb")`
+                     (DynamoDB goes to DynamoDB Local, everything else to moto)
+- `local_aws`        sets AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_DYNAMODB so code
+                     that builds its own boto3 clients (handlers) hits the engines
+- `trino`            a `TrinoClient` on the `hive` catalog
+
+Engines download on first use (scripts/engines/engines.py install, cached in
+.engines/), are stopped at session end even when tests fail, and die with
+the pytest process if it is killed. State is shared by the session: tests use
+unique names (`unique`) rather than resetting the engines.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "scripts" / "engines"))
+
+import engines  # noqa: E402
+from engines import Engine  # noqa: E402
+from trino_client import TrinoClient  # noqa: E402
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.cloud)
+
+
+def _start(start: Callable[..., Engine], *args: Any) -> Engine:
+    try:
+        return start(*args)
+    except engines.EngineError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def aws_credentials() -> Iterator[None]:
+    """Dummy credentials and region for the whole session; no real AWS is reachable."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+            mp.delenv(name, raising=False)
+        for name, value in engines.aws_env().items():
+            mp.setenv(name, value)
+        yield
+
+
+@pytest.fixture(scope="session")
+def engines_installed() -> None:
+    try:
+        engines.install()
+    except engines.EngineError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def moto_server(aws_credentials: None) -> Iterator[Engine]:
+    engine = _start(engines.start_moto)
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local(engines_installed: None, aws_credentials: None) -> Iterator[Engine]:
+    engine = _start(engines.start_dynamodb_local)
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def trino_server(engines_installed: None, moto_server: Engine) -> Iterator[Engine]:
+    engine = _start(engines.start_trino, moto_server.endpoint)
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def aws_client(moto_server: Engine, dynamodb_local: Engine) -> Callable[[str], Any]:
+    """boto3 client factory: DynamoDB -> DynamoDB Local, any other service -> moto."""
+
+    def make(service: str) -> Any:
+        endpoint = dynamodb_local.endpoint if service == "dynamodb" else moto_server.endpoint
+        return boto3.client(service, endpoint_url=endpoint, region_name=engines.AWS_REGION)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def local_aws(moto_server: Engine, dynamodb_local: Engine) -> Iterator[dict[str, str]]:
+    """Point default boto3 clients at the engines for the rest of the session."""
+    endpoints = {
+        "AWS_ENDPOINT_URL": moto_server.endpoint,
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_local.endpoint,
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in endpoints.items():
+            mp.setenv(name, value)
+        yield endpoints
+
+
+@pytest.fixture
+def trino(trino_server: Engine) -> TrinoClient:
+    return TrinoClient(trino_server.endpoint, catalog="hive")
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short suffix for resource names (engines are shared by the session)."""
+    return uuid.uuid4().hex[:10]
