@@ -15,6 +15,7 @@ ROOT_DEVICE = "/dev/sda1"
 DATA_DEVICE = "/dev/sdf"
 ROOT_VOLUME_GIB = 30
 MOUNT_POINT = "/mnt/iofleet"
+GP3_BASELINE_IOPS = 3000
 
 _TYPE = re.compile(r"^(?P<family>[a-z]+)(?P<gen>\d+)(?P<suffix>[a-z-]*)\.[a-z0-9-]+$")
 
@@ -57,6 +58,8 @@ def ebs_volume(spec: Mapping[str, Any]) -> dict[str, Any]:
         "DeleteOnTermination": True,
     }
     iops = _get(spec, "iops")
+    if iops is None and volume_type == "gp3":
+        iops = GP3_BASELINE_IOPS  # explicit baseline (the same as leaving it out on AWS)
     if iops is not None and volume_type in ("gp3", "io1", "io2"):
         ebs["Iops"] = int(iops)
     throughput = _get(spec, "throughput_mibps", "throughput")
@@ -76,6 +79,7 @@ def block_device_mappings(storage: Mapping[str, Any]) -> list[dict[str, Any]]:
             "Ebs": {
                 "VolumeType": "gp3",
                 "VolumeSize": ROOT_VOLUME_GIB,
+                "Iops": GP3_BASELINE_IOPS,
                 "Encrypted": True,
                 "DeleteOnTermination": True,
             },

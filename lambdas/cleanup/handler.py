@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws.cleanup import handle
 
-logger = Logger()
+logger = Logger(service="iofleet")
 tracer = Tracer()
 
 

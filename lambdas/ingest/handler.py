@@ -19,9 +19,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws.curate import ingest_object, s3_keys_from_message
 
-logger = Logger()
+logger = Logger(service="iofleet")
 tracer = Tracer()
-metrics = Metrics()
+metrics = Metrics(namespace="iofleet")
 processor = BatchProcessor(event_type=EventType.SQS, model=SqsRecordModel)
 
 

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws.janitor import sweep
 
-logger = Logger()
+logger = Logger(service="iofleet")
 tracer = Tracer()
 
 

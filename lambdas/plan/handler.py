@@ -13,9 +13,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws.plan import plan_run
 
-logger = Logger()
+logger = Logger(service="iofleet")
 tracer = Tracer()
-metrics = Metrics()
+metrics = Metrics(namespace="iofleet")
 
 
 @cache

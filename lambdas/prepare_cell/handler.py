@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from iofleet.aws import cell
 from iofleet.aws.launch import expires_at
 
-logger = Logger()
+logger = Logger(service="iofleet")
 tracer = Tracer()
 
 

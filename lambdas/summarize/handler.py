@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws.summarize import summarize
 
-logger = Logger()
+logger = Logger(service="iofleet")
 tracer = Tracer()
 
 

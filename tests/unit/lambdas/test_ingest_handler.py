@@ -1,0 +1,105 @@
+"""Ingest handler against moto server: SQS batch of S3 notifications -> curated objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from lambdas.ingest import handler as ingest
+from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+RUN = "demo-20261121t051200z"
+SLOT = f"{RUN}/c000-gp3-m6i.large-x1-r1/slot-0000"
+
+
+def _record(key: str, message_id: str) -> dict[str, Any]:
+    body = {"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": {"key": key}}}]}
+    return {
+        "messageId": message_id,
+        "receiptHandle": "rh",
+        "body": json.dumps(body),
+        "attributes": {
+            "ApproximateReceiveCount": "1",
+            "SentTimestamp": "1795239247403",
+            "SenderId": "s3",
+            "ApproximateFirstReceiveTimestamp": "1795239247403",
+        },
+        "messageAttributes": {},
+        "md5OfBody": "x",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:raw",
+        "awsRegion": "us-east-1",
+    }
+
+
+def _put_raw(cloud: Cloud, relpath: str, body: bytes) -> str:
+    key = f"raw/{relpath}"
+    cloud.client("s3").put_object(Bucket=cloud.bucket, Key=key, Body=body)
+    return key
+
+
+def _fio(cloud: Cloud) -> str:
+    return _put_raw(cloud, f"{SLOT}/w00-fio-randread.json", (FIXTURES / "fio" / "jsonplus-two-jobs.json").read_bytes())
+
+
+def test_fio_artifact_becomes_curated_rows_under_the_run_date(cloud: Cloud, context: FakeLambdaContext) -> None:
+    key = _fio(cloud)
+    out = ingest.handler({"Records": [_record(key, "m1")]}, context)
+    assert out == {"batchItemFailures": []}
+    curated = cloud.keys("curated/")
+    assert f"curated/fio_results/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
+    assert f"curated/fio_latency_bins/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
+    rows = [json.loads(line) for line in cloud.text(f"curated/fio_results/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl").splitlines()]
+    assert rows and {r["run_id"] for r in rows} == {RUN} and {r["workload"] for r in rows} == {"randread"}
+
+
+def test_the_same_raw_object_twice_yields_the_same_rows_once(cloud: Cloud, context: FakeLambdaContext) -> None:
+    key = _fio(cloud)
+    ingest.handler({"Records": [_record(key, "m1")]}, context)
+    first = {k: cloud.text(k) for k in cloud.keys("curated/")}
+    ingest.handler({"Records": [_record(key, "m2"), _record(key, "m3")]}, context)
+    assert {k: cloud.text(k) for k in cloud.keys("curated/")} == first
+
+
+def test_malformed_object_is_an_ingest_error_and_the_batch_goes_on(cloud: Cloud, context: FakeLambdaContext) -> None:
+    bad = _put_raw(cloud, f"{SLOT}/w01-fio-broken.json", (FIXTURES / "fio" / "truncated.json").read_bytes())
+    good = _fio(cloud)
+    out = ingest.handler({"Records": [_record(bad, "bad"), _record(good, "good")]}, context)
+    assert out == {"batchItemFailures": []}
+    (err_key,) = cloud.keys("curated/ingest_errors/")
+    (row,) = [json.loads(line) for line in cloud.text(err_key).splitlines()]
+    assert row["object_key"] == f"{SLOT}/w01-fio-broken.json" and row["reason"]
+    assert any(k.startswith("curated/fio_results/") for k in cloud.keys("curated/"))
+    assert cloud.keys("raw/") == sorted([bad, good])  # raw is never touched
+
+
+def test_undecodable_message_is_reported_as_a_partial_failure(cloud: Cloud, context: FakeLambdaContext) -> None:
+    good = _fio(cloud)
+    broken = _record(good, "broken")
+    broken["body"] = "not json"
+    out = ingest.handler({"Records": [broken, _record(good, "good")]}, context)
+    assert out == {"batchItemFailures": [{"itemIdentifier": "broken"}]}
+
+
+def test_slot_json_and_manifest_merge_into_one_slot_row_and_summary(cloud: Cloud, context: FakeLambdaContext) -> None:
+    manifest = {
+        "version": 1,
+        "run_id": RUN,
+        "slot_index": 0,
+        "cell": {"cell_id": "c000-gp3-m6i.large-x1-r1", "cell_index": 0, "instance_type": "m6i.large", "storage_label": "gp3", "storage_type": "ebs", "storage_detail": "gp3", "fleet_size": 1, "repeat": 1},
+        "platform": "aws",
+        "started_at": "2026-11-21T05:13:00Z",
+        "hostname": "ip-10-0-0-1",
+    }
+    slot = {"run_id": RUN, "slot_index": 0, "status": "SUCCEEDED", "exit_code": 0, "finished_at": "2026-11-21T05:20:00Z"}
+    k1 = _put_raw(cloud, f"{SLOT}/manifest.json", json.dumps(manifest).encode())
+    k2 = _put_raw(cloud, f"{SLOT}/slot.json", json.dumps(slot).encode())
+    ingest.handler({"Records": [_record(k1, "a"), _record(k2, "b")]}, context)
+    (slots_key,) = cloud.keys("curated/slots/")
+    (row,) = [json.loads(line) for line in cloud.text(slots_key).splitlines()]
+    assert row["hostname"] == "ip-10-0-0-1" and row["status"] == "SUCCEEDED"
+    assert row["finished_at"] == "2026-11-21 05:20:00.000"
+    item = cloud.item(f"run#{RUN}", "slot#c000-gp3-m6i.large-x1-r1#0000")
+    assert item is not None and item["agent_status"]["S"] == "SUCCEEDED" and item["ingested"]["BOOL"] is True
