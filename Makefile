@@ -27,10 +27,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests app.py
 	$(BIN)/mypy
 
-test: bootstrap
+# npm dev tools (asl-validator) for the infra gates, from the committed lockfile
+NODE_STAMP := node_modules/.package-lock.json
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+test: bootstrap $(NODE_STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests app.py
 	$(BIN)/pytest tests/unit tests/integration
 	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
+
+test-infra: $(STAMP) $(NODE_STAMP)
+	$(BIN)/pytest tests/infra
 
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit
@@ -47,4 +55,4 @@ synth: $(STAMP)
 	$(BIN)/python app.py
 
 clean:
-	rm -rf cdk.out demo-out .pytest_cache .ruff_cache .mypy_cache
+	rm -rf cdk.out node_modules demo-out .pytest_cache .ruff_cache .mypy_cache

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Make sure fio and ioping are on PATH. Installs them with apt-get when we are
+# Make sure fio, ioping and shellcheck (user-data checks) are on PATH. Installs them with apt-get when we are
 # root; otherwise prints the exact command to run and fails.
 set -euo pipefail
 missing=()
-for tool in fio ioping; do
+for tool in fio ioping shellcheck; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
