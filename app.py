@@ -47,7 +47,8 @@ def build_app(context: dict[str, object] | None = None, outdir: str | None = Non
 
 def main() -> int:
     try:
-        app, _ = build_app()
+        # `cdk synth` sets CDK_OUTDIR; `make synth` (python3 app.py) writes ./cdk.out
+        app, _ = build_app(outdir=os.environ.get("CDK_OUTDIR", str(Path(__file__).resolve().parent / "cdk.out")))
     except ConfigError as exc:
         for line in str(exc).splitlines():
             print(f"cdk context: {line}", file=sys.stderr)
