@@ -25,6 +25,7 @@ from typing import Any
 
 from iofleet.schema import (
     APP_RUNS,
+    EXPECTATIONS,
     FIO_LATENCY_BINS,
     FIO_RESULTS,
     INGEST_ERRORS,
@@ -43,6 +44,7 @@ _MANIFEST_RE = re.compile(_SLOT_DIR + r"manifest\.json$")
 _SLOT_RE = re.compile(_SLOT_DIR + r"slot\.json$")
 _FIO_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-fio-(?P<name>[^/]+)\.json$")
 _IOPING_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-ioping\.json$")
+_DRAIN_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-drain\.json$")
 _APP_RE = re.compile(
     rf"^(?P<run>{_SEG})/(?P<cell>{_SEG})/(?:slot-(?P<slot>\d+)|populate)/"
     r"w(?P<wi>\d+)-app-(?P<name>[^/]+)\.json$"
@@ -54,7 +56,7 @@ class _Bad(Exception):
 
 
 def artifact_kind(relpath: str) -> str | None:
-    """run | manifest | slot | fio | ioping | app, or None if not an artifact path."""
+    """run | manifest | slot | fio | ioping | app | drain, or None if not an artifact path."""
     for kind, pattern in (
         ("run", _RUN_RE),
         ("manifest", _MANIFEST_RE),
@@ -62,6 +64,7 @@ def artifact_kind(relpath: str) -> str | None:
         ("fio", _FIO_RE),
         ("ioping", _IOPING_RE),
         ("app", _APP_RE),
+        ("drain", _DRAIN_RE),
     ):
         if pattern.match(relpath):
             return kind
@@ -135,7 +138,41 @@ def _run(relpath: str, text: str) -> Rows:
         total_instances=_int(total),
         matrix_json=json.dumps(matrix, sort_keys=True) if matrix else None,
     )
-    return {RUNS.name: [row]}
+    return {RUNS.name: [row], EXPECTATIONS.name: _expectation_rows(run_id, plan)}
+
+
+def _expectation_rows(run_id: str, plan: Mapping[str, Any]) -> list[dict[str, object]]:
+    """The plan's per-cell `expected` entries (docs/expectations.md) as rows."""
+    rows = []
+    cells = plan.get("cells")
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_id"), str):
+            continue
+        entries = cell.get("expected")
+        for e in entries if isinstance(entries, list) else []:
+            if not isinstance(e, dict):
+                continue
+            upper = e.get("upper_bound")
+            rows.append(
+                EXPECTATIONS.row(
+                    run_id=run_id,
+                    cell_id=cell["cell_id"],
+                    workload_index=_int(e.get("workload_index")),
+                    workload=_str(e.get("workload")),
+                    job=_str(e.get("job")),
+                    direction=_str(e.get("direction")),
+                    block_size=_int(e.get("block_size")),
+                    expected_iops=_float(e.get("expected_iops")),
+                    expected_bw_bytes=_int(e.get("expected_bw_bytes")),
+                    limited_by=_str(e.get("limited_by")),
+                    upper_bound=upper if isinstance(upper, bool) else None,
+                    seconds_to_exhaust=_float(e.get("seconds_to_exhaust")),
+                    burst_source=_str(e.get("burst_source")),
+                    runtime_s=_float(e.get("runtime_s")),
+                    burst_policy=_str(e.get("burst_policy")),
+                )
+            )
+    return rows
 
 
 _SYSTEM_FIELDS = (
@@ -316,7 +353,13 @@ def _app(relpath: str, text: str) -> Rows:
     return {APP_RUNS.name: [row]}
 
 
+def _drain(relpath: str, text: str) -> Rows:
+    """A burst_policy drain phase: fio output kept raw, counted in no results table."""
+    return {}
+
+
 _HANDLERS = {
+    "drain": _drain,
     "run": _run,
     "manifest": _manifest,
     "slot": _slot,

@@ -204,6 +204,46 @@ INGEST_ERRORS = Table(
     ),
 )
 
+EXPECTATIONS = Table(
+    "expectations",
+    "the plan's expected ceiling per (cell, fio workload, job, direction), from run.json "
+    "(docs/expectations.md); fio_results_expected joins it to every fio row",
+    (
+        _c("run_id", "string"),
+        _c("cell_id", "string"),
+        _c("workload_index", "int"),
+        _c("workload", "string", "fio job file name from fio-jobs/"),
+        _c("job", "string", "fio job name (jobname)"),
+        _c("direction", "string", "read | write | trim"),
+        _c("block_size", "bigint", "bytes per I/O in this direction"),
+        _c("expected_iops", "double", "average over the job's run; NULL if unknown"),
+        _c("expected_bw_bytes", "bigint", "bytes per second; NULL if unknown"),
+        _c("limited_by", "string", "volume | instance | burst-bucket | job-rate | unknown"),
+        _c("upper_bound", "boolean", "a figure is missing: the known ones are an upper bound"),
+        _c("seconds_to_exhaust", "double", "when the first burst bucket empties; NULL: none"),
+        _c("burst_source", "string", "volume | instance: whose bucket empties first"),
+        _c("runtime_s", "double", "the job's expected run length"),
+        _c("burst_policy", "string", "as-is | refill | drain"),
+    ),
+)
+
+BURST_METRICS = Table(
+    "burst_metrics",
+    "CloudWatch burst/credit metrics of a slot's volume, file system or instance for "
+    "the run window (AWS only; iofleet/metrics.py)",
+    SLOT_KEY
+    + (
+        _c("namespace", "string", "AWS/EBS | AWS/EFS | AWS/EC2"),
+        _c("metric", "string", "BurstBalance | BurstCreditBalance | PercentIOLimit | ..."),
+        _c("resource_id", "string", "volume id, file system id or instance id"),
+        _c("stat", "string", "CloudWatch statistic (Minimum, Average, ...)"),
+        _c("unit", "string", "Percent | Bytes | ..."),
+        _c("ts", "timestamp", "start of the CloudWatch period"),
+        _c("period_s", "int"),
+        _c("value", "double"),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     RUNS,
     SLOTS,
@@ -212,5 +252,7 @@ TABLES: tuple[Table, ...] = (
     IOPING_REQUESTS,
     APP_RUNS,
     INGEST_ERRORS,
+    EXPECTATIONS,
+    BURST_METRICS,
 )
 BY_NAME = {t.name: t for t in TABLES}

@@ -26,6 +26,8 @@ VIEW_NAMES: tuple[str, ...] = (
     "slot_metrics",
     "cell_percentiles",
     "fleet_latency",
+    "fio_results_expected",
+    "expected_vs_measured",
 )
 
 PERCENTILES: tuple[int, ...] = (0, 50, 75, 90, 98, 100)
