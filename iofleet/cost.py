@@ -242,7 +242,7 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
 
     `plan` is an iofleet.matrix.Plan (duck-typed: .matrix, .target, .cells).
     """
-    from iofleet.expect import CellContext, expect_cell, sources, storage_spec
+    from iofleet.expect import CellContext, _expect_cell, sources, storage_spec
 
     region = region or default_region()
     matrix = plan.matrix
@@ -255,12 +255,21 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
     for cell in plan.cells:
         payloads = cell.workload_payloads()
         spec = storage_spec(cell.storage)
-        expected, warnings, timings = expect_cell(
+        expected, warnings, timings, actions = _expect_cell(
             CellContext(cell.instance_type, spec, cell.fleet_size, policy), payloads
         )
-        if policy != "as-is" and not (aws and spec.is_ebs):
+        applies = aws and spec.is_ebs
+        if not aws:
+            # local storage has no published ceiling: one run-level note, not two per cell
+            warnings = [w for w in warnings if not _no_ceiling_warning(w)]
+        elif policy != "as-is" and not applies:
             warnings.append(f"burst_policy {policy}: applies to EBS on AWS only; ignored here")
-        entry: dict[str, Any] = {"expected": expected, "warnings": warnings}
+        entry: dict[str, Any] = {
+            "expected": expected,
+            "warnings": warnings,
+            # the slot payload's "burst" (docs/expectations.md): what the agent does
+            "burst": {"policy": policy, "actions": actions if applies else []},
+        }
         if aws:
             other = 0.0
             for p in payloads:
@@ -309,9 +318,26 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
         )
     else:
         run.update({"estimated_cost_usd": 0.0, "cost_note": "local run: no AWS cost"})
+        run["notes"] = [LOCAL_NOTE] + (
+            [f"burst_policy {policy}: applies to EBS on AWS only; ignored here"]
+            if policy != "as-is"
+            else []
+        )
     run["budget_usd"] = budget
     run["burst_policy"] = policy
     return {"run": run, "cells": cells}
+
+
+LOCAL_NOTE = (
+    "local storage has no published ceiling: expected IOPS/throughput are unknown "
+    "(limited_by unknown) and the report shows no expected-vs-measured block"
+)
+
+
+def _no_ceiling_warning(warning: str) -> bool:
+    return warning.endswith(": no published ceiling") or warning.endswith(
+        "no figure for storage: limited_by unknown"
+    )
 
 
 def budget_problem(plan: Any, region: str | None = None) -> str | None:
@@ -333,6 +359,11 @@ def budget_problem(plan: Any, region: str | None = None) -> str | None:
 def render_annotations(plan: Any, region: str | None = None) -> str:
     """Text for `iofleet plan` (table format): expectations, warnings and cost."""
     notes = plan_annotations(plan, region)
+    if plan.target != "aws":
+        out = ["", *(f"note: {n}" for n in notes["run"].get("notes", []))]
+        for cell, entry in zip(plan.cells, notes["cells"], strict=True):
+            out += [f"  {cell.cell_id}: ! {w}" for w in entry["warnings"]]
+        return "\n".join(out)
     out: list[str] = ["", f"expected ceilings (burst_policy {notes['run']['burst_policy']}):"]
     for cell, entry in zip(plan.cells, notes["cells"], strict=True):
         cost = entry.get("cost")

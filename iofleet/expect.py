@@ -694,6 +694,25 @@ def expect_cell(
     non-fio ones are skipped. Timings: seconds the agent spends on refill/drain
     waits ("burst_wait_s") and in fio ("fio_s"), for the cost estimate.
     """
+    results, warnings, timings, _ = _expect_cell(ctx, workloads)
+    return results, warnings, timings
+
+
+def burst_actions(ctx: CellContext, workloads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What the agent does before each fio workload for `ctx.burst_policy`.
+
+    One entry per fio workload that needs a wait: `{"workload_index", "action":
+    "refill" | "drain", "seconds"}`; a drain also names the fio I/O that
+    empties the bucket (`rw`, `bs`, `iodepth`): small random writes for an
+    operations bucket, large sequential writes for a throughput bucket.
+    Empty for `as-is` and for storage without a burst bucket.
+    """
+    return _expect_cell(ctx, workloads)[3]
+
+
+def _expect_cell(
+    ctx: CellContext, workloads: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str], dict[str, float], list[dict[str, Any]]]:
     vol = storage_ceilings(ctx.storage, ctx.fleet_size)
     inst = instance_ceilings(ctx.instance_type, ctx.storage)
     limits = vol.limits + inst.limits
@@ -703,6 +722,7 @@ def expect_cell(
     burst_wait = 0.0
     fio_time = 0.0
     results: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
     for index, workload in enumerate(workloads):
         if workload.get("kind") != "fio":
             continue
@@ -712,8 +732,10 @@ def expect_cell(
         except (KeyError, OSError, ValueError):
             warnings.append(f"workloads[{index}]: fio job {name} could not be read")
             continue
-        wait = _apply_policy(ctx.burst_policy, limits, balances, profiles)
+        wait, unit = _apply_policy(ctx.burst_policy, limits, balances, profiles)
         burst_wait += wait
+        if wait > 0:
+            actions.append(_action(ctx.burst_policy, index, wait, unit))
         start = list(balances)
         end_balances: list[list[float]] = []
         group_time: dict[int, float] = {}
@@ -735,27 +757,46 @@ def expect_cell(
         fio_time += sum(group_time.values())
         if end_balances:
             balances[:] = [min(b[i] for b in end_balances) for i in range(len(balances))]
-    return results, warnings, {"burst_wait_s": burst_wait, "fio_s": fio_time}
+    timings = {"burst_wait_s": burst_wait, "fio_s": fio_time}
+    return results, warnings, timings, actions
+
+
+def _action(policy: str, index: int, wait: float, unit: str) -> dict[str, Any]:
+    action: dict[str, Any] = {
+        "workload_index": index,
+        "action": policy,
+        "seconds": math.ceil(wait * 10) / 10,
+    }
+    if policy == "drain":
+        if unit == "bytes":
+            action.update(rw="write", bs="1m", iodepth=16)
+        else:
+            action.update(rw="randwrite", bs="16k", iodepth=32)
+    return action
 
 
 def _apply_policy(
     policy: str, limits: Sequence[Limit], balances: list[float], profiles: Sequence[JobProfile]
-) -> float:
-    """Set bucket balances for the policy; seconds the agent waits for it."""
-    wait = 0.0
+) -> tuple[float, str]:
+    """Set bucket balances for the policy; seconds the agent waits for it, and
+    the unit ("ops" | "bytes") of the bucket that takes longest."""
+    wait, unit = 0.0, "ops"
     for i, limit in enumerate(limits):
         if limit.bucket is None or limit.burst is None:
             continue
+        needed = 0.0
         if policy == "refill":
             if limit.sustained > 0:
-                wait = max(wait, (limit.bucket - balances[i]) / limit.sustained)
+                needed = (limit.bucket - balances[i]) / limit.sustained
             balances[i] = limit.bucket
         elif policy == "drain":
             net = limit.burst - limit.sustained
             if net > 0:
-                wait = max(wait, balances[i] / net)
+                needed = balances[i] / net
             balances[i] = 0.0
-    return wait
+        if needed > wait:
+            wait, unit = needed, limit.unit
+    return wait, unit
 
 
 def _expect_job(

@@ -17,6 +17,8 @@ from iofleet.errors import UsageError
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 WORKLOAD_KINDS = ("fio", "ioping", "app")
+BURST_POLICIES = ("as-is", "refill", "drain")
+_FIO_SIZE = re.compile(r"^[0-9]+[kKmMgGtT]?$")
 PLATFORMS = ("local", "aws")
 DEFAULT_TIME_LIMIT_S = 3600.0
 
@@ -38,6 +40,31 @@ class Workload:
     direct: bool = False
     run: str = ""  # app
     populate: str | None = None
+
+
+@dataclass(frozen=True)
+class BurstAction:
+    """Before fio workload `workload_index`: wait (`refill`) or run a drain phase."""
+
+    workload_index: int
+    action: str  # refill | drain
+    seconds: float
+    rw: str = "randwrite"  # drain only: the fio I/O that empties the bucket
+    bs: str = "16k"
+    iodepth: int = 32
+    size: str = "1g"  # drain on a filesystem target: the scratch file's size
+
+
+@dataclass(frozen=True)
+class Burst:
+    policy: str = "as-is"
+    actions: tuple[BurstAction, ...] = ()
+
+    def before(self, workload_index: int) -> BurstAction | None:
+        for action in self.actions:
+            if action.workload_index == workload_index:
+                return action
+        return None
 
 
 @dataclass(frozen=True)
@@ -66,6 +93,7 @@ class SlotPayload:
     time_limit_s: float
     platform: str
     raw: dict[str, Any]
+    burst: Burst = field(default_factory=Burst)
 
     @property
     def fleet_size(self) -> int:
@@ -212,6 +240,55 @@ def _target(check: _Checker, doc: object) -> Target:
     return Target("directory", path="/")
 
 
+def _burst(check: _Checker, doc: object) -> Burst:
+    if doc is None:
+        return Burst()
+    if not isinstance(doc, dict):
+        check.add("burst", "must be an object")
+        return Burst()
+    policy = doc.get("policy", "as-is")
+    if policy not in BURST_POLICIES:
+        check.add("burst.policy", f"must be one of {', '.join(BURST_POLICIES)}, got {policy!r}")
+        return Burst()
+    raw_actions = doc.get("actions")
+    raw_actions = [] if raw_actions is None else raw_actions
+    if not isinstance(raw_actions, list):
+        check.add("burst.actions", "must be a list")
+        return Burst(policy)
+    actions = []
+    for i, item in enumerate(raw_actions):
+        path = f"burst.actions[{i}]."
+        if not isinstance(item, dict):
+            check.add(f"burst.actions[{i}]", "must be an object")
+            continue
+        kind = item.get("action", policy)
+        if kind not in ("refill", "drain"):
+            check.add(f"{path}action", f"must be refill or drain, got {kind!r}")
+            continue
+        rw = item.get("rw", "randwrite")
+        if rw not in ("randwrite", "write", "randread", "read"):
+            check.add(f"{path}rw", f"must be randwrite, write, randread or read, got {rw!r}")
+        sizes = {}
+        for key, default in (("bs", "16k"), ("size", "1g")):
+            value = item.get(key, default)
+            if not isinstance(value, str) or not _FIO_SIZE.match(value):
+                check.add(f"{path}{key}", "a fio size like 16k or 1g")
+                value = default
+            sizes[key] = value
+        actions.append(
+            BurstAction(
+                workload_index=check.integer(item, "workload_index", path, 0),
+                action=kind,
+                seconds=check.number(item, "seconds", path, 0.0),
+                rw=str(rw),
+                bs=sizes["bs"],
+                iodepth=check.integer(item, "iodepth", path, 1, default=32),
+                size=sizes["size"],
+            )
+        )
+    return Burst(str(policy), tuple(actions))
+
+
 def parse_payload(doc: object) -> SlotPayload:
     """Validate a slot payload; PayloadError listing every problem on one line."""
     if not isinstance(doc, dict):
@@ -252,6 +329,7 @@ def parse_payload(doc: object) -> SlotPayload:
     platform = doc.get("platform", "local")
     if platform not in PLATFORMS:
         check.add("platform", f"must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+    burst = _burst(check, doc.get("burst"))
     if check.problems:
         raise PayloadError("slot payload: " + "; ".join(check.problems))
     return SlotPayload(
@@ -266,4 +344,5 @@ def parse_payload(doc: object) -> SlotPayload:
         time_limit_s=time_limit_s,
         platform=str(platform),
         raw=doc,
+        burst=burst,
     )

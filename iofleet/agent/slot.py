@@ -22,7 +22,13 @@ from pathlib import Path
 
 from iofleet.agent.barrier import Barrier, BarrierError, barrier_from_config
 from iofleet.agent.manifest import ec2_identity, system_info
-from iofleet.agent.payload import PayloadError, SlotPayload, Workload, parse_payload
+from iofleet.agent.payload import (
+    BurstAction,
+    PayloadError,
+    SlotPayload,
+    Workload,
+    parse_payload,
+)
 from iofleet.agent.process import ChildResult, run_child
 from iofleet.agent.store import ResultsStore, StoreError, store_from_config
 from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
@@ -213,6 +219,92 @@ def _run_app(ctx: _Context, w: Workload, phase: str) -> Outcome:
     return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
 
 
+# --- burst_policy: refill waits and drain phases before fio workloads ----------
+
+DRAIN_FILE = "iofleet-drain.dat"
+
+
+def burst_applies(payload: SlotPayload) -> bool:
+    """refill/drain act on EBS volumes only, i.e. block targets; elsewhere no-ops."""
+    return payload.burst.policy != "as-is" and payload.target.kind == "block"
+
+
+def burst_note(payload: SlotPayload) -> str | None:
+    policy = payload.burst.policy
+    if policy == "as-is":
+        return None
+    if payload.target.kind != "block":
+        return (
+            f"burst_policy {policy}: no-op on a {payload.target.kind} target "
+            "(refill and drain apply to EBS volumes only)"
+        )
+    if not payload.burst.actions:
+        return f"burst_policy {policy}: the plan computed no wait for this cell"
+    return None
+
+
+def drain_argv(action: BurstAction, filename: str, size: str | None) -> list[str]:
+    """fio at full rate for the computed seconds: empties the burst bucket."""
+    argv = [
+        "fio",
+        "--output-format=json",
+        "--name=iofleet-drain",
+        "--ioengine=libaio",
+        "--direct=1",
+        f"--rw={action.rw}",
+        f"--bs={action.bs}",
+        f"--iodepth={action.iodepth}",
+        "--time_based",
+        f"--runtime={max(1, round(action.seconds * 1000))}ms",
+        f"--filename={filename}",
+    ]
+    return argv + ([f"--size={size}"] if size else [])
+
+
+def _burst_phase(ctx: _Context, w: Workload) -> dict[str, object] | None:
+    """Refill wait or drain phase before fio workload `w`; its slot.json record."""
+    action = ctx.payload.burst.before(w.index)
+    if w.kind != "fio" or action is None or not burst_applies(ctx.payload):
+        return None
+    record: dict[str, object] = {
+        "workload_index": w.index,
+        "action": action.action,
+        "planned_s": action.seconds,
+        "seconds": 0.0,
+        "status": SUCCEEDED,
+        "error": None,
+        "artifact": None,
+    }
+    remaining = max(ctx.deadline - time.monotonic(), 0.0)
+    if action.action == "refill":
+        wait = min(action.seconds, remaining)
+        time.sleep(wait)  # the bucket earns credits while nothing runs
+        record["seconds"] = round(wait, 3)
+        if wait < action.seconds:
+            record["status"] = TIMED_OUT
+            record["error"] = "refill wait cut short by the slot time limit"
+        return record
+    raw = ctx.target.raw_device
+    scratch = None if raw is not None else ctx.target.workdir / DRAIN_FILE
+    argv = drain_argv(
+        action, str(raw) if raw is not None else DRAIN_FILE, action.size if raw is None else None
+    )
+    try:
+        result = run_child(argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline)
+    finally:
+        if scratch is not None:
+            scratch.unlink(missing_ok=True)
+    if result.stdout:
+        record["artifact"] = ctx.put(f"w{w.index:02d}-drain.json", result.stdout)
+    status, error = _child_failure("drain fio", result)
+    if status == SUCCEEDED:
+        problems = fio_job_errors(result.stdout)
+        if problems:
+            status, error = FAILED, "; ".join(problems)
+    record.update(status=status, error=error, seconds=round(result.seconds, 3))
+    return record
+
+
 def _run_workload(ctx: _Context, w: Workload) -> Outcome:
     if ctx.target.error:
         return Outcome(SKIPPED, "target not prepared")
@@ -254,6 +346,7 @@ def _manifest(payload: SlotPayload, target: PreparedTarget, started_at: str) -> 
         **target.details(),
         **identity,
         "workloads": payload.raw.get("workloads"),
+        "burst": payload.raw.get("burst"),
     }
 
 
@@ -294,6 +387,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     interrupted = False
     running: int | None = None
     entries: list[dict[str, object]] = []
+    phases: list[dict[str, object]] = []
     try:
         if target.error:
             barrier.announce(spec.slot_index)  # the other slots need not wait for us
@@ -310,6 +404,9 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
                 outcome = Outcome(SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached")
             else:
                 running = w.index
+                phase = None if target.error else _burst_phase(ctx, w)
+                if phase is not None:
+                    phases.append(phase)
                 outcome = _run_workload(ctx, w)
             entries.append(_entry(w, outcome))
     except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
@@ -323,6 +420,13 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     finally:
         cleanup_problem = cleanup_target(target)
     failed = [e for e in entries if e["status"] != SUCCEEDED]
+    failed_phases = [p for p in phases if p["status"] != SUCCEEDED]
+    if error is None and failed_phases and not failed:
+        first_phase = failed_phases[0]
+        error = (
+            f"burst_policy {spec.burst.policy} before workload {first_phase['workload_index']}: "
+            f"{first_phase['status']}: {first_phase['error']}"
+        )
     if error is None and failed:
         first = failed[0]
         error = (
@@ -345,6 +449,12 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
             "barrier_waited_s": round(waited, 3),
             "cleanup_problem": cleanup_problem,
             "workloads": entries,
+            "burst": {
+                "policy": spec.burst.policy,
+                "applied": burst_applies(spec),
+                "note": burst_note(spec),
+                "phases": phases,
+            },
         },
     )
     if error:

@@ -225,9 +225,11 @@ def run_local(
     )
 
     try:
+        cell_docs = {c["cell_id"]: c for c in run_doc["plan"]["cells"]}
         for cell in plan.cells:
             summary.slots += cell.fleet_size
-            _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary)
+            burst = cell_docs[cell.cell_id].get("burst")
+            _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary, burst)
     except KeyboardInterrupt:
         summary.aborted = True
         progress.done("interrupted: stopped every slot; ingesting what was measured")
@@ -237,7 +239,7 @@ def run_local(
     return _finish(out_dir, raw_root, run_id, summary, report_format, progress)
 
 
-def _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary) -> None:  # type: ignore[no-untyped-def]
+def _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary, burst=None) -> None:  # type: ignore[no-untyped-def]
     from iofleet.agent.slot import run_populate
 
     target = resolve_local_path(cell.storage.path, base)
@@ -264,6 +266,7 @@ def _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary) ->
             },
             "results": {"kind": "directory", "root": str(raw_root)},
             "time_limit_s": plan.matrix.slot_timeout_s,
+            **({"burst": burst} if burst else {}),
         }
 
     for wi, workload in enumerate(workloads):
