@@ -24,33 +24,20 @@ PROJECTION_START = "2024-01-01"
 BYTES_SCANNED_CUTOFF = 100 * 1024**3  # 100 GiB per query
 SQL_DIR = Path(__file__).resolve().parents[2] / "iofleet" / "sql"
 
-SEED_000_QUERY = """-- seed 000: measured fio IOPS per instance type against the promised EBS ceiling
-SELECT s.instance_type, s.storage_label, s.storage_detail, f.workload, f.direction,
-       count(DISTINCT s.slot_index) AS slots,
-       approx_percentile(f.iops, 0.5) AS iops_p50,
-       max(f.iops) AS iops_max
-FROM (SELECT run_id, cell_id, slot_index, workload_index, workload, direction, sum(iops) AS iops
-      FROM fio_results WHERE error = 0
-      GROUP BY run_id, cell_id, slot_index, workload_index, workload, direction) f
-JOIN slots s ON s.run_id = f.run_id AND s.cell_id = f.cell_id AND s.slot_index = f.slot_index
-GROUP BY s.instance_type, s.storage_label, s.storage_detail, f.workload, f.direction
-ORDER BY s.instance_type, f.workload, f.direction
+SEED_000_QUERY = """-- seed 000: measured fio IOPS per instance type (compare with its EBS-optimized ceiling)
+SELECT run_id, instance_type, storage_label, storage_detail, workload, direction,
+       slots, p0 AS iops_min, p50 AS iops_p50, p100 AS iops_max
+FROM cell_percentiles
+WHERE metric_source = 'fio' AND metric = 'iops'
+ORDER BY run_id, instance_type, workload, direction
 """
 
-SEED_004_QUERY = """-- seed 004: P0..P100 of application build time per storage and fleet size
-SELECT s.storage_label, s.fleet_size, a.app,
-       count(*) AS builds,
-       min(a.wall_seconds) AS p0_s,
-       approx_percentile(a.wall_seconds, 0.50) AS p50_s,
-       approx_percentile(a.wall_seconds, 0.75) AS p75_s,
-       approx_percentile(a.wall_seconds, 0.90) AS p90_s,
-       approx_percentile(a.wall_seconds, 0.98) AS p98_s,
-       max(a.wall_seconds) AS p100_s
-FROM app_runs a
-JOIN slots s ON s.run_id = a.run_id AND s.cell_id = a.cell_id AND s.slot_index = a.slot_index
-WHERE a.phase = 'run' AND a.exit_code = 0
-GROUP BY s.storage_label, s.fleet_size, a.app
-ORDER BY a.app, s.storage_label, s.fleet_size
+SEED_004_QUERY = """-- seed 004: P0..P100 of application build time (seconds) per storage and fleet size
+SELECT run_id, workload AS app, storage_label, storage_detail, fleet_size, slots AS builds,
+       p0, p50, p75, p90, p98, p100
+FROM cell_percentiles
+WHERE metric_source = 'app'
+ORDER BY run_id, app, storage_label, fleet_size
 """
 
 
