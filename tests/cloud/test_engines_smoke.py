@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import socket
 import uuid
@@ -16,7 +17,8 @@ from trino_client import TrinoClient, TrinoError
 
 from iofleet.schema import FIO_RESULTS, RUNS, TABLES, Table
 
-JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
+OPENX_JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
+HIVE_JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"
 
 
 def glue_table_input(
@@ -26,6 +28,7 @@ def glue_table_input(
     *,
     partition_keys: tuple[str, ...] = (),
     parameters: dict[str, str] | None = None,
+    serde: str = OPENX_JSON_SERDE,
 ) -> dict[str, Any]:
     """A Glue TableInput for JSON-lines objects with the columns of `table`."""
     columns = [
@@ -43,7 +46,7 @@ def glue_table_input(
             "Location": location,
             "InputFormat": "org.apache.hadoop.mapred.TextInputFormat",
             "OutputFormat": "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
-            "SerdeInfo": {"SerializationLibrary": JSON_SERDE},
+            "SerdeInfo": {"SerializationLibrary": serde},
         },
     }
 
@@ -274,7 +277,7 @@ def test_trino_reads_every_results_table_definition(
     assert result.rows == [[None] * len(table.columns)]
 
 
-def test_trino_reads_hive_timestamps_written_as_text(
+def test_openx_json_serde_reads_both_timestamp_spellings(
     catalog: Catalog, aws_client: Callable[[str], Any], trino: TrinoClient, unique: str
 ) -> None:
     # given: the timestamp spellings ingest might write
@@ -295,6 +298,91 @@ def test_trino_reads_hive_timestamps_written_as_text(
     )
     # then
     assert result.rows == [["r0", "2026-11-21 05:12:00.250"], ["r1", "2026-11-21 05:12:00.250"]]
+
+
+def date_projection(location: str, start: dt.date) -> dict[str, str]:
+    """Athena date projection on `dt` up to NOW, as the deployed catalog declares it."""
+    return {
+        "classification": "json",
+        "projection.enabled": "true",
+        "projection.dt.type": "date",
+        "projection.dt.format": "yyyy-MM-dd",
+        "projection.dt.range": f"{start.isoformat()},NOW",
+        "projection.dt.interval": "1",
+        "projection.dt.interval.unit": "DAYS",
+        "storage.location.template": location + "dt=${dt}/",
+    }
+
+
+def test_trino_reads_date_projection_up_to_now_with_hive_json_serde(
+    catalog: Catalog, aws_client: Callable[[str], Any], trino: TrinoClient, unique: str
+) -> None:
+    # given: today's partition written, a projection starting two days ago (few S3 listings)
+    today = dt.datetime.now(dt.UTC).date()
+    prefix = f"curated/dated_{unique}"
+    aws_client("s3").put_object(
+        Bucket=catalog.bucket, Key=f"{prefix}/dt={today.isoformat()}/a.json", Body=json_lines(ROWS)
+    )
+    location = f"s3://{catalog.bucket}/{prefix}/"
+    aws_client("glue").create_table(
+        DatabaseName=catalog.database,
+        TableInput=glue_table_input(
+            f"dated_{unique}",
+            FIO_RESULTS,
+            location,
+            partition_keys=("dt",),
+            parameters=date_projection(location, today - dt.timedelta(days=2)),
+            serde=HIVE_JSON_SERDE,
+        ),
+    )
+    # when: no dt filter, so Trino enumerates every projected day through NOW
+    result = trino.execute(
+        f"SELECT dt, count(*), sum(iops) FROM {catalog.database}.dated_{unique} GROUP BY dt"
+    )
+    # then
+    assert result.rows == [[today.isoformat(), len(ROWS), sum(r["iops"] for r in ROWS)]]
+
+
+@pytest.mark.parametrize(
+    ("spelling", "expected"),
+    [
+        ("2026-11-21 05:12:00.250", "2026-11-21 05:12:00.250"),
+        ("2026-11-21 05:12:00", "2026-11-21 05:12:00.000"),
+        ("2026-11-21T05:12:00", "2026-11-21 05:12:00.000"),
+        ("2026-11-21T05:12:00.250Z", None),  # the Hive SerDe rejects the file: HIVE_CURSOR_ERROR
+    ],
+)
+def test_hive_json_serde_timestamp_spellings(
+    spelling: str,
+    expected: str | None,
+    catalog: Catalog,
+    aws_client: Callable[[str], Any],
+    trino: TrinoClient,
+    unique: str,
+) -> None:
+    # given
+    prefix = f"curated/runs_hive_ts_{unique}"
+    aws_client("s3").put_object(
+        Bucket=catalog.bucket,
+        Key=f"{prefix}/x.json",
+        Body=json_lines([RUNS.row(run_id="r", started_at=spelling)]),
+    )
+    aws_client("glue").create_table(
+        DatabaseName=catalog.database,
+        TableInput=glue_table_input(
+            f"runs_hive_ts_{unique}",
+            RUNS,
+            f"s3://{catalog.bucket}/{prefix}/",
+            serde=HIVE_JSON_SERDE,
+        ),
+    )
+    sql = f"SELECT CAST(started_at AS varchar) FROM {catalog.database}.runs_hive_ts_{unique}"
+    # when / then
+    if expected is None:
+        with pytest.raises(TrinoError, match="HIVE_CURSOR_ERROR"):
+            trino.execute(sql)
+    else:
+        assert trino.execute(sql).scalar() == expected
 
 
 def test_trino_memory_catalog_round_trips_a_table(trino: TrinoClient, unique: str) -> None:
