@@ -27,6 +27,11 @@ def load_report_data(wh: object, run_id: str) -> ReportData:
             [run_id],
         ),
         ingest_errors=wh.ingest_errors(run_id),
+        expected=wh.query(
+            "SELECT * FROM expected_vs_measured WHERE run_id = ? ORDER BY "
+            "workload_index, job, direction, cell_index NULLS LAST, cell_id",
+            [run_id],
+        ),
     )
 
 

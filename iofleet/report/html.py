@@ -6,10 +6,13 @@ import math
 from html import escape
 
 from iofleet.report.model import (
+    EXPECTED_HEADER,
+    EXPECTED_NOTE,
     FLEET_COLUMNS,
     PCT_COLUMNS,
     Group,
     ReportData,
+    expected_table,
     group_fleet,
     group_percentiles,
     storage_text,
@@ -246,6 +249,11 @@ def render_html(data: ReportData) -> str:
     fleet_groups = group_fleet(data.fleet)
     if not pct_groups and not fleet_groups:
         body.append("<p>No measurements in this run.</p>")
+    expected = expected_table(data.expected)
+    if expected:
+        body.append("<h2>Expected vs measured</h2>")
+        body.append(f'<p class="note">{escape(EXPECTED_NOTE)}.</p>')
+        body.append(_html_table(list(EXPECTED_HEADER), expected, left_cols=4))
     if fleet_groups:
         body.append("<h2>Latency percentile curves</h2>")
         body.append(

@@ -56,6 +56,7 @@ def render_json(data: ReportData) -> str:
         "run": {k: _plain(v) for k, v in (data.run or {}).items()},
         "cell_percentiles": _clean(data.percentiles),
         "fleet_latency": _clean(data.fleet),
+        "expected_vs_measured": _clean(data.expected),
         "slots": _clean(data.slots),
         "ingest_errors": _clean(data.ingest_errors),
     }

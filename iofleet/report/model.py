@@ -134,6 +134,80 @@ def storage_text(row: Row) -> str:
     return f"{label} ({detail})" if detail and detail != label else label
 
 
+def _known(row: Row) -> bool:
+    return row.get("limited_by") not in (None, "unknown") and (
+        row.get("expected_iops") is not None or row.get("expected_bw_bytes") is not None
+    )
+
+
+def _ratio(value: Any) -> str:
+    return "-" if value is None else f"{float(value) * 100:.0f}%"
+
+
+EXPECTED_HEADER = (
+    "cell",
+    "storage",
+    "workload",
+    "limited by",
+    "expected IOPS",
+    "P50 IOPS",
+    "ratio",
+    "expected rate",
+    "P50 rate",
+    "ratio",
+    "burst",
+)
+
+
+def expected_table(rows: Iterable[Row]) -> list[list[str]]:
+    """expected_vs_measured rows -> display rows (EXPECTED_HEADER), or [] when no
+    row has a known expectation (local runs: nothing to compare with)."""
+    from iofleet.report.units import fmt_iops, fmt_rate
+
+    rows = [r for r in rows if r.get("limited_by") is not None]
+    if not any(_known(r) for r in rows):
+        return []
+    rows.sort(
+        key=lambda r: (
+            r.get("workload_index") if r.get("workload_index") is not None else -1,
+            r.get("job") or "",
+            r.get("direction") or "",
+            *_cell_sort(r),
+        )
+    )
+
+    def num(value: Any, fmt: Any) -> str:
+        return "-" if value is None else fmt(float(value))
+
+    out = []
+    for r in rows:
+        burst = "-"
+        if r.get("seconds_to_exhaust") is not None:
+            burst = f"empties ~{float(r['seconds_to_exhaust']):,.0f} s"
+        out.append(
+            [
+                str(r.get("cell_id") or ""),
+                storage_text(r),
+                workload_title({**r, "metric_source": "fio"}),
+                str(r.get("limited_by")) + (" (upper bound)" if r.get("upper_bound") else ""),
+                num(r.get("expected_iops"), fmt_iops),
+                num(r.get("iops_p50"), fmt_iops),
+                _ratio(r.get("iops_ratio")),
+                num(r.get("expected_bw_bytes"), fmt_rate),
+                num(r.get("bw_p50"), fmt_rate),
+                _ratio(r.get("bw_ratio")),
+                burst,
+            ]
+        )
+    return out
+
+
+EXPECTED_NOTE = (
+    "ratio = the median slot's measurement / the plan's expected ceiling "
+    "(smaller of volume and instance; docs/expectations.md)"
+)
+
+
 @dataclass
 class ReportData:
     run_id: str
@@ -142,6 +216,7 @@ class ReportData:
     fleet: list[dict[str, Any]]
     slots: list[dict[str, Any]]
     ingest_errors: list[dict[str, Any]]
+    expected: list[dict[str, Any]] = field(default_factory=list)
 
     def slot_summary(self) -> str:
         total = len(self.slots)

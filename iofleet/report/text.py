@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iofleet.report.model import (
+    EXPECTED_HEADER,
+    EXPECTED_NOTE,
     FLEET_COLUMNS,
     PCT_COLUMNS,
     ReportData,
+    expected_table,
     group_fleet,
     group_percentiles,
     storage_text,
@@ -78,6 +81,10 @@ def render_text(data: ReportData) -> str:
             for r in group.rows
         ]
         out += _table(header, rows, right_from=2) + [""]
+    expected = expected_table(data.expected)
+    if expected:
+        out += [f"Expected vs measured - {EXPECTED_NOTE}:", ""]
+        out += _table(list(EXPECTED_HEADER), expected, right_from=4) + [""]
     fleet = group_fleet(data.fleet)
     if fleet:
         out += ["Fleet latency (fio histograms merged across all slots of a cell):", ""]
