@@ -360,10 +360,10 @@ def render_annotations(plan: Any, region: str | None = None) -> str:
     """Text for `iofleet plan` (table format): expectations, warnings and cost."""
     notes = plan_annotations(plan, region)
     if plan.target != "aws":
-        out = ["", *(f"note: {n}" for n in notes["run"].get("notes", []))]
+        lines = ["", *(f"note: {n}" for n in notes["run"].get("notes", []))]
         for cell, entry in zip(plan.cells, notes["cells"], strict=True):
-            out += [f"  {cell.cell_id}: ! {w}" for w in entry["warnings"]]
-        return "\n".join(out)
+            lines += [f"  {cell.cell_id}: ! {w}" for w in entry["warnings"]]
+        return "\n".join(lines)
     out: list[str] = ["", f"expected ceilings (burst_policy {notes['run']['burst_policy']}):"]
     for cell, entry in zip(plan.cells, notes["cells"], strict=True):
         cost = entry.get("cost")

@@ -65,6 +65,7 @@ def instance_payload(event: dict[str, Any], manifest: dict[str, Any], cell: dict
         },
         "results": {"kind": "s3", "bucket": env.bucket, "prefix": keys.RAW_PREFIX},
         "time_limit_s": int(manifest.get("slot_timeout_s", 7200)),
+        "burst": cell.get("burst") or {"policy": "as-is", "actions": []},  # docs/expectations.md
     }
     return {
         "mode": "populate" if populate else "slot",

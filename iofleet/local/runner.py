@@ -199,6 +199,7 @@ def run_local(
     base = (cwd or Path.cwd()).resolve()
     matrix = load_matrix_file(matrix_path)
     plan = build_plan(matrix, target="local")
+    plan_doc = plan.to_dict()
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
@@ -217,7 +218,7 @@ def run_local(
         "status": "RUNNING",
         "total_instances": plan.total_instances,
         "matrix": matrix.model_dump(mode="json", exclude_none=True),
-        "plan": plan.to_dict(),
+        "plan": plan_doc,
     }
     _write_json(raw_root / run_id / "run.json", run_doc)
     progress.done(
@@ -225,7 +226,7 @@ def run_local(
     )
 
     try:
-        cell_docs = {c["cell_id"]: c for c in run_doc["plan"]["cells"]}
+        cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
         for cell in plan.cells:
             summary.slots += cell.fleet_size
             burst = cell_docs[cell.cell_id].get("burst")
