@@ -34,6 +34,7 @@ $(NODE_STAMP): package.json package-lock.json
 
 test: bootstrap $(NODE_STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests app.py
+	$(BIN)/mypy
 	$(BIN)/pytest tests/unit tests/integration
 	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
 
