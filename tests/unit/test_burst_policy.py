@@ -192,3 +192,17 @@ def test_drain_command_runs_time_based_for_the_computed_seconds() -> None:
     assert {"--time_based", "--runtime=2250ms", "--size=8m", "--direct=1"} <= set(argv)
     assert "--filename=iofleet-drain.dat" in argv
     json.dumps(argv)  # plain strings only
+
+
+def test_local_plan_text_prints_one_note_instead_of_warnings_per_cell(tmp_path: Path) -> None:
+    from iofleet.matrix import render_plan_table
+
+    doc = _matrix({"type": "local", "label": "here", "path": str(tmp_path)}, "as-is")
+    doc["parallelism"] = [1, 2]
+    plan = build_plan(validate_matrix_dict(doc), "local")
+
+    text = render_plan_table(plan)
+
+    assert text.count("no published ceiling") == 1
+    assert "limited_by unknown" in text
+    assert "no figure for storage" not in text
