@@ -17,6 +17,7 @@ KEYS = (
     "alarm_email",
     "stack_name",
     "powertools_layer_version",
+    "projection_start",
 )
 
 
@@ -33,6 +34,7 @@ class DeployConfig:
     quicksight_principal_arn: str | None = None
     alarm_email: str | None = None
     powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
+    projection_start: str = "2024-01-01"  # first `dt` day Athena's partition projection lists
 
     @property
     def quicksight_enabled(self) -> bool:
@@ -75,6 +77,7 @@ class DeployConfig:
             "expected a QuickSight user or group ARN",
         )
         text("alarm_email", r"[^@\s]+@[^@\s]+\.[^@\s]+", "expected an email address")
+        text("projection_start", r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])", "expected a date like 2024-01-01")
         integer("results_retention_days", 1, 3650)
         integer("max_instances_per_run", 1, 5000)
         integer("powertools_layer_version", 1, 10000)

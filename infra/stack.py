@@ -24,7 +24,12 @@ class IofleetStack(Stack):
         layer = config.powertools_layer_version
         self.storage = Storage(self, "Storage", retention_days=config.results_retention_days)
         self.catalog = Catalog(
-            self, "Catalog", bucket=self.storage.bucket, staging_root=staging_root, layer_version=layer
+            self,
+            "Catalog",
+            bucket=self.storage.bucket,
+            staging_root=staging_root,
+            layer_version=layer,
+            projection_start=config.projection_start,
         )
         self.fleet = Fleet(
             self,

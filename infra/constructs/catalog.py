@@ -20,7 +20,7 @@ from iofleet.aws import keys
 
 DATABASE = "iofleet"
 PARTITION_KEY = "dt"
-PROJECTION_START = "2024-01-01"
+PROJECTION_START = "2024-01-01"  # default of the `projection_start` context key
 BYTES_SCANNED_CUTOFF = 100 * 1024**3  # 100 GiB per query
 SQL_DIR = Path(__file__).resolve().parents[2] / "iofleet" / "sql"
 
@@ -41,15 +41,16 @@ ORDER BY run_id, app, storage_label, fleet_size
 """
 
 
-def table_parameters(bucket_name: str, table: schema.Table) -> dict[str, str]:
+def table_parameters(bucket_name: str, table: schema.Table, projection_start: str = PROJECTION_START) -> dict[str, str]:
     """Partition projection on `dt` (a date): new runs are queryable at once, no crawler,
-    no MSCK REPAIR, and a query needs no run filter."""
+    no MSCK REPAIR, and a query needs no run filter (a query without a `dt` filter
+    lists one S3 prefix per day since `projection_start`)."""
     return {
         "classification": "json",
         "projection.enabled": "true",
         f"projection.{PARTITION_KEY}.type": "date",
         f"projection.{PARTITION_KEY}.format": "yyyy-MM-dd",
-        f"projection.{PARTITION_KEY}.range": f"{PROJECTION_START},NOW",
+        f"projection.{PARTITION_KEY}.range": f"{projection_start},NOW",
         f"projection.{PARTITION_KEY}.interval": "1",
         f"projection.{PARTITION_KEY}.interval.unit": "DAYS",
         "storage.location.template": f"s3://{bucket_name}/{keys.CURATED_PREFIX}{table.name}/{PARTITION_KEY}=${{{PARTITION_KEY}}}/",
@@ -73,6 +74,7 @@ class Catalog(Construct):
         bucket: s3.IBucket,
         staging_root: Path,
         layer_version: int,
+        projection_start: str = PROJECTION_START,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -96,7 +98,7 @@ class Catalog(Construct):
                     name=t.name,
                     description=t.doc,
                     table_type="EXTERNAL_TABLE",
-                    parameters=table_parameters(bucket.bucket_name, t),
+                    parameters=table_parameters(bucket.bucket_name, t, projection_start),
                     partition_keys=[
                         glue.CfnTable.ColumnProperty(name=PARTITION_KEY, type="string", comment="UTC date of the run start")
                     ],
