@@ -238,6 +238,7 @@ def _manifest(relpath: str, text: str) -> Rows:
         values[name] = _int(value) if name in ("cpus", "memory_bytes") else _str(value)
     for column, key in _TARGET_FIELDS.items():
         values[column] = _str(_first((doc,), column) or _first((target,), key))
+    values["volume_id"] = _str(_first((doc,), "target_volume_id") or _first((target,), "volume_id"))
     values["started_at"] = _ts(doc.get("started_at"))
     return {SLOTS.name: [SLOTS.row(**values)]}
 

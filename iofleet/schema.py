@@ -121,6 +121,7 @@ SLOTS = Table(
         _c("target_device", "string"),
         _c("mount_options", "string"),
         _c("instance_id", "string"),
+        _c("volume_id", "string", "EBS volume id of a block target (burst_metrics.resource_id)"),
         _c("az_id", "string"),
     ),
 )

@@ -76,6 +76,15 @@ class Warehouse:
     def _create(self) -> None:
         for table in TABLES:
             self.con.execute(table.duckdb_ddl())
+        have = set(
+            self.con.execute("SELECT table_name, column_name FROM duckdb_columns()").fetchall()
+        )
+        for table in TABLES:  # a warehouse made by an older iofleet gains the new columns
+            for c in table.columns:
+                if (table.name, c.name) not in have:
+                    self.con.execute(
+                        f'ALTER TABLE {table.name} ADD COLUMN "{c.name}" {c.duckdb_type}'
+                    )
         for name, trino_sql in view_files.all_views().items():
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {transpile_view(trino_sql)}")
 

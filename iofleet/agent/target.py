@@ -31,6 +31,7 @@ class PreparedTarget:
     device: str | None = None
     fstype: str | None = None
     mount_options: str | None = None
+    volume_id: str | None = None  # block targets: the EBS volume id (CloudWatch metrics)
     error: str | None = None
     _mounted: Path | None = field(default=None, repr=False)
     _own_workdir: bool = field(default=False, repr=False)
@@ -44,6 +45,7 @@ class PreparedTarget:
             "target_fstype": self.fstype,
             "target_device": self.device,
             "mount_options": self.mount_options,
+            "target_volume_id": self.volume_id,
             "target_error": self.error,
         }
 
@@ -90,6 +92,7 @@ def _prepare_block(payload: SlotPayload, subdir: str) -> PreparedTarget:
     spec = payload.target
     assert spec.volume_id is not None and spec.filesystem is not None
     prepared = PreparedTarget("block", None, Path(tempfile.mkdtemp(prefix="iofleet-raw-")), None)
+    prepared.volume_id = spec.volume_id
     prepared._own_workdir = True
     by_id = Path(spec.by_id_dir) if spec.by_id_dir else devices.BY_ID_DIR
     try:

@@ -108,7 +108,7 @@ def _merged_slot(relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: s
 
 def _slot_summary(row: dict[str, Any], *, ddb: Any, table: str) -> None:
     key = keys.slot_item_key(str(row["run_id"]), str(row["cell_id"]), int(row["slot_index"]))  # type: ignore[call-overload]
-    values = {k: row.get(k) for k in ("status", "exit_code", "error", "started_at", "finished_at", "instance_id", "hostname")}
+    values = {k: row.get(k) for k in ("status", "exit_code", "error", "started_at", "finished_at", "instance_id", "volume_id", "hostname")}
     sets: list[str] = []
     names: dict[str, str] = {}
     vals: dict[str, dict[str, Any]] = {}

@@ -289,6 +289,7 @@ def test_block_slot_formats_mounts_runs_and_unmounts(
     manifest = json.loads((_slot_files(tmp_path) / "manifest.json").read_text())
     assert (manifest["target_fstype"], manifest["target_device"]) == ("ext4", str(device))
     assert "noatime" in manifest["mount_options"]
+    assert manifest["target_volume_id"] == VOLUME_ID  # CloudWatch metrics outlive the volume
     app_out = json.loads((_slot_files(tmp_path) / "w01-app-where.json").read_text())
     assert app_out["stdout_tail"].strip() == str(device)
     assert str(mount_point) not in Path("/proc/self/mounts").read_text()

@@ -76,6 +76,23 @@ def test_manifest_and_slot_json_fold_into_one_slots_row() -> None:
     assert row["finished_at"] == "2026-11-21 05:13:01.000000"
 
 
+def test_manifest_of_a_block_target_gives_the_volume_id() -> None:
+    doc = {**rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3), "target_kind": "block"}
+    doc["target_volume_id"] = "vol-0123456789abcdef0"
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+
+    assert row["volume_id"] == "vol-0123456789abcdef0"
+
+
+def test_manifest_of_a_directory_target_has_no_volume_id() -> None:
+    doc = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+
+    assert row["volume_id"] is None
+
+
 def test_slot_json_without_an_error_line_names_the_failed_workloads() -> None:
     doc = rawtree.slot_doc("FAILED", 1, None)
     doc["workloads"] = [

@@ -97,3 +97,17 @@ def test_tables_persist_across_reopening(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as wh:
         assert wh.latest_run_id() == RUN
         assert wh.cell_percentiles(RUN)
+
+
+def test_a_warehouse_from_an_older_schema_gains_new_columns(tmp_path: Path) -> None:
+    # given a warehouse whose slots table predates the volume_id column
+    path = tmp_path / "old.duckdb"
+    with Warehouse(path) as wh:
+        wh.con.execute("ALTER TABLE slots DROP COLUMN volume_id")
+    # when it is opened again and a run is ingested
+    rawtree.write_run(tmp_path / "raw", "demo-20261121t051200z")
+    with Warehouse(path) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+        rows = wh.query("SELECT volume_id FROM slots")
+    # then
+    assert rows and all(r["volume_id"] is None for r in rows)

@@ -103,3 +103,26 @@ def test_slot_json_and_manifest_merge_into_one_slot_row_and_summary(cloud: Cloud
     assert row["finished_at"] == "2026-11-21 05:20:00.000"
     item = cloud.item(f"run#{RUN}", "slot#c000-gp3-m6i.large-x1-r1#0000")
     assert item is not None and item["agent_status"]["S"] == "SUCCEEDED" and item["ingested"]["BOOL"] is True
+
+
+def test_slot_summary_keeps_the_volume_id_for_burst_metrics(cloud: Cloud, context: FakeLambdaContext) -> None:
+    # given a manifest of a block target (the volume is deleted with the instance)
+    manifest = {
+        "run_id": RUN,
+        "slot_index": 0,
+        "cell": {"cell_id": "c000-gp3-m6i.large-x1-r1", "storage_type": "ebs"},
+        "started_at": "2026-11-21T05:13:00Z",
+        "target_kind": "block",
+        "target_volume_id": "vol-0123456789abcdef0",
+        "instance_id": "i-0123456789abcdef0",
+    }
+    key = _put_raw(cloud, f"{SLOT}/manifest.json", json.dumps(manifest).encode())
+    # when
+    ingest.handler({"Records": [_record(key, "a")]}, context)
+    # then the curated row and the DynamoDB slot item both carry it
+    (slots_key,) = cloud.keys("curated/slots/")
+    (row,) = [json.loads(line) for line in cloud.text(slots_key).splitlines()]
+    assert row["volume_id"] == "vol-0123456789abcdef0"
+    item = cloud.item(f"run#{RUN}", "slot#c000-gp3-m6i.large-x1-r1#0000")
+    assert item is not None
+    assert (item["agent_volume_id"]["S"], item["agent_instance_id"]["S"]) == ("vol-0123456789abcdef0", "i-0123456789abcdef0")
