@@ -55,5 +55,10 @@ test-cloud: $(STAMP)
 synth: $(STAMP)
 	$(BIN)/python app.py
 
+# Measure iofleet itself (< 15 min): bench/results/latest.json + the table in docs/benchmarks.md
+bench: bootstrap
+	$(BIN)/python scripts/engines/engines.py install
+	$(BIN)/python -m bench.run
+
 clean:
 	rm -rf cdk.out node_modules demo-out .pytest_cache .ruff_cache .mypy_cache

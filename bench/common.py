@@ -1,0 +1,242 @@
+"""Shared helpers for the benchmark figures: statistics, timing, machine info.
+
+Every figure returns a plain dict (JSON-ready). Measured quantities are
+`Stat` dicts: `{"min", "median", "max", "n", "unit"}` over the repeats of one
+run; a figure that could not be measured says so with `status` and `reason`
+and carries no numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1024 * 1024
+
+MEASURED = "measured"
+NOT_MEASURED = "not measured"
+ERROR = "error"
+
+
+def stat(values: Iterable[float], unit: str, digits: int = 4) -> dict[str, Any]:
+    """min / median / max (and n) of a series, rounded for reading."""
+    vals = [float(v) for v in values]
+    if not vals:
+        raise ValueError("stat() of no values")
+    return {
+        "min": round(min(vals), digits),
+        "median": round(statistics.median(vals), digits),
+        "max": round(max(vals), digits),
+        "n": len(vals),
+        "unit": unit,
+    }
+
+
+def not_measured(reason: str, **extra: Any) -> dict[str, Any]:
+    return {"status": NOT_MEASURED, "reason": reason, **extra}
+
+
+@dataclass
+class Scale:
+    """Sizes of one bench run; `smoke()` is the seconds-long CI version."""
+
+    fidelity_pairs: int = 6
+    fidelity_runtime_s: int = 8
+    fidelity_size: str = "256m"
+    overhead_repeats: int = 3
+    overhead_runtime_s: int = 10
+    overhead_size: str = "256m"
+    ingest_results: int = 1000
+    ingest_repeats: int = 3
+    ingest_source_runtime_s: int = 1
+    ingest_source_jobs: int | None = None  # None: every job of the library
+    query_runs: int = 100
+    query_cells_per_run: int = 20
+    query_slots_per_cell: int = 50
+    query_results_per_slot: int = 10  # 5 workloads x 2 directions
+    query_bins_per_result: int = 10
+    query_repeats: int = 3
+    trino: bool = True
+    trino_scale_divisor: int = 50  # Trino gets runs / divisor (see docs/benchmarks.md)
+    trino_repeats: int = 2
+    cold_start_repeats: int = 5
+    orchestration_slots: int = 200
+    orchestration_repeats: int = 3
+
+    @classmethod
+    def smoke(cls) -> Scale:
+        return cls(
+            fidelity_pairs=1,
+            fidelity_runtime_s=1,
+            fidelity_size="8m",
+            overhead_repeats=1,
+            overhead_runtime_s=1,
+            overhead_size="8m",
+            ingest_results=12,
+            ingest_source_jobs=2,
+            ingest_repeats=1,
+            query_runs=2,
+            query_cells_per_run=2,
+            query_slots_per_cell=3,
+            query_bins_per_result=4,
+            query_repeats=1,
+            trino=False,
+            cold_start_repeats=1,
+            orchestration_slots=3,
+            orchestration_repeats=1,
+        )
+
+
+@dataclass
+class Context:
+    work: Path  # scratch (bench/work/ by default, gitignored)
+    scale: Scale = field(default_factory=Scale)
+    log: Callable[[str], None] = lambda message: print(message, file=sys.stderr, flush=True)
+
+    def scratch(self, name: str, fresh: bool = True) -> Path:
+        path = self.work / name
+        if fresh and path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+class Timer:
+    """`with Timer() as t: ...` then `t.seconds` (monotonic wall time)."""
+
+    def __enter__(self) -> Timer:
+        self._start = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+
+
+def iofleet_argv() -> list[str]:
+    """The `iofleet` command of the running interpreter (its console script when present)."""
+    script = Path(sys.executable).parent / "iofleet"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "iofleet.cli"]
+
+
+def run(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """subprocess.run with text output captured; raises with stderr's last line on failure."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, check=False, **kwargs)  # noqa: S603
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(
+            f"{Path(argv[0]).name} exited {done.returncode}: {tail[-1] if tail else 'no output'}"
+        )
+    return done
+
+
+def fio_json(text: str) -> dict[str, Any]:
+    """fio's JSON document from its stdout (notes may precede the JSON)."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("fio printed no JSON")
+    doc: dict[str, Any] = json.loads(text[start:])
+    return doc
+
+
+def _first_line(argv: list[str]) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _module_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _filesystem(path: Path) -> dict[str, str | None]:
+    line = _first_line(["findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(path)])
+    if not line:
+        return {"source": None, "fstype": None, "options": None}
+    parts = line.split()
+    return {
+        "source": parts[0] if parts else None,
+        "fstype": parts[1] if len(parts) > 1 else None,
+        "options": parts[2] if len(parts) > 2 else None,
+    }
+
+
+def machine_info(work: Path) -> dict[str, Any]:
+    """Where and with what the numbers were measured."""
+    git = _first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {
+        "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": git,
+        "cpu_model": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "memory_bytes": _memory_bytes(),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "loadavg_at_start": load,
+        "work_filesystem": _filesystem(work),
+        "versions": {
+            "python": platform.python_version(),
+            "fio": _first_line(["fio", "--version"]),
+            "ioping": _first_line(["ioping", "-v"]),
+            "iofleet": _module_version("iofleet"),
+            "duckdb": _module_version("duckdb"),
+            "sqlglot": _module_version("sqlglot"),
+            "moto": _module_version("moto"),
+            "boto3": _module_version("boto3"),
+            "aws-lambda-powertools": _module_version("aws_lambda_powertools"),
+            "aws-cdk-lib": _module_version("aws-cdk-lib"),
+        },
+    }
+
+
+def dir_size(path: Path) -> int:
+    """Total bytes of the regular files under path (symlinks not followed)."""
+    total = 0
+    for p in path.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            total += p.stat().st_size
+    return total
