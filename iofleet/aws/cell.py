@@ -32,6 +32,13 @@ def prepare(
     )
     barrier.create_barrier(ddb, table, run_id, cell_id, fleet)
     storage = shared_storage(cell["storage"], run_id, cell_id, efs=efs, fsx=fsx, region=region, expires_at=expires_at)
+    if storage.get("file_system_id"):  # Summarize reads its CloudWatch metrics after it is deleted
+        ddb.update_item(
+            TableName=table,
+            Key={k: {"S": v} for k, v in keys.cell_item_key(run_id, cell_id).items()},
+            UpdateExpression="SET file_system_id = :f",
+            ExpressionAttributeValues={":f": {"S": storage["file_system_id"]}},
+        )
     return {"storage": storage, "slots": list(range(fleet))}
 
 

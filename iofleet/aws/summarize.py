@@ -5,10 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from typing import Any
 
 from iofleet.aws import keys
 from iofleet.aws.athena import run_query
+from iofleet.aws.burst import collect_burst_metrics
+
+log = logging.getLogger(__name__)
 
 REPORT_SQL = "SELECT * FROM cell_percentiles WHERE run_id = ? ORDER BY cell_index, metric_source, workload_index, job, direction, metric"
 
@@ -47,8 +51,27 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+def burst_section(run_id: str, *, cloudwatch: Any, s3: Any, ddb: Any, bucket: str, table: str) -> dict[str, Any]:
+    """The report's `burst_metrics` (docs/expectations.md); a failure is recorded, never raised."""
+    try:
+        return collect_burst_metrics(run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table).report()
+    except Exception as exc:  # noqa: BLE001 - the summary is written without burst metrics
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        log.warning("burst metrics not recorded for %s: %s", run_id, reason)
+        return {"rows": 0, "object_key": None, "slots": [], "notes": [], "error": reason}
+
+
 def summarize(
-    event: dict[str, Any], *, athena: Any, s3: Any, ddb: Any, bucket: str, table: str, workgroup: str, database: str
+    event: dict[str, Any],
+    *,
+    athena: Any,
+    s3: Any,
+    ddb: Any,
+    bucket: str,
+    table: str,
+    workgroup: str,
+    database: str,
+    cloudwatch: Any = None,
 ) -> dict[str, Any]:
     run_id = event["run_id"]
     rows = run_query(athena, REPORT_SQL, workgroup=workgroup, database=database, params=[f"'{run_id}'"])
@@ -57,6 +80,8 @@ def summarize(
     csv_key, json_key = keys.report_keys(run_id)
     s3.put_object(Bucket=bucket, Key=csv_key, Body=to_csv(rows).encode(), ContentType="text/csv")
     report = {"run_id": run_id, "status": status, "cells": outcomes, "cell_percentiles": rows}
+    if cloudwatch is not None:
+        report["burst_metrics"] = burst_section(run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table)
     s3.put_object(Bucket=bucket, Key=json_key, Body=json.dumps(report, indent=1).encode(), ContentType="application/json")
     ddb.update_item(
         TableName=table,

@@ -1,4 +1,4 @@
-"""Summarize: the run's percentiles from Athena, a CSV + JSON report, the run status."""
+"""Summarize: the run's percentiles from Athena, burst metrics from CloudWatch, a CSV + JSON report, the run status."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ tracer = Tracer()
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {n: boto3.client(c) for n, c in (("athena", "athena"), ("s3", "s3"), ("ddb", "dynamodb"))}
+    return {n: boto3.client(c) for n, c in (("athena", "athena"), ("s3", "s3"), ("ddb", "dynamodb"), ("cloudwatch", "cloudwatch"))}
 
 
 @logger.inject_lambda_context

@@ -94,6 +94,8 @@ def test_prepare_creates_an_ephemeral_efs_and_waits_for_mount_targets(
     assert storage["created"] is True and storage["kind"] == "efs"
     fs = cloud.client("efs").describe_file_systems(FileSystemId=storage["file_system_id"])["FileSystems"][0]
     assert {t["Key"]: t["Value"] for t in fs["Tags"]}[keys.TAG_RUN] == run["run_id"]
+    cell_item = cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")
+    assert cell_item is not None and cell_item["file_system_id"]["S"] == storage["file_system_id"]  # for burst metrics
     # when polled, the mount target for the fleet subnet gets created
     polled = prepare.handler({"action": "status", "run_id": run["run_id"], "cell": cell, "prepared": prepared}, context)
     targets = cloud.client("efs").describe_mount_targets(FileSystemId=storage["file_system_id"])["MountTargets"]
