@@ -32,6 +32,7 @@ from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_objects
 from infra.nag import ack, logical_id
 from iofleet.aws import keys
+from iofleet.schema import BURST_METRICS
 
 LAMBDA_ERRORS = ["States.ALL"]
 
@@ -515,3 +516,23 @@ class Orchestration(Construct):
         table.grant(self.summarize.role, "dynamodb:UpdateItem", "dynamodb:Query")
         allow_objects(self.summarize.role, bucket, keys.REPORTS_PREFIX, ["s3:PutObject"], "the run report")
         grant_athena(self.summarize.role, stack, workgroup, bucket)
+        # burst metrics (iofleet/aws/burst.py): plan in, one curated object out, CloudWatch read
+        allow_objects(self.summarize.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject"], "reads the plan manifest")
+        allow_objects(
+            self.summarize.role,
+            bucket,
+            f"{keys.CURATED_PREFIX}{BURST_METRICS.name}/",
+            ["s3:PutObject"],
+            "the run's burst_metrics object",
+        )
+        burst = iam.Policy(
+            self,
+            "SummarizeBurstMetrics",
+            statements=[iam.PolicyStatement(sid="BurstMetrics", actions=["cloudwatch:GetMetricData"], resources=["*"])],
+            roles=[self.summarize.role],
+        )
+        ack(
+            burst,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:GetMetricData supports no resource-level permissions; it reads the burst/credit balances of the run's volumes, file systems and instances",
+        )

@@ -176,6 +176,14 @@ def test_every_function_has_its_own_role_and_log_group(synth: Synth) -> None:
     assert {f["Properties"]["TracingConfig"]["Mode"] for f in functions.values()} == {"Active"}
 
 
+def test_summarize_may_read_cloudwatch_burst_metrics_and_write_only_their_object(synth: Synth) -> None:
+    statements = _policy_statements(synth, "SummarizeFn")
+    (cloudwatch,) = [s for s in statements if "cloudwatch:" in dump(s["Action"])]
+    assert (cloudwatch["Action"], cloudwatch["Resource"]) == ("cloudwatch:GetMetricData", "*")
+    puts = dump([s["Resource"] for s in statements if "s3:PutObject" in dump(s["Action"])])
+    assert "/curated/burst_metrics/*" in puts and "/curated/*" not in puts
+
+
 # --- catalog ----------------------------------------------------------------------
 
 
