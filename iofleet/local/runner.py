@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from iofleet.errors import UsageError
 
@@ -182,6 +182,23 @@ def _run_cell_slots(
         raise
 
 
+def _stop_signals_interrupt() -> dict[int, Any]:
+    """SIGTERM and SIGHUP stop a run like Ctrl-C does.
+
+    Slots run in their own sessions (so a stop reaches their whole process
+    group); without this, killing the runner would leave them running.
+    Returns the previous handlers.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous[signum] = signal.signal(signum, interrupt)
+    return previous
+
+
 def run_local(
     matrix_path: Path,
     out_dir: Path,
@@ -225,6 +242,7 @@ def run_local(
         f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
     )
 
+    previous = _stop_signals_interrupt()
     try:
         cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
         for cell in plan.cells:
@@ -234,6 +252,9 @@ def run_local(
     except KeyboardInterrupt:
         summary.aborted = True
         progress.done("interrupted: stopped every slot; ingesting what was measured")
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
     run_doc.update(finished_at=iso(utc_now()), status=summary.status)
     _write_json(raw_root / run_id / "run.json", run_doc)

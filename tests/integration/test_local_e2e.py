@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -149,3 +151,71 @@ def test_a_bad_matrix_exits_2_and_creates_nothing(tmp_path: Path) -> None:
     assert "parallelism[0]" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line or environment mentions `text` (e.g. a temp dir)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                if text.encode() in (proc / name).read_bytes():
+                    found.append(int(proc.name))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_run_stops_every_slot_and_keeps_what_was_measured(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    # given: two slots busy with a long fio job
+    matrix = _matrix(
+        tmp_path,
+        parallelism=[2],
+        storage=[{"label": "disk-a", "type": "local", "path": str(tmp_path / "a")}],
+        workloads=[
+            {"ioping": {"count": 3, "interval_ms": 0, "write": False}},
+            {
+                "fio": "randwrite-16k-psync-16jobs",
+                "params": {"RUNTIME": 120, "SIZE": "4m", "NUM_JOBS": 1},
+            },
+        ],
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # wait (bounded) until both slots have finished ioping, i.e. fio is running
+        deadline = time.monotonic() + 120
+        while len(list((tmp_path / "out" / "raw").glob("*/*/slot-*/w00-ioping.json"))) < 2:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "slots never got to their fio workload"
+            time.sleep(0.05)
+        # when
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # then: exit 130, nothing left running, the ioping rows and the run are in the warehouse
+    assert proc.returncode == 130, stderr
+    assert _processes_mentioning(str(tmp_path)) == []
+    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    try:
+        (status,) = con.execute("SELECT status FROM runs").fetchone()
+        (requests,) = con.execute("SELECT count(*) FROM ioping_requests").fetchone()
+        slot_status = [r[0] for r in con.execute("SELECT status FROM slots").fetchall()]
+    finally:
+        con.close()
+    assert status == "ABORTED"
+    assert requests == 2 * 2  # 3 requests per slot, the warm-up dropped
+    assert slot_status == ["FAILED", "FAILED"]
