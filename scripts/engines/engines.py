@@ -340,16 +340,25 @@ def _java_env(java_home: Path | None) -> dict[str, str]:
 # --------------------------------------------------------------------------- moto
 
 
-def start_moto(*, execute_state_machine: bool = True, timeout_s: float | None = None) -> Engine:
+def start_moto(
+    *,
+    execute_state_machine: bool = True,
+    timeout_s: float | None = None,
+    module: str = "moto.server",
+    cwd: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Engine:
     """moto server (all services on one endpoint) with Step Functions execution enabled.
 
     The Step Functions setting must be made before any state machine is created
     (moto keeps executing and non-executing state machines in separate backends),
-    so it is applied here, before the endpoint is handed out.
+    so it is applied here, before the endpoint is handed out. `module` may name
+    a wrapper that installs hooks and then runs `moto.server.main` (the
+    local-cloud suite's `tests.cloud.localcloud.motoserver`).
     """
     port = free_port()
-    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    engine = _spawn("moto", cmd, port, env={**os.environ, **aws_env()})
+    cmd = [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)]
+    engine = _spawn("moto", cmd, port, cwd=cwd, env={**os.environ, **aws_env(), **(extra_env or {})})
     config_url = f"{engine.endpoint}/moto-api/config"
     _wait_ready(engine, lambda: _http(config_url)[0] < 300, timeout_s or DEFAULT_TIMEOUTS_S["moto"])
     if execute_state_machine:

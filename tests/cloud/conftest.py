@@ -36,6 +36,8 @@ import engines  # noqa: E402
 from engines import Engine  # noqa: E402
 from trino_client import TrinoClient  # noqa: E402
 
+from tests.cloud.localcloud.fixtures import local_stack  # noqa: E402, F401  (the deployed stack, session-wide)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -70,8 +72,21 @@ def engines_installed() -> None:
 
 
 @pytest.fixture(scope="session")
-def moto_server(aws_credentials: None) -> Iterator[Engine]:
-    engine = _start(engines.start_moto)
+def localcloud_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """State of the moto hooks (tests/cloud/localcloud): config, Lambda code, instances, logs."""
+    return tmp_path_factory.mktemp("localcloud")
+
+
+@pytest.fixture(scope="session")
+def moto_server(aws_credentials: None, localcloud_dir: Path) -> Iterator[Engine]:
+    # moto with the local-cloud hooks (inert until localcloud_dir/config.json exists)
+    engine = _start(
+        lambda: engines.start_moto(
+            module="tests.cloud.localcloud.motoserver",
+            cwd=ROOT,
+            extra_env={"IOFLEET_LOCALCLOUD_DIR": str(localcloud_dir)},
+        )
+    )
     try:
         yield engine
     finally:

@@ -1,0 +1,192 @@
+"""Session fixture `local_stack`: the synthesized stack deployed into the local cloud once.
+
+Imported by tests/cloud/conftest.py. See the package docstring for what is real
+and what is a substitute.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engines import Engine
+
+from iofleet.aws import keys
+from tests.cloud.localcloud import hooks
+from tests.cloud.localcloud.athena import AthenaOnTrino
+from tests.cloud.localcloud.deploy import Deployment, EventSourceMapping, deploy, synth
+
+HEARTBEAT_S = 600  # the plan's default; the heartbeat fault test lowers it on the function
+
+
+@dataclass
+class LocalStack:
+    d: Deployment
+    esm: EventSourceMapping
+    athena: AthenaOnTrino
+    state_dir: Path
+    file_systems: dict[str, Path]  # fs id -> directory standing in for the NFS export
+    ami: str
+    base_config: dict[str, Any]
+    faults: list[dict[str, Any]] = field(default_factory=list)
+
+    def client(self, service: str) -> Any:
+        return self.d.client(service)
+
+    def set_faults(self, faults: list[dict[str, Any]]) -> None:
+        self.faults = faults
+        hooks.write_config(self.state_dir, {**self.base_config, "faults": faults})
+
+    def start(self, matrix: dict[str, Any]) -> str:
+        out = self.client("stepfunctions").start_execution(
+            stateMachineArn=self.d.state_machine_arn, name=f"{matrix['name']}-{uuid.uuid4().hex[:6]}", input=json.dumps(matrix)
+        )
+        return str(out["executionArn"])
+
+    def wait(self, execution_arn: str, timeout_s: float = 420.0) -> dict[str, Any]:
+        return poll(
+            lambda: _done(self.client("stepfunctions").describe_execution(executionArn=execution_arn)),
+            timeout_s=timeout_s,
+            what=f"execution {execution_arn.rsplit(':', 1)[-1]}",
+        )
+
+    def history(self, execution_arn: str) -> list[dict[str, Any]]:
+        sfn = self.client("stepfunctions")
+        events: list[dict[str, Any]] = []
+        for page in sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn):
+            events += page["events"]
+        return events
+
+    def run_id_of(self, execution_arn: str) -> str:
+        item = self.client("dynamodb").get_item(
+            TableName=self.d.table, Key={"pk": {"S": f"exec#{execution_arn}"}, "sk": {"S": "exec"}}
+        )["Item"]
+        return str(item["run_id"]["S"])
+
+    def item(self, key: dict[str, str]) -> dict[str, Any]:
+        got = self.client("dynamodb").get_item(
+            TableName=self.d.table, Key={k: {"S": v} for k, v in key.items()}, ConsistentRead=True
+        )
+        return {k: next(iter(v.values())) for k, v in got.get("Item", {}).items()}
+
+    def run_item(self, run_id: str) -> dict[str, Any]:
+        return self.item(keys.run_item_key(run_id))
+
+    def items(self, run_id: str, prefix: str) -> list[dict[str, Any]]:
+        got = self.client("dynamodb").query(
+            TableName=self.d.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": {"S": f"run#{run_id}"}, ":p": {"S": prefix}},
+            ConsistentRead=True,
+        )["Items"]
+        return [{k: next(iter(v.values())) for k, v in i.items()} for i in got]
+
+    def live_instances(self, run_id: str) -> list[str]:
+        out = self.client("ec2").describe_instances(
+            Filters=[
+                {"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]},
+                {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
+            ]
+        )
+        return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
+
+    def all_instances(self, run_id: str) -> list[str]:
+        out = self.client("ec2").describe_instances(Filters=[{"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]}])
+        return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
+
+    def agents_running(self, instance_ids: list[str]) -> list[str]:
+        """Local instances whose agent process has not finished (no exit code, no fault, no error)."""
+        running = []
+        for i in instance_ids:
+            home = self.state_dir / "instances" / i
+            if not any((home / n).exists() for n in ("exit_code.json", "fault.json", "error.json")):
+                running.append(i)
+        return running
+
+    def keys(self, prefix: str) -> list[str]:
+        out: list[str] = []
+        for page in self.client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.d.bucket, Prefix=prefix):
+            out += [o["Key"] for o in page.get("Contents", [])]
+        return sorted(out)
+
+    def download(self, prefix: str, dest: Path) -> Path:
+        """Objects under `prefix` into `dest`, keys relative to `raw/`."""
+        s3 = self.client("s3")
+        for key in self.keys(prefix):
+            path = dest / key[len(keys.RAW_PREFIX) :]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(s3.get_object(Bucket=self.d.bucket, Key=key)["Body"].read())
+        return dest
+
+
+def _done(desc: dict[str, Any]) -> dict[str, Any] | None:
+    return desc if desc["status"] != "RUNNING" else None
+
+
+def poll(check: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    interval = 0.1
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not reached after {timeout_s:.0f} s")
+        time.sleep(interval)  # polling interval, not synchronisation
+        interval = min(interval * 1.5, 1.0)
+
+
+@pytest.fixture(scope="session")
+def local_stack(
+    moto_server: Engine,
+    dynamodb_local: Engine,
+    trino_server: Engine,
+    localcloud_dir: Path,
+    aws_client: Callable[[str], Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LocalStack]:
+    # given: the template synthesized with the projection starting yesterday
+    # (every run of this session is dated today), published and deployed
+    yesterday = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%d")
+    outdir = tmp_path_factory.mktemp("cdk-out")
+    template = synth(outdir, {"projection_start": yesterday})
+    athena = AthenaOnTrino(trino_server.endpoint).start()
+    efs = aws_client("efs")
+    file_systems: dict[str, Path] = {}
+    for label in ("a", "b"):
+        fs_id = efs.create_file_system(CreationToken=f"localcloud-{label}-{uuid.uuid4().hex[:6]}")["FileSystemId"]
+        file_systems[fs_id] = Path(tempfile.mkdtemp(prefix=f"efs-{label}-", dir=tmp_path_factory.getbasetemp()))
+    base_config = {
+        "env": {
+            "AWS_ENDPOINT_URL": moto_server.endpoint,
+            "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_local.endpoint,
+            "AWS_ENDPOINT_URL_ATHENA": athena.endpoint,
+        },
+        "file_systems": {k: str(v) for k, v in file_systems.items()},
+    }
+    hooks.write_config(localcloud_dir, {**base_config, "faults": []})
+    d = deploy(
+        template,
+        outdir,
+        client=aws_client,
+        stack_name="IofleetStack",
+        cfn_response_url=athena.response_url,
+        cfn_responses=athena.cfn_responses,
+    )
+    _, mapping = d.one("AWS::Lambda::EventSourceMapping")
+    esm = EventSourceMapping(d, batch_size=int(mapping["Properties"]["BatchSize"])).start()
+    ami = aws_client("ec2").describe_images()["Images"][0]["ImageId"]
+    stack = LocalStack(d, esm, athena, localcloud_dir, file_systems, ami, base_config)
+    try:
+        yield stack
+    finally:
+        esm.stop()
+        athena.stop()
