@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from iofleet.aws import keys
+from iofleet.aws.ddb import set_attributes
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
@@ -64,23 +65,6 @@ def reason(error: Any) -> str | None:
     return " ".join(text.split())[:1000]
 
 
-def _update(ddb: Any, table: str, key: dict[str, str], values: dict[str, str | None]) -> None:
-    sets, names, vals = [], {}, {}
-    for i, (name, value) in enumerate(values.items()):
-        if value is None:
-            continue
-        sets.append(f"#n{i} = :v{i}")
-        names[f"#n{i}"] = name
-        vals[f":v{i}"] = {"S": value}
-    ddb.update_item(
-        TableName=table,
-        Key={k: {"S": v} for k, v in key.items()},
-        UpdateExpression="SET " + ", ".join(sets),
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=vals,
-    )
-
-
 def cleanup_cell(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -> dict[str, Any]:
     run_id, cell_id = event["run_id"], event["cell"]["cell_id"]
     ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id, keys.TAG_CELL: cell_id}))
@@ -90,7 +74,7 @@ def cleanup_cell(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: 
         fs_state = delete_file_system(efs, storage["file_system_id"])
     why = reason(event.get("error"))
     outcome = event.get("outcome", "SUCCEEDED")
-    _update(
+    set_attributes(
         ddb,
         table,
         keys.cell_item_key(run_id, cell_id),
@@ -110,7 +94,7 @@ def cleanup_run(
             if tags.get(keys.TAG_RUN) == run_id:
                 file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
     why = reason(error)
-    _update(ddb, table, keys.run_item_key(run_id), {"status": outcome, "finished_at": _now(), "error": why})
+    set_attributes(ddb, table, keys.run_item_key(run_id), {"status": outcome, "finished_at": _now(), "error": why})
     return {"terminated": len(ids), "file_systems": len(file_systems), "status": outcome, "error": why}
 
 

@@ -15,6 +15,7 @@ from urllib.parse import unquote_plus
 
 from iofleet import schema
 from iofleet.aws import keys
+from iofleet.aws.ddb import set_attributes
 from iofleet.ingest import error_row, merge_slot_rows, rows_for_artifact
 
 _SLOT_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/slot-(?P<slot>\d{4})/")
@@ -108,23 +109,7 @@ def _merged_slot(relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: s
 
 def _slot_summary(row: dict[str, Any], *, ddb: Any, table: str) -> None:
     key = keys.slot_item_key(str(row["run_id"]), str(row["cell_id"]), int(row["slot_index"]))  # type: ignore[call-overload]
-    values = {k: row.get(k) for k in ("status", "exit_code", "error", "started_at", "finished_at", "instance_id", "volume_id", "hostname")}
-    sets: list[str] = []
-    names: dict[str, str] = {}
-    vals: dict[str, dict[str, Any]] = {}
-    for i, (name, value) in enumerate(values.items()):
-        if value is None:
-            continue
-        sets.append(f"#a{i} = :v{i}")
-        names[f"#a{i}"] = "agent_" + name
-        vals[f":v{i}"] = {"N": str(value)} if isinstance(value, int) and not isinstance(value, bool) else {"S": str(value)}
-    sets.append("#ing = :ing")
-    names["#ing"] = "ingested"
-    vals[":ing"] = {"BOOL": True}
-    ddb.update_item(
-        TableName=table,
-        Key={k: {"S": v} for k, v in key.items()},
-        UpdateExpression="SET " + ", ".join(sets),
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=vals,
-    )
+    fields = ("status", "exit_code", "error", "started_at", "finished_at", "instance_id", "volume_id", "hostname")
+    values: dict[str, object] = {"agent_" + k: row.get(k) for k in fields}
+    values["ingested"] = True
+    set_attributes(ddb, table, key, values)
