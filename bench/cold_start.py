@@ -160,6 +160,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         "functions": functions,
         "ingest_import_ms": ingest["import_ms"] if ingest else None,
         "largest_asset_mib": largest,
+        "asset_mib": stat((f["asset_mib"] for f in functions.values()), "MiB (across assets)", 3),
         "targets": {"ingest_import_ms": TARGET_INGEST_IMPORT_MS, "asset_mib": TARGET_ASSET_MIB},
         "met": {
             "ingest_import_ms": bool(ingest)

@@ -55,6 +55,7 @@ class Scale:
     fidelity_pairs: int = 6
     fidelity_runtime_s: int = 8
     fidelity_size: str = "256m"
+    fidelity_aa_pairs: int = 3  # bare vs bare: the noise floor of the A/B ratios
     overhead_repeats: int = 3
     overhead_runtime_s: int = 10
     overhead_size: str = "256m"
@@ -81,6 +82,7 @@ class Scale:
             fidelity_pairs=1,
             fidelity_runtime_s=1,
             fidelity_size="8m",
+            fidelity_aa_pairs=0,
             overhead_repeats=1,
             overhead_runtime_s=1,
             overhead_size="8m",

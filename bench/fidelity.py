@@ -255,6 +255,13 @@ def measure(ctx: Context) -> dict[str, Any]:
             f"fidelity pair {i + 1}/{scale.fidelity_pairs}: iops ratio {pair['iops_ratio']}, "
             f"p99 ratio {pair['p99_ratio']}"
         )
+    aa: list[dict[str, float]] = []
+    for i in range(scale.fidelity_aa_pairs):
+        first, second = run_bare(JOB, params, target), run_bare(JOB, params, target)
+        aa.append({"iops_ratio": round(second.iops / first.iops, 4),
+                   "p99_ratio": round(second.p99_ns / first.p99_ns, 4)})
+        ctx.log(f"fidelity A/A control {i + 1}/{scale.fidelity_aa_pairs}: bare/bare iops ratio "
+                f"{aa[-1]['iops_ratio']}, p99 ratio {aa[-1]['p99_ratio']}")
     shutil.rmtree(target, ignore_errors=True)
     iops_ratio = stat((p["iops_ratio"] for p in pairs), "ratio")
     p99_ratio = stat((p["p99_ratio"] for p in pairs), "ratio")
@@ -279,6 +286,16 @@ def measure(ctx: Context) -> dict[str, Any]:
         "iofleet_iops": stat((p["iofleet_iops"] for p in pairs), "IOPS", 1),
         "bare_p99_us": stat((p["bare_p99_ns"] / 1000 for p in pairs), "us", 1),
         "iofleet_p99_us": stat((p["iofleet_p99_ns"] / 1000 for p in pairs), "us", 1),
+        "aa_control": (
+            {
+                "method": "the same bare fio command twice in a row; ratio = second / first",
+                "pairs": aa,
+                "iops_ratio": stat((a["iops_ratio"] for a in aa), "ratio"),
+                "p99_ratio": stat((a["p99_ratio"] for a in aa), "ratio"),
+            }
+            if aa
+            else {"status": "not measured", "reason": "no A/A pairs at this scale"}
+        ),
         "targets": {
             "iops_ratio_median": [lo_i, hi_i],
             "p99_ratio_median": [lo_p, hi_p],
