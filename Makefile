@@ -5,7 +5,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: demo test bootstrap tools lint test-unit test-infra test-integration test-cloud synth bench clean
 
@@ -24,7 +23,7 @@ demo: bootstrap
 	$(BIN)/iofleet local examples/local-demo.json --out demo-out
 
 lint: $(STAMP)
-	$(BIN)/ruff check iofleet lambdas infra tests app.py
+	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
 
 # npm dev tools (asl-validator) for the infra gates, from the committed lockfile
@@ -33,7 +32,7 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
 test: bootstrap $(NODE_STAMP)
-	$(BIN)/ruff check iofleet lambdas infra tests app.py
+	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
 	$(BIN)/pytest tests/unit tests/integration
 	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
