@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: demo test bootstrap tools lint test-unit test-infra test-integration test-cloud synth bench clean
+.PHONY: demo test bootstrap tools test-tools lint test-unit test-infra test-integration test-cloud synth bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,10 +14,18 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/pip install -q --no-deps -e .
 	@touch $@
 
+# fio and ioping run the benchmarks; the test suites also need shellcheck
+# (user-data checks) and mkfs.xfs (the agent's default filesystem on loop devices)
+RUN_TOOLS := fio ioping
+TEST_TOOLS := $(RUN_TOOLS) shellcheck mkfs.xfs:xfsprogs
+
 bootstrap: $(STAMP) tools
 
 tools:
-	@scripts/ensure-tools.sh
+	@scripts/ensure-tools.sh $(RUN_TOOLS)
+
+test-tools:
+	@scripts/ensure-tools.sh $(TEST_TOOLS)
 
 demo: bootstrap
 	$(BIN)/iofleet local examples/local-demo.json --out demo-out
@@ -31,19 +39,19 @@ NODE_STAMP := node_modules/.package-lock.json
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
-test: bootstrap $(NODE_STAMP)
+test: bootstrap test-tools $(NODE_STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
 	$(BIN)/pytest tests/unit tests/integration
 	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
 
-test-infra: $(STAMP) $(NODE_STAMP)
+test-infra: $(STAMP) test-tools $(NODE_STAMP)
 	$(BIN)/pytest tests/infra
 
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-test-integration: bootstrap
+test-integration: bootstrap test-tools
 	$(BIN)/pytest tests/integration
 
 # Local cloud: moto, DynamoDB Local, Trino (Maven Central, cached in .engines/); see docs/local-cloud.md

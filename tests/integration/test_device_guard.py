@@ -73,10 +73,12 @@ class Loops:
         self.devices: list[Path] = []
         self.mounts: list[Path] = []
 
-    def device(self, *, mbr: bool = False, scan_partitions: bool = False) -> Path:
+    def device(
+        self, *, mbr: bool = False, scan_partitions: bool = False, size_mib: int = 64
+    ) -> Path:
         image = self.tmp_path / f"disk{len(self.devices)}.img"
-        with image.open("wb") as handle:
-            handle.truncate(64 * 1024 * 1024)
+        with image.open("wb") as handle:  # sparse: costs no disk until written
+            handle.truncate(size_mib * 1024 * 1024)
         if mbr:
             _write_mbr(image)
         argv = ["losetup", "--find", "--show"] + (["--partscan"] if scan_partitions else [])
@@ -274,20 +276,23 @@ def _slot_files(tmp_path: Path) -> Path:
 IOPING_WRITE = {"kind": "ioping", "count": 5, "interval_ms": 0, "write": True}
 
 
+@pytest.mark.parametrize("filesystem", ["ext4", "xfs"])
 def test_block_slot_formats_mounts_runs_and_unmounts(
-    loops: Loops, tmp_path: Path, by_id: Path
+    loops: Loops, tmp_path: Path, by_id: Path, filesystem: str
 ) -> None:
-    device = loops.device()
+    if not shutil.which(f"mkfs.{filesystem}"):
+        pytest.skip(f"mkfs.{filesystem} is not installed (make test installs it)")
+    device = loops.device(size_mib=320)  # mkfs.xfs wants at least 300 MiB
     (by_id / EBS_LINK).symlink_to(device)
     mount_point = tmp_path / "mnt-target"
-    target = {"filesystem": "ext4", "mount_point": str(mount_point), "mount_options": "noatime"}
+    target = {"filesystem": filesystem, "mount_point": str(mount_point), "mount_options": "noatime"}
     app = {"kind": "app", "name": "where", "run": "df --output=source . | tail -1"}
 
     code = run_slot(_block_payload(tmp_path, by_id, target, [IOPING_WRITE, app]))
 
     assert code == 0
     manifest = json.loads((_slot_files(tmp_path) / "manifest.json").read_text())
-    assert (manifest["target_fstype"], manifest["target_device"]) == ("ext4", str(device))
+    assert (manifest["target_fstype"], manifest["target_device"]) == (filesystem, str(device))
     assert "noatime" in manifest["mount_options"]
     assert manifest["target_volume_id"] == VOLUME_ID  # CloudWatch metrics outlive the volume
     app_out = json.loads((_slot_files(tmp_path) / "w01-app-where.json").read_text())
