@@ -44,6 +44,8 @@ test: bootstrap test-tools $(NODE_STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest tests/unit tests/integration
 	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
+	$(BIN)/python scripts/engines/engines.py install
+	$(BIN)/pytest tests/cloud
 
 test-infra: $(STAMP) test-tools $(NODE_STAMP)
 	$(BIN)/pytest tests/infra

@@ -188,9 +188,12 @@ class Deployment:
     def deliver_event(self, event: dict[str, Any]) -> list[Any]:
         """EventBridge delivery (moto does not deliver to Lambda targets): moto's
         TestEventPattern matches the abort rule's pattern, then its targets are invoked."""
+        # moto's own pattern matcher: moto server answers TestEventPattern with nothing
+        from moto.events.models import EventPattern
+
         events = self.client("events")
         rule = events.describe_rule(Name=self.abort_rule)
-        if not events.test_event_pattern(EventPattern=rule["EventPattern"], Event=json.dumps(event))["Result"]:
+        if not EventPattern.load(rule["EventPattern"]).matches_event(event):
             return []
         out = []
         by_arn = {self.client("lambda").get_function(FunctionName=n)["Configuration"]["FunctionArn"]: n for n in self.functions.values()}
