@@ -289,7 +289,8 @@ def _fio(relpath: str, text: str) -> Rows:
     except ParseError as exc:
         raise _Bad(f"fio output: {exc}") from None
     results = [_table_row(FIO_RESULTS, key, rec) for rec in out.records]
-    # bins are the bulk of the rows (hundreds per job and direction): build them directly
+    # bins are the bulk of the rows (hundreds per job and direction): build them
+    # straight from the parser's histograms ((bin_ns, count) pairs sorted by bin_ns)
     run_id, cell_id, slot_index, wi, workload = key.values()
     bins = [
         {
@@ -298,13 +299,14 @@ def _fio(relpath: str, text: str) -> Rows:
             "slot_index": slot_index,
             "workload_index": wi,
             "workload": workload,
-            "job": _str(b["job"]),
-            "job_index": _int(b["job_index"]),
-            "direction": _str(b["direction"]),
-            "bin_ns": _int(b["bin_ns"]),
-            "count": _int(b["count"]),
+            "job": job,
+            "job_index": job_index,
+            "direction": direction,
+            "bin_ns": value,
+            "count": count,
         }
-        for b in out.bins
+        for job, job_index, direction, hist in out.histograms
+        for value, count in hist
     ]
     return {FIO_RESULTS.name: results, FIO_LATENCY_BINS.name: bins}
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from iofleet.parsers import ParseError
 
@@ -36,6 +38,7 @@ PERCENTILES: tuple[tuple[str, float], ...] = (
     ("clat_p99_9_ns", 99.9),
     ("clat_p99_99_ns", 99.99),
 )
+_PERCENTILE_VALUES = tuple(p for _, p in PERCENTILES)
 RECORD_KEYS = (
     "job",
     "job_index",
@@ -56,12 +59,26 @@ _JSON_START = re.compile(r"^\{", re.MULTILINE)
 _MAX_QUOTE = 120
 
 
+# (job, job_index, direction, [(bin value ns, count > 0)] by value) of one record
+Histogram = tuple[str, int, str, list[tuple[int, int]]]
+
+
 @dataclass
 class FioOutput:
     records: list[dict] = field(default_factory=list)
-    bins: list[dict] = field(default_factory=list)
+    # one entry per record that has json+ bins; `bins` lists them as rows
+    histograms: list[Histogram] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     fio_version: str | None = None
+
+    @property
+    def bins(self) -> list[dict]:
+        """Every histogram bin as a row (BIN_KEYS), ordered by record, then bin value."""
+        return [
+            {"job": job, "job_index": index, "direction": direction, "bin_ns": value, "count": n}
+            for job, index, direction, hist in self.histograms
+            for value, n in hist
+        ]
 
 
 def percentile_from_bins(
@@ -74,18 +91,33 @@ def percentile_from_bins(
     with the same double arithmetic as fio (p / 100.0 * total), so the result equals
     fio's own percentile figure. None when there are no samples.
     """
+    return percentiles_from_bins(bins, (p,))[0]
+
+
+def percentiles_from_bins(
+    bins: Mapping[int, int] | Iterable[tuple[int, int]], ps: Sequence[float]
+) -> list[int | None]:
+    """`percentile_from_bins` for each of `ps` (in that order), sorting the bins once."""
     items = bins.items() if isinstance(bins, Mapping) else bins
     ordered = sorted((int(value), int(count)) for value, count in items if int(count) > 0)
-    total = sum(count for _, count in ordered)
-    if total == 0:
-        return None
-    threshold = max(1, math.ceil(p / 100.0 * total))
-    cumulative = 0
-    for value, count in ordered:
-        cumulative += count
-        if cumulative >= threshold:
-            return value
-    return ordered[-1][0]
+    return _percentiles_of_sorted(ordered, ps)
+
+
+def _percentiles_of_sorted(ordered: list[tuple[int, int]], ps: Sequence[float]) -> list[int | None]:
+    """The rule over (value, count > 0) pairs already sorted by value.
+
+    One pass builds the cumulative counts; each percentile is then the first bin
+    whose cumulative count reaches its threshold (a binary search).
+    """
+    cumulative = list(accumulate(count for _, count in ordered))
+    if not cumulative or cumulative[-1] == 0:
+        return [None] * len(ps)
+    total = cumulative[-1]
+    last = len(ordered) - 1
+    return [
+        ordered[min(bisect_left(cumulative, max(1, math.ceil(p / 100.0 * total))), last)][0]
+        for p in ps
+    ]
 
 
 def _quote(text: str) -> str:
@@ -101,10 +133,8 @@ def _decode(text: str) -> tuple[dict, list[str]]:
     """The fio JSON document and the non-empty text lines around it."""
     if not text.strip():
         raise ParseError("empty fio output")
-    starts = [m.start() for m in _JSON_START.finditer(text)]
-    if not starts:
-        first = _text_lines(text)[0]
-        raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
+    # candidate starts are found lazily: the first one nearly always decodes
+    starts = (m.start() for m in _JSON_START.finditer(text))
     decoder = json.JSONDecoder()
     first_error: json.JSONDecodeError | None = None
     for start in starts:
@@ -115,7 +145,9 @@ def _decode(text: str) -> tuple[dict, list[str]]:
             continue
         if isinstance(doc, dict):
             return doc, _text_lines(text[:start]) + _text_lines(text[end:])
-    assert first_error is not None
+    if first_error is None:  # no line starts with "{"
+        first = _text_lines(text)[0]
+        raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
     kind = "truncated" if first_error.pos >= len(text.rstrip()) else "invalid"
     raise ParseError(
         f"{kind} fio JSON at line {first_error.lineno} column {first_error.colno}: "
@@ -163,7 +195,8 @@ def _bins(clat: Mapping, scale: int, where: str) -> dict[int, int]:
             value = int(key) * scale
         except ValueError:
             raise ParseError(f"{where}.bins: bin {_quote(key)!r} is not a number") from None
-        number = _int(count, f"{where}.bins[{key}]")
+        # fio writes counts as JSON integers; anything else goes through the checks
+        number = count if type(count) is int else _int(count, f"{where}.bins[{key}]")
         if number > 0:
             bins[value] = bins.get(value, 0) + number
     return bins
@@ -215,10 +248,12 @@ def _direction_record(
         "clat_mean_ns": None if mean is None else _float(mean, f"{clat_where}.mean") * scale,
     }
     missing: list[str] = []
-    for key, p in PERCENTILES:
-        if bins:
-            record[key] = percentile_from_bins(bins, p)
-        else:
+    ordered = sorted(bins.items())
+    if ordered:
+        found = _percentiles_of_sorted(ordered, _PERCENTILE_VALUES)
+        record.update(zip((key for key, _ in PERCENTILES), found, strict=True))
+    else:
+        for key, p in PERCENTILES:
             record[key] = listed.get(p)
             if record[key] is None:
                 missing.append(f"p{p:g}")
@@ -228,16 +263,8 @@ def _direction_record(
             f"list lacks {', '.join(missing)}; left null"
         )
     out.records.append(record)
-    for value in sorted(bins):
-        out.bins.append(
-            {
-                "job": job,
-                "job_index": index,
-                "direction": direction,
-                "bin_ns": value,
-                "count": bins[value],
-            }
-        )
+    if ordered:
+        out.histograms.append((job, index, direction, ordered))
 
 
 def parse_fio(text: str) -> FioOutput:

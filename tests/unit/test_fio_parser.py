@@ -15,6 +15,7 @@ from iofleet.parsers.fio import (
     RECORD_KEYS,
     parse_fio,
     percentile_from_bins,
+    percentiles_from_bins,
 )
 from iofleet.schema import FIO_LATENCY_BINS, FIO_RESULTS
 
@@ -94,6 +95,31 @@ def test_bin_rule_accepts_pairs_and_ignores_empty_bins() -> None:
 
 def test_bin_rule_without_samples_is_none() -> None:
     assert percentile_from_bins({}, 50) is None
+
+
+@pytest.mark.parametrize("name", JSONPLUS)
+def test_all_percentiles_in_one_call_reproduce_fio(name: str) -> None:
+    # given every direction with a histogram and fio's own list of percentiles
+    for job in _doc(name)["jobs"]:
+        for direction in ("read", "write", "trim"):
+            clat = job[direction]["clat_ns"]
+            if not clat.get("bins"):
+                continue
+            listed = clat["percentile"]
+            # when all of them are asked for at once, highest first
+            keys = sorted(listed, key=float, reverse=True)
+            found = percentiles_from_bins(clat["bins"].items(), [float(k) for k in keys])
+            # then each answer is fio's figure, in the order asked
+            assert found == [listed[k] for k in keys], (name, job["jobname"], direction)
+
+
+def test_all_percentiles_in_one_call_follow_the_rule_past_the_total() -> None:
+    bins = {100: 2, 200: 3, 300: 4, 400: 1}
+    assert percentiles_from_bins(bins, [90, 50, 51, 100, 120]) == [300, 200, 300, 400, 400]
+
+
+def test_all_percentiles_without_samples_are_none() -> None:
+    assert percentiles_from_bins({100: 0}, [50, 99]) == [None, None]
 
 
 def test_json_plus_percentiles_come_from_bins_not_the_list() -> None:
