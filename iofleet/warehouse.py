@@ -17,6 +17,7 @@ import csv
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -96,15 +97,17 @@ class Warehouse:
         if not rows:
             return 0
         columns = table.column_names
+        try:  # rows made by Table.row() carry every column: pick them in C
+            values = list(map(itemgetter(*columns), rows))
+        except KeyError:
+            values = [[row.get(c) for c in columns] for row in rows]
         spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in table.columns)
         with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
             path = Path(tmp) / f"{table.name}.csv"
             with path.open("w", encoding="utf-8", newline="") as out:
                 # csv's C writer is the fastest stdlib path; None and "" both
                 # become an empty unquoted field, which DuckDB reads as NULL.
-                csv.writer(out, lineterminator="\n").writerows(
-                    [[row.get(c) for c in columns] for row in rows]
-                )
+                csv.writer(out, lineterminator="\n").writerows(values)
             cols = ", ".join(f'"{c}"' for c in columns)
             self.con.execute(
                 f"INSERT INTO {table.name} ({cols}) SELECT {cols} FROM read_csv(?, "
