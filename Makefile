@@ -43,7 +43,7 @@ test: bootstrap test-tools $(NODE_STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
 	$(BIN)/pytest tests/unit tests/integration
-	@if [ -d tests/infra ] && ls tests/infra/test_*.py >/dev/null 2>&1; then $(BIN)/pytest tests/infra; fi
+	$(BIN)/pytest tests/infra
 	$(BIN)/python scripts/engines/engines.py install
 	$(BIN)/pytest tests/cloud
 
