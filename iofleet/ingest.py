@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from iofleet.schema import (
     APP_RUNS,
@@ -73,18 +73,67 @@ def artifact_kind(relpath: str) -> str | None:
 
 def rows_for_artifact(relpath: str, text: str) -> Rows:
     """Rows (table name -> rows) for one raw artifact; never raises for bad content."""
+    rows, blocks = rows_and_bin_blocks(relpath, text)
+    if blocks is not None:
+        rows[FIO_LATENCY_BINS.name] = expand_bin_blocks(blocks)
+    return rows
+
+
+class BinBlock(NamedTuple):
+    """The `fio_latency_bins` rows of one fio record, which share every column but two.
+
+    `key` holds the values of BIN_BLOCK_COLUMNS; `bins` the (bin_ns, count) pairs
+    sorted by bin_ns. A fio json+ artifact has hundreds of bins per record: a
+    loader can write them without building a dict per bin.
+    """
+
+    key: tuple[object, ...]
+    bins: list[tuple[int, int]]
+
+
+# the fio_latency_bins columns before (bin_ns, count), in table order
+BIN_BLOCK_COLUMNS = (
+    "run_id",
+    "cell_id",
+    "slot_index",
+    "workload_index",
+    "workload",
+    "job",
+    "job_index",
+    "direction",
+)
+
+
+def expand_bin_blocks(blocks: Iterable[BinBlock]) -> list[dict[str, object]]:
+    """The `fio_latency_bins` rows of some blocks, as `rows_for_artifact` gives them."""
+    rows: list[dict[str, object]] = []
+    for block in blocks:
+        shared = dict(zip(BIN_BLOCK_COLUMNS, block.key, strict=True))
+        rows += ({**shared, "bin_ns": value, "count": count} for value, count in block.bins)
+    return rows
+
+
+def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] | None]:
+    """`rows_for_artifact` with a fio artifact's bins left as blocks (None for other kinds).
+
+    For a fio artifact the rows hold `fio_results` only and the blocks are its
+    `fio_latency_bins`; everything else (errors included) is as `rows_for_artifact`.
+    """
     relpath = relpath.replace("\\", "/").lstrip("/")
     run_id = relpath.split("/", 1)[0]
     kind = artifact_kind(relpath)
     try:
         if kind is None:
             raise _Bad("not a known artifact path (see the raw layout in docs/internals.md)")
-        return _HANDLERS[kind](relpath, text)
+        if kind == "fio":
+            results, blocks = _fio(relpath, text)
+            return {FIO_RESULTS.name: results}, blocks
+        return _HANDLERS[kind](relpath, text), None
     except _Bad as exc:
-        return {INGEST_ERRORS.name: [error_row(run_id, relpath, str(exc))]}
+        return {INGEST_ERRORS.name: [error_row(run_id, relpath, str(exc))]}, None
     except Exception as exc:  # noqa: BLE001 - a parser bug must not stop an ingest
         reason = f"{kind} artifact: unexpected {type(exc).__name__}: {exc}"
-        return {INGEST_ERRORS.name: [error_row(run_id, relpath, reason)]}
+        return {INGEST_ERRORS.name: [error_row(run_id, relpath, reason)]}, None
 
 
 def error_row(run_id: str, object_key: str, reason: str) -> dict[str, object]:
@@ -271,7 +320,7 @@ def _slot(relpath: str, text: str) -> Rows:
     return {SLOTS.name: [row]}
 
 
-def _fio(relpath: str, text: str) -> Rows:
+def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBlock]]:
     from iofleet.parsers import ParseError
     from iofleet.parsers.fio import parse_fio
 
@@ -289,26 +338,14 @@ def _fio(relpath: str, text: str) -> Rows:
     except ParseError as exc:
         raise _Bad(f"fio output: {exc}") from None
     results = [_table_row(FIO_RESULTS, key, rec) for rec in out.records]
-    # bins are the bulk of the rows (hundreds per job and direction): build them
-    # straight from the parser's histograms ((bin_ns, count) pairs sorted by bin_ns)
-    run_id, cell_id, slot_index, wi, workload = key.values()
-    bins = [
-        {
-            "run_id": run_id,
-            "cell_id": cell_id,
-            "slot_index": slot_index,
-            "workload_index": wi,
-            "workload": workload,
-            "job": job,
-            "job_index": job_index,
-            "direction": direction,
-            "bin_ns": value,
-            "count": count,
-        }
+    # bins are the bulk of the rows (hundreds per job and direction): one block per
+    # record, straight from the parser's histograms ((bin_ns, count) sorted by bin_ns)
+    prefix = tuple(key.values())
+    blocks = [
+        BinBlock((*prefix, job, job_index, direction), hist)
         for job, job_index, direction, hist in out.histograms
-        for value, count in hist
     ]
-    return {FIO_RESULTS.name: results, FIO_LATENCY_BINS.name: bins}
+    return results, blocks
 
 
 def _ioping(relpath: str, text: str) -> Rows:
@@ -361,12 +398,11 @@ def _drain(relpath: str, text: str) -> Rows:
     return {}
 
 
-_HANDLERS = {
+_HANDLERS = {  # fio: rows_and_bin_blocks calls _fio itself
     "drain": _drain,
     "run": _run,
     "manifest": _manifest,
     "slot": _slot,
-    "fio": _fio,
     "ioping": _ioping,
     "app": _app,
 }

@@ -26,8 +26,14 @@ import duckdb
 import sqlglot
 
 from iofleet import sql as view_files
-from iofleet.ingest import error_row, merge_slot_rows, rows_for_artifact
-from iofleet.schema import BY_NAME, INGEST_ERRORS, SLOTS, TABLES, Table
+from iofleet.ingest import (
+    BIN_BLOCK_COLUMNS,
+    BinBlock,
+    error_row,
+    merge_slot_rows,
+    rows_and_bin_blocks,
+)
+from iofleet.schema import BY_NAME, FIO_LATENCY_BINS, INGEST_ERRORS, SLOTS, TABLES, Table
 
 _ORDER_CELLS = "cell_index NULLS LAST, cell_id"
 
@@ -101,25 +107,71 @@ class Warehouse:
             values = list(map(itemgetter(*columns), rows))
         except KeyError:
             values = [[row.get(c) for c in columns] for row in rows]
-        spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in table.columns)
         with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
             path = Path(tmp) / f"{table.name}.csv"
             with path.open("w", encoding="utf-8", newline="") as out:
                 # csv's C writer is the fastest stdlib path; None and "" both
                 # become an empty unquoted field, which DuckDB reads as NULL.
                 csv.writer(out, lineterminator="\n").writerows(values)
-            cols = ", ".join(f'"{c}"' for c in columns)
-            self.con.execute(
-                f"INSERT INTO {table.name} ({cols}) SELECT {cols} FROM read_csv(?, "
-                "header = false, auto_detect = false, delim = ',', quote = '\"', "
-                f"escape = '\"', columns = {{{spec}}}, "
-                "timestampformat = '%Y-%m-%d %H:%M:%S.%f')",
-                [str(path)],
-            )
+            self._load_csv(table, path)
         return len(rows)
 
-    def replace_runs(self, run_ids: Iterable[str], rows: Mapping[str, Sequence[dict]]) -> None:
-        """Delete every row of these runs, then insert `rows`, in one transaction."""
+    def insert_bin_blocks(self, blocks: Sequence[BinBlock]) -> int:
+        """Bulk-append `fio_latency_bins` rows given as blocks; returns the row count.
+
+        One CSV line per block: its shared columns, then its bin values and counts
+        as two space-separated lists that DuckDB unnests (in order) into rows. A
+        block's hundreds of bins cost two `str.join`s instead of a dict and a CSV
+        row each.
+        """
+        if not blocks:
+            return 0
+        count = 0
+        with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
+            path = Path(tmp) / f"{FIO_LATENCY_BINS.name}.csv"
+            with path.open("w", encoding="utf-8", newline="") as out:
+                writer = csv.writer(out, lineterminator="\n")
+                for block in blocks:
+                    if not block.bins:
+                        continue
+                    values, counts = zip(*block.bins, strict=True)
+                    writer.writerow(
+                        (*block.key, " ".join(map(str, values)), " ".join(map(str, counts)))
+                    )
+                    count += len(block.bins)
+            shared = FIO_LATENCY_BINS.columns[: len(BIN_BLOCK_COLUMNS)]
+            cols = ", ".join(f'"{c.name}"' for c in shared)
+            spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in shared)
+            self.con.execute(
+                f"INSERT INTO {FIO_LATENCY_BINS.name} ({cols}, bin_ns, count) SELECT {cols}, "
+                "unnest(string_split(bin_values, ' ')::BIGINT[]), "
+                "unnest(string_split(bin_counts, ' ')::BIGINT[]) FROM read_csv(?, "
+                "header = false, auto_detect = false, delim = ',', quote = '\"', "
+                f"escape = '\"', columns = {{{spec}, 'bin_values': 'VARCHAR', "
+                "'bin_counts': 'VARCHAR'})",
+                [str(path)],
+            )
+        return count
+
+    def _load_csv(self, table: Table, path: Path) -> None:
+        cols = ", ".join(f'"{c}"' for c in table.column_names)
+        spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in table.columns)
+        self.con.execute(
+            f"INSERT INTO {table.name} ({cols}) SELECT {cols} FROM read_csv(?, "
+            "header = false, auto_detect = false, delim = ',', quote = '\"', "
+            f"escape = '\"', columns = {{{spec}}}, "
+            "timestampformat = '%Y-%m-%d %H:%M:%S.%f')",
+            [str(path)],
+        )
+
+    def replace_runs(
+        self,
+        run_ids: Iterable[str],
+        rows: Mapping[str, Sequence[dict]],
+        bin_blocks: Sequence[BinBlock] = (),
+    ) -> None:
+        """Delete every row of these runs, then insert `rows` (and `bin_blocks`), in one
+        transaction."""
         run_ids = sorted(set(run_ids))
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -128,6 +180,7 @@ class Warehouse:
                     self.con.execute(f"DELETE FROM {table.name} WHERE run_id = ?", [run_id])
             for table in TABLES:
                 self.insert_rows(table, rows.get(table.name, []))
+            self.insert_bin_blocks(bin_blocks)
             self.con.execute(
                 "UPDATE ingest_errors SET ingested_at = now() WHERE ingested_at IS NULL"
             )
@@ -143,6 +196,7 @@ class Warehouse:
         if not root.is_dir():
             return stats
         collected: dict[str, list[dict]] = {t.name: [] for t in TABLES}
+        blocks: list[BinBlock] = []
         for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
             stats.runs.append(run_dir.name)
             for path in sorted(run_dir.rglob("*")):
@@ -159,13 +213,17 @@ class Warehouse:
                     reason = f"cannot read: {exc.strerror or exc}"
                     collected[INGEST_ERRORS.name].append(error_row(run_dir.name, relpath, reason))
                     continue
-                for table, rows in rows_for_artifact(relpath, text).items():
-                    collected[table].extend(rows)
+                rows, bin_blocks = rows_and_bin_blocks(relpath, text)
+                for table, table_rows in rows.items():
+                    collected[table].extend(table_rows)
+                if bin_blocks:
+                    blocks += bin_blocks
         # manifest.json sorts before slot.json within a slot folder, so the
         # final status wins when they are folded into one row.
         collected[SLOTS.name] = merge_slot_rows(collected[SLOTS.name])
-        self.replace_runs(stats.runs, collected)
+        self.replace_runs(stats.runs, collected, blocks)
         stats.rows = {name: len(rows) for name, rows in collected.items()}
+        stats.rows[FIO_LATENCY_BINS.name] += sum(len(b.bins) for b in blocks)
         stats.errors = stats.rows[INGEST_ERRORS.name]
         return stats
 

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 
-from iofleet.ingest import artifact_kind, merge_slot_rows, rows_for_artifact
+from iofleet.ingest import (
+    BIN_BLOCK_COLUMNS,
+    artifact_kind,
+    expand_bin_blocks,
+    merge_slot_rows,
+    rows_and_bin_blocks,
+    rows_for_artifact,
+)
 from iofleet.parsers.fio import parse_fio
 from iofleet.parsers.ioping import parse_ioping
-from iofleet.schema import BY_NAME
+from iofleet.schema import BY_NAME, FIO_LATENCY_BINS
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
@@ -167,3 +174,25 @@ def test_the_same_artifact_twice_gives_identical_rows() -> None:
     first = rows_for_artifact(f"{SLOT_DIR}/w00-fio-randread.json", text)
     second = rows_for_artifact(f"{SLOT_DIR}/w00-fio-randread.json", text)
     assert first == second
+
+
+def test_bin_block_columns_are_the_latency_bin_columns_before_bin_and_count() -> None:
+    assert (*BIN_BLOCK_COLUMNS, "bin_ns", "count") == FIO_LATENCY_BINS.column_names
+
+
+def test_bin_blocks_expand_to_the_bin_rows_in_order() -> None:
+    # given a json+ output with two jobs
+    text = (rawtree.FIXTURES / "fio" / "jsonplus-two-jobs.json").read_text()
+    relpath = f"{SLOT_DIR}/w00-fio-randread.json"
+    # when its bins are kept as blocks
+    rows, blocks = rows_and_bin_blocks(relpath, text)
+    # then the blocks are exactly the bin rows rows_for_artifact gives
+    assert blocks is not None and len(blocks) > 1
+    assert list(rows) == ["fio_results"]
+    assert expand_bin_blocks(blocks) == rows_for_artifact(relpath, text)["fio_latency_bins"]
+
+
+def test_bin_blocks_are_none_for_other_artifacts_and_errors() -> None:
+    bad = (rawtree.FIXTURES / "fio" / "truncated.json").read_text()
+    assert rows_and_bin_blocks(f"{SLOT_DIR}/w00-fio-randread.json", bad)[1] is None
+    assert rows_and_bin_blocks(f"{SLOT_DIR}/slot.json", json.dumps({"status": "ok"}))[1] is None

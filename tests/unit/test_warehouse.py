@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from iofleet.ingest import BinBlock, expand_bin_blocks
 from iofleet.warehouse import Warehouse
 from tests.unit import rawtree
 
@@ -111,3 +112,20 @@ def test_a_warehouse_from_an_older_schema_gains_new_columns(tmp_path: Path) -> N
         rows = wh.query("SELECT volume_id FROM slots")
     # then
     assert rows and all(r["volume_id"] is None for r in rows)
+
+
+def test_bin_blocks_load_the_same_rows_as_bin_dicts(tmp_path: Path) -> None:
+    # given blocks whose shared columns need CSV quoting, and an empty block
+    blocks = [
+        BinBlock((RUN, "c0", 0, 0, "w", 'a,b "c"\nd', 0, "read"), [(100, 2), (250, 1)]),
+        BinBlock((RUN, "c0", 1, 0, "w", "", 1, "write"), [(7, 5)]),
+        BinBlock((RUN, "c0", 2, 0, "w", "j", 0, "read"), []),
+    ]
+    with Warehouse(":memory:") as by_blocks, Warehouse(":memory:") as by_rows:
+        # when one loads the blocks and the other their rows
+        assert by_blocks.insert_bin_blocks(blocks) == 3
+        by_rows.insert_rows("fio_latency_bins", expand_bin_blocks(blocks))
+        # then both hold the same rows, in the same order
+        sql = "SELECT * FROM fio_latency_bins"
+        assert by_blocks.query(sql) == by_rows.query(sql)
+        assert [r["job"] for r in by_blocks.query(sql)] == ['a,b "c"\nd', 'a,b "c"\nd', None]
