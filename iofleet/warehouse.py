@@ -14,6 +14,7 @@ files to seconds. Empty strings load as NULL.
 from __future__ import annotations
 
 import csv
+import io
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,26 +123,29 @@ class Warehouse:
         One CSV line per block: its shared columns, then its bin values and counts
         as two space-separated lists that DuckDB unnests (in order) into rows. A
         block's hundreds of bins cost two `str.join`s instead of a dict and a CSV
-        row each.
+        row each; the shared columns are quoted by the csv module as in `insert_rows`.
         """
         if not blocks:
             return 0
         count = 0
         with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
             path = Path(tmp) / f"{FIO_LATENCY_BINS.name}.csv"
+            shared = io.StringIO()
+            encode = csv.writer(shared, lineterminator="\n")
             with path.open("w", encoding="utf-8", newline="") as out:
-                writer = csv.writer(out, lineterminator="\n")
                 for block in blocks:
                     if not block.bins:
                         continue
-                    values, counts = zip(*block.bins, strict=True)
-                    writer.writerow(
-                        (*block.key, " ".join(map(str, values)), " ".join(map(str, counts)))
-                    )
+                    shared.seek(0)
+                    shared.truncate()
+                    encode.writerow(block.key)  # quoted exactly as in insert_rows
+                    values = " ".join([str(value) for value, _ in block.bins])
+                    counts = " ".join([str(n) for _, n in block.bins])
+                    out.write(f"{shared.getvalue()[:-1]},{values},{counts}\n")
                     count += len(block.bins)
-            shared = FIO_LATENCY_BINS.columns[: len(BIN_BLOCK_COLUMNS)]
-            cols = ", ".join(f'"{c.name}"' for c in shared)
-            spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in shared)
+            key_columns = FIO_LATENCY_BINS.columns[: len(BIN_BLOCK_COLUMNS)]
+            cols = ", ".join(f'"{c.name}"' for c in key_columns)
+            spec = ", ".join(f"'{c.name}': '{c.duckdb_type}'" for c in key_columns)
             self.con.execute(
                 f"INSERT INTO {FIO_LATENCY_BINS.name} ({cols}, bin_ns, count) SELECT {cols}, "
                 "unnest(string_split(bin_values, ' ')::BIGINT[]), "
