@@ -373,6 +373,10 @@ def install() -> None:
     from moto.awslambda.models import LambdaFunction
     from moto.ec2.models.instances import InstanceBackend
 
+    from tests.cloud.localcloud import sfn_patches
+
+    sfn_patches.install()  # moto's Distributed Map ignores its failure threshold (see that module)
+
     LambdaFunction.invoke = _lambda_invoke(LambdaFunction.invoke)  # type: ignore[method-assign]
     InstanceBackend.run_instances = _run_instances(InstanceBackend.run_instances)  # type: ignore[method-assign]
     InstanceBackend.terminate_instances = _terminate_instances(InstanceBackend.terminate_instances)  # type: ignore[method-assign]

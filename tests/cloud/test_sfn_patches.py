@@ -1,0 +1,93 @@
+"""The moto fix of tests/cloud/localcloud/sfn_patches.py: a Distributed Map fails past its failure threshold."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.cloud.localcloud.fixtures import poll
+from tests.cloud.localcloud.sfn_patches import EXCEEDED_CAUSE, EXCEEDED_ERROR, threshold_exceeded
+
+ROLE = "arn:aws:iam::123456789012:role/sfn"
+
+
+def _definition(**map_extra: Any) -> dict[str, Any]:
+    """A Distributed Map over the input list: an item equal to 2 fails, the rest pass; a catch keeps the error."""
+    return {
+        "StartAt": "Fleet",
+        "States": {
+            "Fleet": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                    "StartAt": "Which",
+                    "States": {
+                        "Which": {
+                            "Type": "Choice",
+                            "Choices": [{"Variable": "$", "NumericEquals": 2, "Next": "Boom"}],
+                            "Default": "Fine",
+                        },
+                        "Boom": {"Type": "Fail", "Error": "AgentFailed", "Cause": "agent exited with status 1"},
+                        "Fine": {"Type": "Pass", "End": True},
+                    },
+                },
+                "ResultPath": None,
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}],
+                "End": True,
+                **map_extra,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+
+
+def _run(aws_client: Callable[[str], Any], unique: str, items: list[int], **map_extra: Any) -> dict[str, Any]:
+    sfn = aws_client("stepfunctions")
+    arn = sfn.create_state_machine(name=f"dmap-{unique}", definition=json.dumps(_definition(**map_extra)), roleArn=ROLE)[
+        "stateMachineArn"
+    ]
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps({"items": items}))["executionArn"]
+    desc = poll(
+        lambda: (d := sfn.describe_execution(executionArn=execution))["status"] != "RUNNING" and d,
+        timeout_s=60,
+        what="execution",
+    )
+    assert desc["status"] == "SUCCEEDED", desc
+    return dict(json.loads(desc["output"]))
+
+
+def test_one_failed_item_fails_the_map_with_the_threshold_error(aws_client: Callable[[str], Any], unique: str) -> None:
+    # when: item 2 of three fails and no failure is tolerated (the default)
+    out = _run(aws_client, unique, [1, 2, 3])
+    # then: the Map state failed and its catch got AWS's error
+    assert out["error"] == {"Error": EXCEEDED_ERROR, "Cause": EXCEEDED_CAUSE}
+
+
+def test_items_that_all_succeed_leave_the_map_succeeded(aws_client: Callable[[str], Any], unique: str) -> None:
+    out = _run(aws_client, unique, [1, 3, 4])
+    assert "error" not in out
+
+
+def test_a_tolerated_failure_count_lets_the_map_succeed(aws_client: Callable[[str], Any], unique: str) -> None:
+    out = _run(aws_client, unique, [1, 2, 3], ToleratedFailureCount=1)
+    assert "error" not in out
+
+
+@pytest.mark.parametrize(
+    ("failed", "total", "count", "percentage", "exceeded"),
+    [
+        (0, 3, 0, 0.0, False),
+        (1, 3, 0, 0.0, True),
+        (1, 3, 1, 0.0, False),
+        (2, 3, 1, 0.0, True),
+        (1, 4, 0, 25.0, False),
+        (2, 4, 0, 25.0, True),
+        (2, 4, 5, 25.0, True),
+    ],
+)
+def test_threshold_rule(failed: int, total: int, count: int, percentage: float, exceeded: bool) -> None:
+    assert threshold_exceeded(failed, total, count, percentage) is exceeded
