@@ -83,6 +83,29 @@ def cleanup_cell(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: 
     return {"terminated": len(ids), "file_system": fs_state, "status": outcome, "error": why}
 
 
+def failed_cells(ddb: Any, table: str, run_id: str) -> str | None:
+    """'N of M cells failed: <cell>: <reason>; ...' from the cell items, or None if none failed."""
+    cells: list[tuple[str, str, str]] = []
+    args: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :cell)",
+        "ExpressionAttributeValues": {":pk": {"S": f"run#{run_id}"}, ":cell": {"S": "cell#"}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.query(**args)
+        for item in page["Items"]:
+            status = item.get("status", {}).get("S", "UNKNOWN")
+            cells.append((item["sk"]["S"][len("cell#") :], status, item.get("error", {}).get("S", "")))
+        if "LastEvaluatedKey" not in page:
+            break
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    failed = [f"{cell_id}: {why or status}" for cell_id, status, why in sorted(cells) if status != "SUCCEEDED"]
+    if not failed:
+        return None
+    return (f"{len(failed)} of {len(cells)} cells failed: " + "; ".join(failed))[:1000]
+
+
 def cleanup_run(
     run_id: str, outcome: str, error: Any, *, ec2: Any, efs: Any, ddb: Any, table: str
 ) -> dict[str, Any]:
@@ -94,6 +117,8 @@ def cleanup_run(
             if tags.get(keys.TAG_RUN) == run_id:
                 file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
     why = reason(error)
+    if why is None and outcome != "SUCCEEDED":  # the summary's FAILED/PARTIAL: say which cells and why
+        why = failed_cells(ddb, table, run_id)
     set_attributes(ddb, table, keys.run_item_key(run_id), {"status": outcome, "finished_at": _now(), "error": why})
     return {"terminated": len(ids), "file_systems": len(file_systems), "status": outcome, "error": why}
 

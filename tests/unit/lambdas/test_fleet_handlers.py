@@ -161,6 +161,24 @@ def test_cleanup_cell_terminates_its_instances_and_records_the_reason(
     assert item["error"]["S"] == "States.HeartbeatTimeout: no heartbeat from slot-0001"
 
 
+def test_failed_run_without_an_error_records_its_failed_cells(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
+    # given: one cell of the run failed with a reason (the summary then says FAILED, without an error)
+    run = _planned(context, _seed000(network["ami"]))
+    cell = run["cells"][0]
+    prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
+    error = {"Error": "States.ExceedToleratedFailureThreshold", "Cause": "The specified tolerated failure threshold was exceeded"}
+    cleanup.handler({"scope": "cell", "outcome": "FAILED", "run_id": run["run_id"], "cell": cell, "prepared": {}, "error": error}, context)
+    # when
+    out = cleanup.handler({"scope": "run", "outcome": "FAILED", "run_id": run["run_id"]}, context)
+    # then: the run item says which cell failed and why
+    item = cloud.item(f"run#{run['run_id']}", "run")
+    assert item is not None and item["status"]["S"] == "FAILED"
+    assert item["error"]["S"] == out["error"]
+    assert out["error"].startswith(f"1 of {len(run['cells'])} cells failed: {cell['cell_id']}: States.ExceedToleratedFailureThreshold")
+
+
 def test_abort_event_terminates_the_run_and_marks_it_aborted(
     cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
 ) -> None:
