@@ -4,44 +4,46 @@
 -- p0, p50, p75, p90, p98, p100 over those slot values.
 --
 -- Exact, equal to numpy.percentile(values, p) (method "linear"): with the
--- n values sorted ascending and 1-based rank rn, h = (n - 1) * p / 100 and
+-- n values sorted ascending, v[rn] the value of 1-based rank rn,
+-- h = (n - 1) * p / 100 and
 -- P = v[floor(h) + 1] + (h - floor(h)) * (v[ceil(h) + 1] - v[floor(h) + 1]).
 -- p0 is the minimum and p100 the maximum. Which slots count: see slot_metrics
 -- (fio rows with error <> 0 and failed app runs are left out).
-WITH ranked AS (
+--
+-- Each group's values are sorted into one array (array_agg ... ORDER BY, a
+-- hash aggregation over small groups: one value per slot) and the two
+-- neighbours of each percentile are read from it by rank (element_at). A
+-- window (row_number() over every slot value) would sort all the values by
+-- the eight partition columns, which costs several times more.
+WITH sorted AS (
   SELECT
-    run_id, cell_id, metric_source, workload_index, workload, job, direction, metric, unit,
-    value,
-    row_number() OVER (
-      PARTITION BY run_id, cell_id, metric_source, workload_index, workload, job, direction, metric
-      ORDER BY value
-    ) AS rn,
-    count(*) OVER (
-      PARTITION BY run_id, cell_id, metric_source, workload_index, workload, job, direction, metric
-    ) AS n
+    run_id, cell_id, metric_source, workload_index, workload, job, direction, metric,
+    max(unit) AS unit,
+    count(*) AS n,
+    array_agg(value ORDER BY value) AS vals
   FROM slot_metrics
+  GROUP BY run_id, cell_id, metric_source, workload_index, workload, job, direction, metric
 ),
 pcts AS (
   SELECT pk FROM (VALUES 0, 50, 75, 90, 98, 100) AS t (pk)
 ),
 positioned AS (
   SELECT
-    r.run_id, r.cell_id, r.metric_source, r.workload_index, r.workload, r.job, r.direction,
-    r.metric, r.unit, r.value, r.rn, r.n, p.pk,
-    CAST(r.n - 1 AS DOUBLE) * (CAST(p.pk AS DOUBLE) / CAST(100 AS DOUBLE)) AS h
-  FROM ranked r
+    s.run_id, s.cell_id, s.metric_source, s.workload_index, s.workload, s.job, s.direction,
+    s.metric, s.unit, s.n, s.vals, p.pk,
+    CAST(s.n - 1 AS DOUBLE) * (CAST(p.pk AS DOUBLE) / CAST(100 AS DOUBLE)) AS h
+  FROM sorted s
   CROSS JOIN pcts p
 ),
 picked AS (
   SELECT
     run_id, cell_id, metric_source, workload_index, workload, job, direction, metric, pk,
-    max(unit) AS unit,
-    max(n) AS n,
-    max(h - floor(h)) AS frac,
-    max(CASE WHEN rn = CAST(floor(h) AS BIGINT) + 1 THEN value END) AS v_lo,
-    max(CASE WHEN rn = CAST(ceil(h) AS BIGINT) + 1 THEN value END) AS v_hi
+    unit,
+    n,
+    h - floor(h) AS frac,
+    element_at(vals, CAST(floor(h) AS BIGINT) + 1) AS v_lo,
+    element_at(vals, CAST(ceil(h) AS BIGINT) + 1) AS v_hi
   FROM positioned
-  GROUP BY run_id, cell_id, metric_source, workload_index, workload, job, direction, metric, pk
 ),
 pivoted AS (
   SELECT
