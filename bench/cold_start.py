@@ -93,7 +93,12 @@ def import_time_us(asset: Path, module: str, env: dict[str, str]) -> tuple[int, 
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
         "AWS_EC2_METADATA_DISABLED": "true",
-        "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon here
+        # the variables the Lambda runtime sets: Powertools' Tracer and the X-Ray
+        # SDK take their Lambda code path (no sampler clients built at import),
+        # as deployed with active tracing
+        "LAMBDA_TASK_ROOT": str(asset),
+        "AWS_LAMBDA_FUNCTION_NAME": f"bench-{module}",
+        "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
         **env,
     }
     full_env.pop("PYTHONPATH", None)
