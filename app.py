@@ -30,7 +30,9 @@ FEATURE_FLAGS: dict[str, object] = {
 }
 
 
-def build_app(context: dict[str, object] | None = None, outdir: str | None = None) -> tuple[cdk.App, IofleetStack]:
+def build_app(
+    context: dict[str, object] | None = None, outdir: str | None = None
+) -> tuple[cdk.App, IofleetStack]:
     """The app with its one stack (tests call this with their own context and outdir)."""
     app = cdk.App(context={**FEATURE_FLAGS, **(context or {})}, outdir=outdir)
     config = DeployConfig.from_context(app.node.try_get_context)
@@ -38,7 +40,8 @@ def build_app(context: dict[str, object] | None = None, outdir: str | None = Non
     env = None
     if config.vpc_id:  # a lookup needs a concrete account/region
         env = cdk.Environment(
-            account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
+            account=os.environ.get("CDK_DEFAULT_ACCOUNT"),
+            region=os.environ.get("CDK_DEFAULT_REGION"),
         )
     stack = IofleetStack(app, config.stack_name, config=config, staging_root=staging_root, env=env)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
@@ -48,7 +51,9 @@ def build_app(context: dict[str, object] | None = None, outdir: str | None = Non
 def main() -> int:
     try:
         # `cdk synth` sets CDK_OUTDIR; `make synth` (python3 app.py) writes ./cdk.out
-        app, _ = build_app(outdir=os.environ.get("CDK_OUTDIR", str(Path(__file__).resolve().parent / "cdk.out")))
+        app, _ = build_app(
+            outdir=os.environ.get("CDK_OUTDIR", str(Path(__file__).resolve().parent / "cdk.out"))
+        )
     except ConfigError as exc:
         for line in str(exc).splitlines():
             print(f"cdk context: {line}", file=sys.stderr)

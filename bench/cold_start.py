@@ -36,7 +36,11 @@ _IMPORTTIME = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|\s*(.+)$")
 
 def synth(ctx: Context) -> Path:
     out = ctx.scratch("cdk.out")
-    env = {**os.environ, "CDK_OUTDIR": str(out), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(out),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
     run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env)
     return out
 
@@ -63,7 +67,9 @@ def lambda_assets(cdk_out: Path) -> list[dict[str, Any]]:
                     "handler": props.get("Handler"),
                     "runtime": props.get("Runtime"),
                     "asset": asset,
-                    "env": {k: v if isinstance(v, str) else f"bench-{k.lower()}" for k, v in env.items()},
+                    "env": {
+                        k: v if isinstance(v, str) else f"bench-{k.lower()}" for k, v in env.items()
+                    },
                 }
             )
     return found

@@ -258,10 +258,16 @@ def measure(ctx: Context) -> dict[str, Any]:
     aa: list[dict[str, float]] = []
     for i in range(scale.fidelity_aa_pairs):
         first, second = run_bare(JOB, params, target), run_bare(JOB, params, target)
-        aa.append({"iops_ratio": round(second.iops / first.iops, 4),
-                   "p99_ratio": round(second.p99_ns / first.p99_ns, 4)})
-        ctx.log(f"fidelity A/A control {i + 1}/{scale.fidelity_aa_pairs}: bare/bare iops ratio "
-                f"{aa[-1]['iops_ratio']}, p99 ratio {aa[-1]['p99_ratio']}")
+        aa.append(
+            {
+                "iops_ratio": round(second.iops / first.iops, 4),
+                "p99_ratio": round(second.p99_ns / first.p99_ns, 4),
+            }
+        )
+        ctx.log(
+            f"fidelity A/A control {i + 1}/{scale.fidelity_aa_pairs}: bare/bare iops ratio "
+            f"{aa[-1]['iops_ratio']}, p99 ratio {aa[-1]['p99_ratio']}"
+        )
     shutil.rmtree(target, ignore_errors=True)
     iops_ratio = stat((p["iops_ratio"] for p in pairs), "ratio")
     p99_ratio = stat((p["p99_ratio"] for p in pairs), "ratio")

@@ -70,8 +70,12 @@ def _stub_response(function: str, payload: dict[str, Any], slots: int, rec: _Rec
             "stop_on_failure": False,
             "cell_concurrency": 1,
             "cells": [
-                {"cell_id": f"c000-bench-x{slots}-r1", "has_populate": False,
-                 "heartbeat_s": 900, "timeout_s": 7200}
+                {
+                    "cell_id": f"c000-bench-x{slots}-r1",
+                    "has_populate": False,
+                    "heartbeat_s": 900,
+                    "timeout_s": 7200,
+                }
             ],
         }
     if "PrepareCell" in function:
@@ -115,15 +119,29 @@ def run_execution(template: dict[str, Any], slots: int, timeout_s: float = 300) 
         payload = json.loads(body) if body else {}
         return json.dumps(_stub_response(function_name, payload, slots, rec))
 
-    def add_event(self: Any, context: Any, event_type: Any, event_details: Any = None,
-                  *args: Any, **kwargs: Any) -> int:
+    def add_event(
+        self: Any,
+        context: Any,
+        event_type: Any,
+        event_details: Any = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> int:
         rec.add(self, event_type, event_details)
         return original_add(self, context, event_type, event_details, *args, **kwargs)
 
-    saved_env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                                 "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_DEFAULT_REGION="us-east-1")
+    saved_env = {
+        k: os.environ.get(k)
+        for k in (
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_DEFAULT_REGION",
+            "AWS_ENDPOINT_URL",
+        )
+    }
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
+    )
     os.environ.pop("AWS_ENDPOINT_URL", None)
     lambda_simple.LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]
     event_manager.EventManager.add_event = add_event  # type: ignore[method-assign]
@@ -140,8 +158,11 @@ def run_execution(template: dict[str, Any], slots: int, timeout_s: float = 300) 
             for logical, res in template["Resources"].items():
                 if res.get("Type") == "AWS::Lambda::Function":
                     arns[logical] = lam.create_function(
-                        FunctionName=logical, Runtime="python3.12", Role=role_arn,
-                        Handler="handler.handler", Code={"ZipFile": code.getvalue()},
+                        FunctionName=logical,
+                        Runtime="python3.12",
+                        Role=role_arn,
+                        Handler="handler.handler",
+                        Code={"ZipFile": code.getvalue()},
                     )["FunctionArn"]
             definitions = state_machine_definitions(template, arns)
             if len(definitions) != 1:
@@ -191,18 +212,20 @@ def run_execution(template: dict[str, Any], slots: int, timeout_s: float = 300) 
     if status != "SUCCEEDED":
         raise RuntimeError(f"the execution ended {status} with {in_flight}/{slots} slots launched")
     parent_entered = [e for e in events if str(e["type"]).endswith("StateEntered")]
-    parent_states = Counter(
-        e["stateEnteredEventDetails"]["name"] for e in parent_entered
-    )
+    parent_states = Counter(e["stateEnteredEventDetails"]["name"] for e in parent_entered)
     # The parent's event manager is the one that entered the Fleet Map state;
     # moto keeps the Distributed Map's child executions in other managers.
     parents = {m for m, _, name, _ in rec.events if name == FLEET_MAP_STATE}
     child_entered = [
-        name for m, etype, name, _ in rec.events
+        name
+        for m, etype, name, _ in rec.events
         if m not in parents and etype.endswith("StateEntered")
     ]
-    fleet_entered = [t for _, etype, name, t in rec.events
-                     if etype == "MapStateEntered" and name == FLEET_MAP_STATE]
+    fleet_entered = [
+        t
+        for _, etype, name, t in rec.events
+        if etype == "MapStateEntered" and name == FLEET_MAP_STATE
+    ]
     if not fleet_entered or in_flight < slots:
         raise RuntimeError(f"only {in_flight}/{slots} launch requests were in flight")
     nth_launch = sorted(t for t, _ in rec.launches)[slots - 1]
@@ -256,7 +279,8 @@ def measure_both(ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
         "parent_states_entered": first["parent_states"],
         "child_executions": first["child_executions"],
         "child_states_entered": first["child_states"],
-        "transitions_per_slot_execution": first["child_transitions"] / max(1, first["child_executions"]),
+        "transitions_per_slot_execution": first["child_transitions"]
+        / max(1, first["child_executions"]),
         "transitions_run_and_cell": stat((r["parent_transitions"] for r in runs), "transitions", 0),
         "transitions_per_cell": stat(totals, "transitions", 0),
         "transitions_per_slot": per_slot_stat,
@@ -283,4 +307,3 @@ def measure_both(ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
         "execution_s": stat((r["execution_s"] for r in runs), "s", 3),
     }
     return orchestration, fleet_step
-

@@ -59,7 +59,9 @@ def measure(ctx: Context) -> dict[str, Any]:
             "agent_fio_child_wall_s": round(mine.agent["fio_child_wall_s"], 3),
             "runner_outside_agent_s": round(mine.wall_s - mine.agent["agent_wall_s"], 3),
             "agent_peak_rss_mib": round(hwm / 1024, 2),
-            "agent_peak_rss_lifetime_mib": round((mine.agent["agent_vmhwm_last_kib"] or 0) / 1024, 2),
+            "agent_peak_rss_lifetime_mib": round(
+                (mine.agent["agent_vmhwm_last_kib"] or 0) / 1024, 2
+            ),
             "runner_peak_rss_mib": round((mine.agent["runner_vmhwm_kib"] or 0) / 1024, 2),
         }
         rows.append(row)

@@ -204,8 +204,10 @@ def measure_duckdb(ctx: Context) -> dict[str, Any]:
     db = work / "warehouse.duckdb"
     with Timer() as t_gen:
         build_duckdb(db, sh)
-    ctx.log(f"queries: generated {sh['fio_results']} results, {sh['fio_latency_bins']} bins "
-            f"in DuckDB in {t_gen.seconds:.1f} s")
+    ctx.log(
+        f"queries: generated {sh['fio_results']} results, {sh['fio_latency_bins']} bins "
+        f"in DuckDB in {t_gen.seconds:.1f} s"
+    )
     times: dict[str, dict[str, list[float]]] = {v: {"all": [], "one_run": []} for v in VIEWS}
     out_rows: dict[str, dict[str, int]] = {v: {} for v in VIEWS}
     with Warehouse(db) as wh:
@@ -214,19 +216,24 @@ def measure_duckdb(ctx: Context) -> dict[str, Any]:
         for r in range(scale.query_repeats):
             for view in VIEWS:
                 with Timer() as t:
-                    wh.con.execute(f"CREATE OR REPLACE TEMP TABLE bench_out AS SELECT * FROM {view}")
+                    wh.con.execute(
+                        f"CREATE OR REPLACE TEMP TABLE bench_out AS SELECT * FROM {view}"
+                    )
                 times[view]["all"].append(t.seconds)
-                out_rows[view]["all"] = wh.con.execute(
-                    "SELECT count(*) FROM bench_out"
-                ).fetchone()[0]  # type: ignore[index]
+                out_rows[view]["all"] = wh.con.execute("SELECT count(*) FROM bench_out").fetchone()[
+                    0
+                ]  # type: ignore[index]
                 with Timer() as t:
                     got = getattr(wh, view)(one_run)
                 times[view]["one_run"].append(t.seconds)
                 out_rows[view]["one_run"] = len(got)
             ctx.log(
                 f"queries repeat {r + 1}/{scale.query_repeats}: "
-                + ", ".join(f"{v} {times[v]['all'][-1]:.2f} s (all) "
-                            f"{times[v]['one_run'][-1]:.2f} s (one run)" for v in VIEWS)
+                + ", ".join(
+                    f"{v} {times[v]['all'][-1]:.2f} s (all) "
+                    f"{times[v]['one_run'][-1]:.2f} s (one run)"
+                    for v in VIEWS
+                )
             )
         threads = wh.con.execute("SELECT current_setting('threads')").fetchone()[0]  # type: ignore[index]
     db.unlink()

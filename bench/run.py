@@ -84,8 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n.strip() for n in args.only.split(",")] if args.only else list(FIGURES)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
-        print(f"bench: unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}",
-              file=sys.stderr)
+        print(
+            f"bench: unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}",
+            file=sys.stderr,
+        )
         return 2
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)

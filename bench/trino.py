@@ -181,8 +181,11 @@ def measure(ctx: Context) -> dict[str, Any]:
                 rows_out[view]["one_run"] = len(got.rows)
             ctx.log(
                 f"queries/trino repeat {r + 1}/{scale.trino_repeats}: "
-                + ", ".join(f"{v} {times[v]['all'][-1]:.1f} s (all) "
-                            f"{times[v]['one_run'][-1]:.1f} s (one run)" for v in VIEWS)
+                + ", ".join(
+                    f"{v} {times[v]['all'][-1]:.1f} s (all) "
+                    f"{times[v]['one_run'][-1]:.1f} s (one run)"
+                    for v in VIEWS
+                )
             )
         version = client.execute("SELECT version()").scalar()
     finally:

@@ -38,11 +38,11 @@ def resolve(value: Any, ref: Callable[[str, str | None], str]) -> Any:
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
-        (k, v), = value.items()
+        ((k, v),) = value.items()
         if k == "Ref":
             return PSEUDO[v] if v in PSEUDO else ref(v, None)
         if k == "Fn::GetAtt":
-            logical, attr = (v.split(".", 1) if isinstance(v, str) else v)
+            logical, attr = v.split(".", 1) if isinstance(v, str) else v
             return ref(logical, attr)
         if k == "Fn::Join":
             sep, parts = v

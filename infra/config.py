@@ -77,7 +77,11 @@ class DeployConfig:
             "expected a QuickSight user or group ARN",
         )
         text("alarm_email", r"[^@\s]+@[^@\s]+\.[^@\s]+", "expected an email address")
-        text("projection_start", r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])", "expected a date like 2024-01-01")
+        text(
+            "projection_start",
+            r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])",
+            "expected a date like 2024-01-01",
+        )
         integer("results_retention_days", 1, 3650)
         integer("max_instances_per_run", 1, 5000)
         integer("powertools_layer_version", 1, 10000)

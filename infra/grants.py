@@ -8,13 +8,24 @@ from aws_cdk import aws_s3 as s3
 from infra.nag import ack_prefix
 
 
-def allow_objects(role: iam.IRole, bucket: s3.IBucket, prefix: str, actions: list[str], why: str) -> None:
+def allow_objects(
+    role: iam.IRole, bucket: s3.IBucket, prefix: str, actions: list[str], why: str
+) -> None:
     """`actions` (exact, no wildcards) on objects under `prefix` only."""
-    role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(f"{prefix}*")]))
-    ack_prefix(role, bucket, prefix, f"object keys under {prefix} are per run/cell/slot and unknown at deploy: {why}")
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(f"{prefix}*")])
+    )
+    ack_prefix(
+        role,
+        bucket,
+        prefix,
+        f"object keys under {prefix} are per run/cell/slot and unknown at deploy: {why}",
+    )
 
 
 def allow_list(role: iam.IRole, bucket: s3.IBucket) -> None:
     role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[bucket.bucket_arn])
+        iam.PolicyStatement(
+            actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[bucket.bucket_arn]
+        )
     )

@@ -18,8 +18,18 @@ from infra.constructs.storage import Storage
 
 
 class IofleetStack(Stack):
-    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, staging_root: Path, **kwargs: object) -> None:
-        super().__init__(scope, id, description="iofleet: storage benchmarks at fleet scale", **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        staging_root: Path,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(
+            scope, id, description="iofleet: storage benchmarks at fleet scale", **kwargs
+        )  # type: ignore[arg-type]
         self.config = config
         layer = config.powertools_layer_version
         self.storage = Storage(self, "Storage", retention_days=config.results_retention_days)
@@ -52,7 +62,12 @@ class IofleetStack(Stack):
             layer_version=layer,
         )
         self.ingest = Ingest(
-            self, "Ingest", bucket=self.storage.bucket, table=self.storage.table, staging_root=staging_root, layer_version=layer
+            self,
+            "Ingest",
+            bucket=self.storage.bucket,
+            table=self.storage.table,
+            staging_root=staging_root,
+            layer_version=layer,
         )
         self.alarms = Alarms(
             self,

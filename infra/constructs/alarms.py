@@ -16,7 +16,13 @@ from constructs import Construct
 
 class Alarms(Construct):
     def __init__(
-        self, scope: Construct, id: str, *, email: str | None, dlq: sqs.IQueue, state_machine: sfn.StateMachine
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        email: str | None,
+        dlq: sqs.IQueue,
+        state_machine: sfn.StateMachine,
     ) -> None:
         super().__init__(scope, id)
         self.dead_letters = cw.Alarm(
@@ -41,9 +47,13 @@ class Alarms(Construct):
         )
         self.topic: sns.Topic | None = None
         if email:
-            key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="iofleet alarm topic")
+            key = kms.Key(
+                self, "TopicKey", enable_key_rotation=True, description="iofleet alarm topic"
+            )
             key.grant_encrypt_decrypt(iam.ServicePrincipal("cloudwatch.amazonaws.com"))
-            self.topic = sns.Topic(self, "Topic", display_name="iofleet alarms", master_key=key, enforce_ssl=True)
+            self.topic = sns.Topic(
+                self, "Topic", display_name="iofleet alarms", master_key=key, enforce_ssl=True
+            )
             self.topic.add_subscription(subs.EmailSubscription(email))
             for alarm in (self.dead_letters, self.failed_runs):
                 alarm.add_alarm_action(cw_actions.SnsAction(self.topic))

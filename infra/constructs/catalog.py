@@ -41,7 +41,9 @@ ORDER BY run_id, app, storage_label, fleet_size
 """
 
 
-def table_parameters(bucket_name: str, table: schema.Table, projection_start: str = PROJECTION_START) -> dict[str, str]:
+def table_parameters(
+    bucket_name: str, table: schema.Table, projection_start: str = PROJECTION_START
+) -> dict[str, str]:
     """Partition projection on `dt` (a date): new runs are queryable at once, no crawler,
     no MSCK REPAIR, and a query needs no run filter (a query without a `dt` filter
     lists one S3 prefix per day since `projection_start`)."""
@@ -84,7 +86,8 @@ class Catalog(Construct):
             "Database",
             catalog_id=stack.account,
             database_input=glue.CfnDatabase.DatabaseInputProperty(
-                name=DATABASE, description="iofleet results (curated from raw/ by the ingest Lambda)"
+                name=DATABASE,
+                description="iofleet results (curated from raw/ by the ingest Lambda)",
             ),
         )
         self.tables: dict[str, glue.CfnTable] = {}
@@ -100,7 +103,9 @@ class Catalog(Construct):
                     table_type="EXTERNAL_TABLE",
                     parameters=table_parameters(bucket.bucket_name, t, projection_start),
                     partition_keys=[
-                        glue.CfnTable.ColumnProperty(name=PARTITION_KEY, type="string", comment="UTC date of the run start")
+                        glue.CfnTable.ColumnProperty(
+                            name=PARTITION_KEY, type="string", comment="UTC date of the run start"
+                        )
                     ],
                     storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
                         location=f"s3://{bucket.bucket_name}/{keys.CURATED_PREFIX}{t.name}/",
@@ -110,7 +115,9 @@ class Catalog(Construct):
                             serialization_library="org.apache.hive.hcatalog.data.JsonSerDe",
                         ),
                         columns=[
-                            glue.CfnTable.ColumnProperty(name=c["name"], type=c["type"], comment=c["comment"] or None)
+                            glue.CfnTable.ColumnProperty(
+                                name=c["name"], type=c["type"], comment=c["comment"] or None
+                            )
                             for c in t.glue_columns()
                         ],
                     ),
@@ -186,13 +193,23 @@ class Catalog(Construct):
 
 
 def grant_athena(
-    role: iam.IRole, stack: Stack, workgroup: str, bucket: s3.IBucket, *, write_catalog: bool = False
+    role: iam.IRole,
+    stack: Stack,
+    workgroup: str,
+    bucket: s3.IBucket,
+    *,
+    write_catalog: bool = False,
 ) -> None:
     """Run Athena queries in the workgroup over the iofleet database."""
     wg_arn = stack.format_arn(service="athena", resource="workgroup", resource_name=workgroup)
     role.add_to_principal_policy(
         iam.PolicyStatement(
-            actions=["athena:StartQueryExecution", "athena:GetQueryExecution", "athena:GetQueryResults", "athena:StopQueryExecution"],
+            actions=[
+                "athena:StartQueryExecution",
+                "athena:GetQueryExecution",
+                "athena:GetQueryResults",
+                "athena:StopQueryExecution",
+            ],
             resources=[wg_arn],
         )
     )
@@ -210,7 +227,9 @@ def grant_athena(
         )
     )
     allow_list(role, bucket)
-    allow_objects(role, bucket, keys.CURATED_PREFIX, ["s3:GetObject"], "Athena reads curated results")
+    allow_objects(
+        role, bucket, keys.CURATED_PREFIX, ["s3:GetObject"], "Athena reads curated results"
+    )
     allow_objects(
         role,
         bucket,

@@ -53,7 +53,9 @@ COLUMNS = [
 
 
 class Dashboard(Construct):
-    def __init__(self, scope: Construct, id: str, *, principal_arn: str, database: str, workgroup: str) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, principal_arn: str, database: str, workgroup: str
+    ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
         prefix = f"iofleet-{stack.stack_name.lower()}"
@@ -68,7 +70,11 @@ class Dashboard(Construct):
                 athena_parameters=qs.CfnDataSource.AthenaParametersProperty(work_group=workgroup)
             ),
             ssl_properties=qs.CfnDataSource.SslPropertiesProperty(disable_ssl=False),
-            permissions=[qs.CfnDataSource.ResourcePermissionProperty(principal=principal_arn, actions=OWNER_ACTIONS_SOURCE)],
+            permissions=[
+                qs.CfnDataSource.ResourcePermissionProperty(
+                    principal=principal_arn, actions=OWNER_ACTIONS_SOURCE
+                )
+            ],
         )
         self.data_set = qs.CfnDataSet(
             self,
@@ -84,11 +90,17 @@ class Dashboard(Construct):
                         catalog="AwsDataCatalog",
                         schema=database,
                         name="cell_percentiles",
-                        input_columns=[qs.CfnDataSet.InputColumnProperty(name=n, type=t) for n, t in COLUMNS],
+                        input_columns=[
+                            qs.CfnDataSet.InputColumnProperty(name=n, type=t) for n, t in COLUMNS
+                        ],
                     )
                 )
             },
-            permissions=[qs.CfnDataSet.ResourcePermissionProperty(principal=principal_arn, actions=OWNER_ACTIONS_DATASET)],
+            permissions=[
+                qs.CfnDataSet.ResourcePermissionProperty(
+                    principal=principal_arn, actions=OWNER_ACTIONS_DATASET
+                )
+            ],
         )
         ds_id = "cellpercentiles"
         self.dashboard = qs.CfnDashboard(
@@ -97,7 +109,11 @@ class Dashboard(Construct):
             aws_account_id=stack.account,
             dashboard_id=f"{prefix}-percentiles",
             name="iofleet: percentiles per storage and fleet size",
-            permissions=[qs.CfnDashboard.ResourcePermissionProperty(principal=principal_arn, actions=OWNER_ACTIONS_DASHBOARD)],
+            permissions=[
+                qs.CfnDashboard.ResourcePermissionProperty(
+                    principal=principal_arn, actions=OWNER_ACTIONS_DASHBOARD
+                )
+            ],
             definition=qs.CfnDashboard.DashboardVersionDefinitionProperty(
                 data_set_identifier_declarations=[
                     qs.CfnDashboard.DataSetIdentifierDeclarationProperty(
@@ -122,12 +138,16 @@ def _col(ds: str, name: str) -> qs.CfnDashboard.ColumnIdentifierProperty:
 def _table_visual(ds: str) -> qs.CfnDashboard.VisualProperty:
     group_by = [
         qs.CfnDashboard.DimensionFieldProperty(
-            categorical_dimension_field=qs.CfnDashboard.CategoricalDimensionFieldProperty(field_id=f"d-{n}", column=_col(ds, n))
+            categorical_dimension_field=qs.CfnDashboard.CategoricalDimensionFieldProperty(
+                field_id=f"d-{n}", column=_col(ds, n)
+            )
         )
         for n in ("run_id", "metric", "storage_label")
     ] + [
         qs.CfnDashboard.DimensionFieldProperty(
-            numerical_dimension_field=qs.CfnDashboard.NumericalDimensionFieldProperty(field_id="d-fleet_size", column=_col(ds, "fleet_size"))
+            numerical_dimension_field=qs.CfnDashboard.NumericalDimensionFieldProperty(
+                field_id="d-fleet_size", column=_col(ds, "fleet_size")
+            )
         )
     ]
     values = [
@@ -135,7 +155,9 @@ def _table_visual(ds: str) -> qs.CfnDashboard.VisualProperty:
             numerical_measure_field=qs.CfnDashboard.NumericalMeasureFieldProperty(
                 field_id=f"m-{p}",
                 column=_col(ds, p),
-                aggregation_function=qs.CfnDashboard.NumericalAggregationFunctionProperty(simple_numerical_aggregation="MAX"),
+                aggregation_function=qs.CfnDashboard.NumericalAggregationFunctionProperty(
+                    simple_numerical_aggregation="MAX"
+                ),
             )
         )
         for p in ("p0", "p50", "p75", "p90", "p98", "p100")
@@ -145,11 +167,15 @@ def _table_visual(ds: str) -> qs.CfnDashboard.VisualProperty:
             visual_id="percentile-table",
             title=qs.CfnDashboard.VisualTitleLabelOptionsProperty(
                 visibility="VISIBLE",
-                format_text=qs.CfnDashboard.ShortFormatTextProperty(plain_text="P0..P100 per storage and fleet size"),
+                format_text=qs.CfnDashboard.ShortFormatTextProperty(
+                    plain_text="P0..P100 per storage and fleet size"
+                ),
             ),
             chart_configuration=qs.CfnDashboard.TableConfigurationProperty(
                 field_wells=qs.CfnDashboard.TableFieldWellsProperty(
-                    table_aggregated_field_wells=qs.CfnDashboard.TableAggregatedFieldWellsProperty(group_by=group_by, values=values)
+                    table_aggregated_field_wells=qs.CfnDashboard.TableAggregatedFieldWellsProperty(
+                        group_by=group_by, values=values
+                    )
                 )
             ),
         )

@@ -39,13 +39,21 @@ class Fleet(Construct):
                 max_azs=2,
                 nat_gateways=0,
                 subnet_configuration=[
-                    ec2.SubnetConfiguration(name="fleet", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=20)
+                    ec2.SubnetConfiguration(
+                        name="fleet", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=20
+                    )
                 ],
-                gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+                gateway_endpoints={
+                    "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
+                },
             )
             vpc.add_flow_log("FlowLog", traffic_type=ec2.FlowLogTrafficType.REJECT)
             self.vpc = vpc
-        self.subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PUBLIC) if not vpc_id else self.vpc.select_subnets()
+        self.subnets = (
+            self.vpc.select_subnets(subnet_type=ec2.SubnetType.PUBLIC)
+            if not vpc_id
+            else self.vpc.select_subnets()
+        )
 
         self.security_group = ec2.SecurityGroup(
             self,
@@ -73,15 +81,29 @@ class Fleet(Construct):
             "InstanceRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="iofleet benchmark instance: raw results, its task token, the start barrier",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")
+            ],
         )
         ack(
             self.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
             "Session Manager is the only access path to instances (no key pair, no ingress); AWS maintains this policy",
         )
-        allow_objects(self.role, bucket, keys.RAW_PREFIX, ["s3:PutObject"], "instances upload raw results, never read or delete")
-        allow_objects(self.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject"], "an instance reads its payload")
+        allow_objects(
+            self.role,
+            bucket,
+            keys.RAW_PREFIX,
+            ["s3:PutObject"],
+            "instances upload raw results, never read or delete",
+        )
+        allow_objects(
+            self.role,
+            bucket,
+            keys.CONTROL_PREFIX,
+            ["s3:GetObject"],
+            "an instance reads its payload",
+        )
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ReadAgentBundle",
@@ -92,7 +114,11 @@ class Fleet(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="SignalTaskToken",
-                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                actions=[
+                    "states:SendTaskSuccess",
+                    "states:SendTaskFailure",
+                    "states:SendTaskHeartbeat",
+                ],
                 resources=["*"],
             )
         )
@@ -134,7 +160,12 @@ class Fleet(Construct):
             block_devices=[
                 ec2.BlockDevice(
                     device_name="/dev/sda1",
-                    volume=ec2.BlockDeviceVolume.ebs(30, encrypted=True, delete_on_termination=True, volume_type=ec2.EbsDeviceVolumeType.GP3),
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        30,
+                        encrypted=True,
+                        delete_on_termination=True,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                    ),
                 )
             ],
             detailed_monitoring=True,

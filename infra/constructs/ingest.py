@@ -51,7 +51,9 @@ class Ingest(Construct):
             s3n.SqsDestination(self.queue),
             s3.NotificationKeyFilter(prefix=keys.RAW_PREFIX, suffix=".json"),
         )
-        handler = Stack.of(self).node.try_find_child("BucketNotificationsHandler050a0587b7544547bf325f094a3db834")
+        handler = Stack.of(self).node.try_find_child(
+            "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
+        )
         if handler is not None:
             ack(
                 handler,
@@ -78,6 +80,10 @@ class Ingest(Construct):
             )
         )
         role = self.function.role
-        allow_objects(role, bucket, keys.RAW_PREFIX, ["s3:GetObject"], "ingest reads every raw artifact")
-        allow_objects(role, bucket, keys.CURATED_PREFIX, ["s3:PutObject"], "ingest writes curated rows")
+        allow_objects(
+            role, bucket, keys.RAW_PREFIX, ["s3:GetObject"], "ingest reads every raw artifact"
+        )
+        allow_objects(
+            role, bucket, keys.CURATED_PREFIX, ["s3:PutObject"], "ingest writes curated rows"
+        )
         table.grant(role, "dynamodb:PutItem", "dynamodb:UpdateItem")

@@ -89,14 +89,23 @@ class CellFlow(sfn.StateMachineFragment):
             },
             result_path="$.cleanup",
             comment="terminate the cell's instances, delete its ephemeral storage, record the reason",
-        ).add_retry(errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5))
+        ).add_retry(
+            errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5)
+        )
         stop = (
             sfn.Choice(self, "StopOnFailure?")
             .when(
                 sfn.Condition.boolean_equals("$.stop_on_failure", True),
-                sfn.Fail(self, "CellFailed", error="CellFailed", cause="a cell failed and the matrix asks to stop at the first failure"),
+                sfn.Fail(
+                    self,
+                    "CellFailed",
+                    error="CellFailed",
+                    cause="a cell failed and the matrix asks to stop at the first failure",
+                ),
             )
-            .otherwise(sfn.Succeed(self, "CellFailedContinue", comment="partial results kept; next cell"))
+            .otherwise(
+                sfn.Succeed(self, "CellFailedContinue", comment="partial results kept; next cell")
+            )
         )
         cleanup_failed.next(stop)
 
@@ -112,7 +121,9 @@ class CellFlow(sfn.StateMachineFragment):
             result_path="$.prepared",
             comment="record the cell, create the start barrier, create or look up shared storage",
         )
-        prepare_failed = sfn.Pass(self, "NothingPrepared", result=sfn.Result.from_object({}), result_path="$.prepared")
+        prepare_failed = sfn.Pass(
+            self, "NothingPrepared", result=sfn.Result.from_object({}), result_path="$.prepared"
+        )
         prepare_failed.next(cleanup_failed)
         prepare_task.add_catch(prepare_failed, errors=LAMBDA_ERRORS, result_path="$.error")
 
@@ -120,7 +131,12 @@ class CellFlow(sfn.StateMachineFragment):
             self,
             "CheckStorage",
             prepare,
-            {"action": "status", "run_id.$": "$.run_id", "cell.$": "$.cell", "prepared.$": "$.prepared.result"},
+            {
+                "action": "status",
+                "run_id.$": "$.run_id",
+                "cell.$": "$.cell",
+                "prepared.$": "$.prepared.result",
+            },
             result_path="$.prepared",
             comment="is the ephemeral file system and its mount targets available yet?",
         )
@@ -202,7 +218,9 @@ class CellFlow(sfn.StateMachineFragment):
             },
             result_path="$.cleanup",
             comment="delete the cell's ephemeral storage and record it as done",
-        ).add_retry(errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5))
+        ).add_retry(
+            errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5)
+        )
         guarded(cleanup_ok)
         fleet.next(cleanup_ok).next(sfn.Succeed(self, "CellDone"))
 
@@ -213,7 +231,10 @@ class CellFlow(sfn.StateMachineFragment):
         )
         storage_ready = (
             sfn.Choice(self, "StorageReady?")
-            .when(sfn.Condition.boolean_equals("$.prepared.result.storage.ready", False), wait.next(check))
+            .when(
+                sfn.Condition.boolean_equals("$.prepared.result.storage.ready", False),
+                wait.next(check),
+            )
             .otherwise(has_populate)
         )
         check.next(storage_ready)
@@ -250,7 +271,9 @@ class Orchestration(Construct):
         stack = Stack.of(self)
         common_env = {"RESULTS_BUCKET": bucket.bucket_name, "STATE_TABLE": table.table_name}
 
-        def fn(name: str, description: str, timeout: Duration | None = None, **env: str) -> IofleetFunction:
+        def fn(
+            name: str, description: str, timeout: Duration | None = None, **env: str
+        ) -> IofleetFunction:
             return IofleetFunction(
                 self,
                 name.title().replace("_", "") + "Fn",
@@ -263,7 +286,11 @@ class Orchestration(Construct):
             )
 
         subnet_ids = ",".join(s.subnet_id for s in fleet.subnets.subnets)
-        self.plan = fn("plan", "iofleet: validate the matrix and write the plan", MAX_INSTANCES=str(max_instances_per_run))
+        self.plan = fn(
+            "plan",
+            "iofleet: validate the matrix and write the plan",
+            MAX_INSTANCES=str(max_instances_per_run),
+        )
         self.prepare = fn(
             "prepare_cell",
             "iofleet: record a cell, create its barrier and shared storage",
@@ -278,7 +305,9 @@ class Orchestration(Construct):
             AGENT_BUCKET=fleet.agent_asset.s3_bucket_name,
             AGENT_KEY=fleet.agent_asset.s3_object_key,
         )
-        self.cleanup = fn("cleanup", "iofleet: clean up a cell or a run (also on abort)", Duration.minutes(5))
+        self.cleanup = fn(
+            "cleanup", "iofleet: clean up a cell or a run (also on abort)", Duration.minutes(5)
+        )
         self.summarize = fn(
             "summarize",
             "iofleet: Athena summary of a run, report to S3",
@@ -286,7 +315,11 @@ class Orchestration(Construct):
             ATHENA_DATABASE=database,
             ATHENA_WORKGROUP=workgroup,
         )
-        self.janitor = fn("janitor", "iofleet: terminate anything tagged iofleet:* past its expiry", Duration.minutes(5))
+        self.janitor = fn(
+            "janitor",
+            "iofleet: terminate anything tagged iofleet:* past its expiry",
+            Duration.minutes(5),
+        )
 
         self._grant(stack, bucket, table, fleet, workgroup)
 
@@ -306,7 +339,9 @@ class Orchestration(Construct):
         )
         plan_output = sfn.Pass(self, "PlanOutput", input_path="$.result")
         invalid = sfn.Fail(self, "MatrixInvalid", error="MatrixInvalid", cause_path="$.error_text")
-        cell_flow = CellFlow(self, "CellFlow", prepare=self.prepare, launch=self.launch, cleanup=self.cleanup)
+        cell_flow = CellFlow(
+            self, "CellFlow", prepare=self.prepare, launch=self.launch, cleanup=self.cleanup
+        )
         cells = sfn.Map(
             self,
             "Cells",
@@ -330,11 +365,23 @@ class Orchestration(Construct):
             else:
                 payload["outcome.$"] = "$.summary.result.status"
             return _invoke(
-                self, id, self.cleanup, payload, result_path="$.cleanup", comment="terminate anything left, record the run status"
-            ).add_retry(errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5))
+                self,
+                id,
+                self.cleanup,
+                payload,
+                result_path="$.cleanup",
+                comment="terminate anything left, record the run status",
+            ).add_retry(
+                errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(5)
+            )
 
         run_failed = run_cleanup("CleanupFailedRun", "FAILED").next(
-            sfn.Fail(self, "RunFailed", error="RunFailed", cause="the run stopped; see the run item and the cleanup output")
+            sfn.Fail(
+                self,
+                "RunFailed",
+                error="RunFailed",
+                cause="the run stopped; see the run item and the cleanup output",
+            )
         )
         cells.add_catch(run_failed, errors=LAMBDA_ERRORS, result_path="$.error")
         summarize = _invoke(
@@ -350,17 +397,28 @@ class Orchestration(Construct):
 
         definition = plan.next(
             sfn.Choice(self, "Valid?")
-            .when(sfn.Condition.boolean_equals("$.result.valid", False), sfn.Pass(self, "InvalidOutput", input_path="$.result").next(invalid))
+            .when(
+                sfn.Condition.boolean_equals("$.result.valid", False),
+                sfn.Pass(self, "InvalidOutput", input_path="$.result").next(invalid),
+            )
             .otherwise(plan_output.next(cells).next(summarize).next(done))
         )
         plan.add_catch(
-            sfn.Fail(self, "PlanError", error="PlanError", cause="the Plan step failed before any resource was created"),
+            sfn.Fail(
+                self,
+                "PlanError",
+                error="PlanError",
+                cause="the Plan step failed before any resource was created",
+            ),
             errors=LAMBDA_ERRORS,
             result_path="$.error",
         )
 
         self.log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.THREE_MONTHS, removal_policy=RemovalPolicy.DESTROY
+            self,
+            "Logs",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=RemovalPolicy.DESTROY,
         )
         self.state_machine = sfn.StateMachine(
             self,
@@ -368,7 +426,9 @@ class Orchestration(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(definition),
             tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
             timeout=Duration.days(7),
             comment="iofleet: a benchmark matrix over an EC2 fleet",
         )
@@ -408,7 +468,11 @@ class Orchestration(Construct):
                 f"AwsSolutions-IAM5[Resource::<{logical_id(f.fn)}.Arn>:*]",
                 "CDK's LambdaInvoke grant covers the function's versions and aliases (ARN:*) of this one function",
             )
-        ack(policy, "AwsSolutions-IAM5[Resource::*]", "X-Ray tracing of the state machine: PutTraceSegments has no resource-level permissions")
+        ack(
+            policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray tracing of the state machine: PutTraceSegments has no resource-level permissions",
+        )
         dmap = sm.node.try_find_child("DistributedMapPolicy")
         assert dmap is not None
         sm_name = '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"' + logical_id(sm) + '"}]}]}'
@@ -419,13 +483,34 @@ class Orchestration(Construct):
                 "Distributed Map child executions of this state machine only; their names are generated at run time",
             )
 
-    def _grant(self, stack: Stack, bucket: s3.IBucket, table: dynamodb.ITableV2, fleet: Fleet, workgroup: str) -> None:
+    def _grant(
+        self,
+        stack: Stack,
+        bucket: s3.IBucket,
+        table: dynamodb.ITableV2,
+        fleet: Fleet,
+        workgroup: str,
+    ) -> None:
         table.grant(self.plan.role, "dynamodb:PutItem")
-        allow_objects(self.plan.role, bucket, keys.CONTROL_PREFIX, ["s3:PutObject"], "the plan manifest of a run")
-        allow_objects(self.plan.role, bucket, keys.RAW_PREFIX, ["s3:PutObject"], "raw/{run}/run.json")
+        allow_objects(
+            self.plan.role,
+            bucket,
+            keys.CONTROL_PREFIX,
+            ["s3:PutObject"],
+            "the plan manifest of a run",
+        )
+        allow_objects(
+            self.plan.role, bucket, keys.RAW_PREFIX, ["s3:PutObject"], "raw/{run}/run.json"
+        )
 
         table.grant(self.prepare.role, "dynamodb:PutItem", "dynamodb:UpdateItem")
-        allow_objects(self.prepare.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject"], "reads the plan manifest")
+        allow_objects(
+            self.prepare.role,
+            bucket,
+            keys.CONTROL_PREFIX,
+            ["s3:GetObject"],
+            "reads the plan manifest",
+        )
         self.prepare.role.add_to_policy(
             iam.PolicyStatement(
                 sid="SharedStorage",
@@ -451,7 +536,11 @@ class Orchestration(Construct):
         )
         table.grant(self.launch.role, "dynamodb:PutItem")
         allow_objects(
-            self.launch.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject", "s3:PutObject"], "plan in, instance payloads out"
+            self.launch.role,
+            bucket,
+            keys.CONTROL_PREFIX,
+            ["s3:GetObject", "s3:PutObject"],
+            "plan in, instance payloads out",
         )
         self.launch.role.add_to_policy(
             iam.PolicyStatement(
@@ -461,13 +550,17 @@ class Orchestration(Construct):
             )
         )
         self.launch.role.add_to_policy(
-            iam.PolicyStatement(sid="PassInstanceRole", actions=["iam:PassRole"], resources=[fleet.role.role_arn])
+            iam.PolicyStatement(
+                sid="PassInstanceRole", actions=["iam:PassRole"], resources=[fleet.role.role_arn]
+            )
         )
         self.launch.role.add_to_policy(
             iam.PolicyStatement(
                 sid="UbuntuAmiParameter",
                 actions=["ssm:GetParameter"],
-                resources=[f"arn:{stack.partition}:ssm:{stack.region}::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*"],
+                resources=[
+                    f"arn:{stack.partition}:ssm:{stack.region}::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*"
+                ],
             )
         )
 
@@ -486,7 +579,11 @@ class Orchestration(Construct):
             role.add_to_policy(
                 iam.PolicyStatement(
                     sid="FindIofleetResources",
-                    actions=["ec2:DescribeInstances", "elasticfilesystem:DescribeFileSystems", "elasticfilesystem:DescribeMountTargets"],
+                    actions=[
+                        "ec2:DescribeInstances",
+                        "elasticfilesystem:DescribeFileSystems",
+                        "elasticfilesystem:DescribeMountTargets",
+                    ],
                     resources=["*"],
                 )
             )
@@ -501,7 +598,10 @@ class Orchestration(Construct):
             role.add_to_policy(
                 iam.PolicyStatement(
                     sid="DeleteIofleetFileSystems",
-                    actions=["elasticfilesystem:DeleteFileSystem", "elasticfilesystem:DeleteMountTarget"],
+                    actions=[
+                        "elasticfilesystem:DeleteFileSystem",
+                        "elasticfilesystem:DeleteMountTarget",
+                    ],
                     resources=["*"],
                     conditions={"StringLike": {"aws:ResourceTag/iofleet:run-id": "*"}},
                 )
@@ -514,10 +614,18 @@ class Orchestration(Construct):
                 "Describe calls support no resource-level permissions; Terminate/Delete are limited by the iofleet:run-id tag condition",
             )
         table.grant(self.summarize.role, "dynamodb:UpdateItem", "dynamodb:Query")
-        allow_objects(self.summarize.role, bucket, keys.REPORTS_PREFIX, ["s3:PutObject"], "the run report")
+        allow_objects(
+            self.summarize.role, bucket, keys.REPORTS_PREFIX, ["s3:PutObject"], "the run report"
+        )
         grant_athena(self.summarize.role, stack, workgroup, bucket)
         # burst metrics (iofleet/aws/burst.py): plan in, one curated object out, CloudWatch read
-        allow_objects(self.summarize.role, bucket, keys.CONTROL_PREFIX, ["s3:GetObject"], "reads the plan manifest")
+        allow_objects(
+            self.summarize.role,
+            bucket,
+            keys.CONTROL_PREFIX,
+            ["s3:GetObject"],
+            "reads the plan manifest",
+        )
         allow_objects(
             self.summarize.role,
             bucket,
@@ -528,7 +636,11 @@ class Orchestration(Construct):
         burst = iam.Policy(
             self,
             "SummarizeBurstMetrics",
-            statements=[iam.PolicyStatement(sid="BurstMetrics", actions=["cloudwatch:GetMetricData"], resources=["*"])],
+            statements=[
+                iam.PolicyStatement(
+                    sid="BurstMetrics", actions=["cloudwatch:GetMetricData"], resources=["*"]
+                )
+            ],
             roles=[self.summarize.role],
         )
         ack(

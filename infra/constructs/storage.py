@@ -60,7 +60,9 @@ class Storage(Construct):
                     prefix=keys.ATHENA_PREFIX,
                     expiration=Duration.days(7),
                 ),
-                s3.LifecycleRule(id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)),
+                s3.LifecycleRule(
+                    id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
             ],
         )
         self.table = dynamodb.TableV2(

@@ -35,7 +35,9 @@ def run_query(
         if state == "SUCCEEDED":
             break
         if state in ("FAILED", "CANCELLED"):
-            raise QueryFailed(f"Athena query {qid} {state.lower()}: {status.get('StateChangeReason', '')}")
+            raise QueryFailed(
+                f"Athena query {qid} {state.lower()}: {status.get('StateChangeReason', '')}"
+            )
         sleep(poll_s)
     rows: list[dict[str, str | None]] = []
     header: list[str] | None = None

@@ -14,7 +14,16 @@ def _now() -> str:
 
 
 def prepare(
-    event: dict[str, Any], *, s3: Any, ddb: Any, efs: Any, fsx: Any, bucket: str, table: str, region: str, expires_at: str
+    event: dict[str, Any],
+    *,
+    s3: Any,
+    ddb: Any,
+    efs: Any,
+    fsx: Any,
+    bucket: str,
+    table: str,
+    region: str,
+    expires_at: str,
 ) -> dict[str, Any]:
     run_id = event["run_id"]
     cell_id = event["cell"]["cell_id"]
@@ -31,7 +40,9 @@ def prepare(
         },
     )
     barrier.create_barrier(ddb, table, run_id, cell_id, fleet)
-    storage = shared_storage(cell["storage"], run_id, cell_id, efs=efs, fsx=fsx, region=region, expires_at=expires_at)
+    storage = shared_storage(
+        cell["storage"], run_id, cell_id, efs=efs, fsx=fsx, region=region, expires_at=expires_at
+    )
     if storage.get("file_system_id"):  # Summarize reads its CloudWatch metrics after it is deleted
         ddb.update_item(
             TableName=table,
@@ -43,14 +54,27 @@ def prepare(
 
 
 def shared_storage(
-    spec: dict[str, Any], run_id: str, cell_id: str, *, efs: Any, fsx: Any, region: str, expires_at: str
+    spec: dict[str, Any],
+    run_id: str,
+    cell_id: str,
+    *,
+    efs: Any,
+    fsx: Any,
+    region: str,
+    expires_at: str,
 ) -> dict[str, Any]:
     kind = spec.get("type")
     if kind == "efs":
         fs_id = spec.get("file_system_id")
         if fs_id:
             efs.describe_file_systems(FileSystemId=fs_id)  # fails fast on a wrong id
-            return {"ready": True, "kind": "efs", "file_system_id": fs_id, "created": False, "mount": _efs_mount(fs_id, region)}
+            return {
+                "ready": True,
+                "kind": "efs",
+                "file_system_id": fs_id,
+                "created": False,
+                "mount": _efs_mount(fs_id, region),
+            }
         args: dict[str, Any] = {
             "CreationToken": f"{run_id}/{cell_id}"[:64],
             "PerformanceMode": spec.get("performance_mode") or "generalPurpose",
@@ -66,11 +90,19 @@ def shared_storage(
         if args["ThroughputMode"] == "provisioned":
             args["ProvisionedThroughputInMibps"] = float(spec["provisioned_mibps"])
         fs = efs.create_file_system(**args)
-        return {"ready": False, "kind": "efs", "file_system_id": fs["FileSystemId"], "created": True, "mount": _efs_mount(fs["FileSystemId"], region)}
+        return {
+            "ready": False,
+            "kind": "efs",
+            "file_system_id": fs["FileSystemId"],
+            "created": True,
+            "mount": _efs_mount(fs["FileSystemId"], region),
+        }
     if kind == "fsx-openzfs":
         fs_id = spec.get("file_system_id")
         if not fs_id:
-            raise ValueError("creating FSx for OpenZFS per run is not supported yet: give storage.file_system_id")
+            raise ValueError(
+                "creating FSx for OpenZFS per run is not supported yet: give storage.file_system_id"
+            )
         fs = fsx.describe_file_systems(FileSystemIds=[fs_id])["FileSystems"][0]
         return {
             "ready": True,
@@ -86,7 +118,9 @@ def _efs_mount(fs_id: str, region: str) -> dict[str, str]:
     return {"dns_name": f"{fs_id}.efs.{region}.amazonaws.com", "export": "/"}
 
 
-def status(event: dict[str, Any], *, efs: Any, subnet_ids: list[str], security_group: str) -> dict[str, Any]:
+def status(
+    event: dict[str, Any], *, efs: Any, subnet_ids: list[str], security_group: str
+) -> dict[str, Any]:
     """Poll step for a created EFS: available file system + one available mount target per subnet."""
     prepared = dict(event["prepared"])
     storage = dict(prepared["storage"])
@@ -99,8 +133,12 @@ def status(event: dict[str, Any], *, efs: Any, subnet_ids: list[str], security_g
     have = {t["SubnetId"] for t in targets}
     for subnet in subnet_ids:
         if subnet not in have:
-            efs.create_mount_target(FileSystemId=fs_id, SubnetId=subnet, SecurityGroups=[security_group])
+            efs.create_mount_target(
+                FileSystemId=fs_id, SubnetId=subnet, SecurityGroups=[security_group]
+            )
     targets = efs.describe_mount_targets(FileSystemId=fs_id)["MountTargets"]
-    ready = len(targets) >= len(subnet_ids) and all(t["LifeCycleState"] == "available" for t in targets)
+    ready = len(targets) >= len(subnet_ids) and all(
+        t["LifeCycleState"] == "available" for t in targets
+    )
     prepared["storage"] = {**storage, "ready": ready}
     return prepared

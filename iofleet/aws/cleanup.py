@@ -65,7 +65,9 @@ def reason(error: Any) -> str | None:
     return " ".join(text.split())[:1000]
 
 
-def cleanup_cell(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -> dict[str, Any]:
+def cleanup_cell(
+    event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str
+) -> dict[str, Any]:
     run_id, cell_id = event["run_id"], event["cell"]["cell_id"]
     ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id, keys.TAG_CELL: cell_id}))
     storage = ((event.get("prepared") or {}).get("result") or {}).get("storage") or {}
@@ -96,11 +98,17 @@ def failed_cells(ddb: Any, table: str, run_id: str) -> str | None:
         page = ddb.query(**args)
         for item in page["Items"]:
             status = item.get("status", {}).get("S", "UNKNOWN")
-            cells.append((item["sk"]["S"][len("cell#") :], status, item.get("error", {}).get("S", "")))
+            cells.append(
+                (item["sk"]["S"][len("cell#") :], status, item.get("error", {}).get("S", ""))
+            )
         if "LastEvaluatedKey" not in page:
             break
         args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    failed = [f"{cell_id}: {why or status}" for cell_id, status, why in sorted(cells) if status != "SUCCEEDED"]
+    failed = [
+        f"{cell_id}: {why or status}"
+        for cell_id, status, why in sorted(cells)
+        if status != "SUCCEEDED"
+    ]
     if not failed:
         return None
     return (f"{len(failed)} of {len(cells)} cells failed: " + "; ".join(failed))[:1000]
@@ -117,10 +125,22 @@ def cleanup_run(
             if tags.get(keys.TAG_RUN) == run_id:
                 file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
     why = reason(error)
-    if why is None and outcome != "SUCCEEDED":  # the summary's FAILED/PARTIAL: say which cells and why
+    if (
+        why is None and outcome != "SUCCEEDED"
+    ):  # the summary's FAILED/PARTIAL: say which cells and why
         why = failed_cells(ddb, table, run_id)
-    set_attributes(ddb, table, keys.run_item_key(run_id), {"status": outcome, "finished_at": _now(), "error": why})
-    return {"terminated": len(ids), "file_systems": len(file_systems), "status": outcome, "error": why}
+    set_attributes(
+        ddb,
+        table,
+        keys.run_item_key(run_id),
+        {"status": outcome, "finished_at": _now(), "error": why},
+    )
+    return {
+        "terminated": len(ids),
+        "file_systems": len(file_systems),
+        "status": outcome,
+        "error": why,
+    }
 
 
 EXECUTION_STATUS = {"ABORTED": "ABORTED", "TIMED_OUT": "FAILED", "FAILED": "FAILED"}
@@ -131,10 +151,13 @@ def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -
     if event.get("source") == "aws.states":
         detail = event.get("detail") or {}
         item = ddb.get_item(
-            TableName=table, Key={"pk": {"S": f"exec#{detail.get('executionArn')}"}, "sk": {"S": "exec"}}
+            TableName=table,
+            Key={"pk": {"S": f"exec#{detail.get('executionArn')}"}, "sk": {"S": "exec"}},
         ).get("Item")
         if not item:
-            return {"skipped": "no run for this execution (it failed in Plan, before creating anything)"}
+            return {
+                "skipped": "no run for this execution (it failed in Plan, before creating anything)"
+            }
         status = EXECUTION_STATUS.get(detail.get("status", ""), "FAILED")
         return cleanup_run(
             item["run_id"]["S"],
@@ -148,5 +171,11 @@ def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -
     if event.get("scope") == "cell":
         return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table)
     return cleanup_run(
-        event["run_id"], event.get("outcome") or "SUCCEEDED", event.get("error"), ec2=ec2, efs=efs, ddb=ddb, table=table
+        event["run_id"],
+        event.get("outcome") or "SUCCEEDED",
+        event.get("error"),
+        ec2=ec2,
+        efs=efs,
+        ddb=ddb,
+        table=table,
     )

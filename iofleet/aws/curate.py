@@ -19,9 +19,7 @@ from iofleet.aws.ddb import set_attributes
 from iofleet.ingest import error_row, merge_slot_rows, rows_for_artifact
 
 _SLOT_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/slot-(?P<slot>\d{4})/")
-_TS_COLUMNS = {
-    t.name: {c.name for c in t.columns if c.type == "timestamp"} for t in schema.TABLES
-}
+_TS_COLUMNS = {t.name: {c.name for c in t.columns if c.type == "timestamp"} for t in schema.TABLES}
 
 
 def athena_timestamp(value: object) -> object:
@@ -57,7 +55,9 @@ def s3_keys_from_message(body: str) -> list[str]:
 
 def _read(s3: Any, bucket: str, key: str) -> str | None:
     try:
-        return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", errors="replace")
+        return (
+            s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", errors="replace")
+        )
     except s3.exceptions.NoSuchKey:
         return None
 
@@ -91,7 +91,9 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
     return written
 
 
-def _merged_slot(relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: str) -> tuple[list[dict[str, Any]], str]:
+def _merged_slot(
+    relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: str
+) -> tuple[list[dict[str, Any]], str]:
     """manifest.json and slot.json both describe the slot: one curated row from both."""
     m = _SLOT_DIR.match(relpath)
     if not m:
@@ -109,7 +111,16 @@ def _merged_slot(relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: s
 
 def _slot_summary(row: dict[str, Any], *, ddb: Any, table: str) -> None:
     key = keys.slot_item_key(str(row["run_id"]), str(row["cell_id"]), int(row["slot_index"]))  # type: ignore[call-overload]
-    fields = ("status", "exit_code", "error", "started_at", "finished_at", "instance_id", "volume_id", "hostname")
+    fields = (
+        "status",
+        "exit_code",
+        "error",
+        "started_at",
+        "finished_at",
+        "instance_id",
+        "volume_id",
+        "hostname",
+    )
     values: dict[str, object] = {"agent_" + k: row.get(k) for k in fields}
     values["ingested"] = True
     set_attributes(ddb, table, key, values)

@@ -15,7 +15,9 @@ def attribute_value(value: object) -> dict[str, Any]:
     return {"S": str(value)}
 
 
-def set_attributes(ddb: Any, table: str, key: Mapping[str, str], values: Mapping[str, object]) -> None:
+def set_attributes(
+    ddb: Any, table: str, key: Mapping[str, str], values: Mapping[str, object]
+) -> None:
     """SET every attribute of `values` whose value is not None on the item at `key`."""
     present = [(name, value) for name, value in values.items() if value is not None]
     if not present:
@@ -25,5 +27,7 @@ def set_attributes(ddb: Any, table: str, key: Mapping[str, str], values: Mapping
         Key={k: {"S": v} for k, v in key.items()},
         UpdateExpression="SET " + ", ".join(f"#n{i} = :v{i}" for i in range(len(present))),
         ExpressionAttributeNames={f"#n{i}": name for i, (name, _) in enumerate(present)},
-        ExpressionAttributeValues={f":v{i}": attribute_value(v) for i, (_, v) in enumerate(present)},
+        ExpressionAttributeValues={
+            f":v{i}": attribute_value(v) for i, (_, v) in enumerate(present)
+        },
     )

@@ -10,7 +10,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-UBUNTU_SSM_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/{arch}/hvm/ebs-gp3/ami-id"
+UBUNTU_SSM_PARAMETER = (
+    "/aws/service/canonical/ubuntu/server/24.04/stable/current/{arch}/hvm/ebs-gp3/ami-id"
+)
 ROOT_DEVICE = "/dev/sda1"
 DATA_DEVICE = "/dev/sdf"
 ROOT_VOLUME_GIB = 30
@@ -98,7 +100,9 @@ def storage_kind(storage: Mapping[str, Any]) -> str:
     return kind
 
 
-def target_for(storage: Mapping[str, Any], mount: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def target_for(
+    storage: Mapping[str, Any], mount: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The slot payload's `target` for an instance.
 
     EBS: a block target whose `volume_id` the instance fills in at boot (the id

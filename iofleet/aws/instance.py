@@ -122,7 +122,10 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
     if clients is None:
         import boto3
 
-        clients = {n: boto3.client(n, region_name=args.region) for n in ("s3", "stepfunctions", "dynamodb", "ec2")}
+        clients = {
+            n: boto3.client(n, region_name=args.region)
+            for n in ("s3", "stepfunctions", "dynamodb", "ec2")
+        }
     s3 = clients["s3"]
     doc = json.loads(s3.get_object(Bucket=args.bucket, Key=args.key)["Body"].read())
     signals = Signals(clients["stepfunctions"], doc.get("task_token"))
@@ -146,7 +149,9 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
     if code == 0:
         signals.success({"exit_code": 0, "objects": len(keys)})
     else:
-        signals.failure("AgentFailed", f"agent exited with status {code} ({len(keys)} raw objects kept)")
+        signals.failure(
+            "AgentFailed", f"agent exited with status {code} ({len(keys)} raw objects kept)"
+        )
     return code
 
 

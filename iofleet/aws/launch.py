@@ -40,7 +40,9 @@ def expires_at(slot_timeout_s: int, now: datetime | None = None) -> str:
     return (now + timedelta(seconds=slot_timeout_s) + EXPIRY_MARGIN).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def instance_payload(event: dict[str, Any], manifest: dict[str, Any], cell: dict[str, Any], env: LaunchEnv) -> dict[str, Any]:
+def instance_payload(
+    event: dict[str, Any], manifest: dict[str, Any], cell: dict[str, Any], env: LaunchEnv
+) -> dict[str, Any]:
     """The document an instance reads from S3: task token + the agent's slot payload."""
     populate = event.get("mode") == "populate"
     slot_index = 0 if populate else int(event["slot_index"])
@@ -48,7 +50,19 @@ def instance_payload(event: dict[str, Any], manifest: dict[str, Any], cell: dict
     slot = {
         "version": 1,
         "run_id": manifest["run_id"],
-        "cell": {k: cell[k] for k in ("cell_id", "cell_index", "instance_type", "storage_label", "storage_type", "storage_detail", "fleet_size", "repeat")},
+        "cell": {
+            k: cell[k]
+            for k in (
+                "cell_id",
+                "cell_index",
+                "instance_type",
+                "storage_label",
+                "storage_type",
+                "storage_detail",
+                "fleet_size",
+                "repeat",
+            )
+        },
         "slot_index": slot_index,
         "platform": "aws",
         "target": ec2_spec.target_for(cell["storage"], storage.get("mount")),
@@ -77,7 +91,9 @@ def instance_payload(event: dict[str, Any], manifest: dict[str, Any], cell: dict
     }
 
 
-def launch(event: dict[str, Any], *, s3: Any, ec2: Any, ssm: Any, ddb: Any, env: LaunchEnv) -> dict[str, Any]:
+def launch(
+    event: dict[str, Any], *, s3: Any, ec2: Any, ssm: Any, ddb: Any, env: LaunchEnv
+) -> dict[str, Any]:
     run_id, cell_id = event["run_id"], event["cell_id"]
     manifest = load_manifest(s3, env.bucket, run_id)
     cell = find_cell(manifest, cell_id)
@@ -85,10 +101,18 @@ def launch(event: dict[str, Any], *, s3: Any, ec2: Any, ssm: Any, ddb: Any, env:
     name = "populate" if populate else keys.slot_name(int(event["slot_index"]))
     doc = instance_payload(event, manifest, cell, env)
     payload_key = keys.payload_key(run_id, cell_id, name)
-    s3.put_object(Bucket=env.bucket, Key=payload_key, Body=json.dumps(doc).encode(), ContentType="application/json")
+    s3.put_object(
+        Bucket=env.bucket,
+        Key=payload_key,
+        Body=json.dumps(doc).encode(),
+        ContentType="application/json",
+    )
 
     instance_type = cell["instance_type"]
-    image_id = manifest.get("ami_id") or ssm.get_parameter(Name=ec2_spec.ami_parameter(instance_type))["Parameter"]["Value"]
+    image_id = (
+        manifest.get("ami_id")
+        or ssm.get_parameter(Name=ec2_spec.ami_parameter(instance_type))["Parameter"]["Value"]
+    )
     time_limit = int(manifest.get("slot_timeout_s", 7200))
     user_data = render_user_data(
         UserDataParams(

@@ -61,7 +61,9 @@ def plan_run(
     cells = []
     for cell, doc in zip(plan.cells, plan_doc["cells"], strict=True):
         doc["populate_workloads"] = [
-            i for i, w in enumerate(doc["workloads"]) if w.get("kind") == "app" and w.get("populate")
+            i
+            for i, w in enumerate(doc["workloads"])
+            if w.get("kind") == "app" and w.get("populate")
         ]
         cells.append(
             {
@@ -90,8 +92,15 @@ def plan_run(
         "plan": plan_doc,
     }
     body = json.dumps(manifest, sort_keys=True).encode()
-    s3.put_object(Bucket=bucket, Key=keys.plan_key(run_id), Body=body, ContentType="application/json")
-    s3.put_object(Bucket=bucket, Key=keys.raw_key(f"{run_id}/run.json"), Body=body, ContentType="application/json")
+    s3.put_object(
+        Bucket=bucket, Key=keys.plan_key(run_id), Body=body, ContentType="application/json"
+    )
+    s3.put_object(
+        Bucket=bucket,
+        Key=keys.raw_key(f"{run_id}/run.json"),
+        Body=body,
+        ContentType="application/json",
+    )
     item = {
         **{k: {"S": v} for k, v in keys.run_item_key(run_id).items()},
         "run_id": {"S": run_id},
@@ -123,7 +132,9 @@ def plan_run(
 
 
 def load_manifest(s3: Any, bucket: str, run_id: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(s3.get_object(Bucket=bucket, Key=keys.plan_key(run_id))["Body"].read())
+    doc: dict[str, Any] = json.loads(
+        s3.get_object(Bucket=bucket, Key=keys.plan_key(run_id))["Body"].read()
+    )
     return doc
 
 

@@ -18,9 +18,7 @@ class S3ResultsStore:
 
     def put(self, relpath: str, body: bytes) -> str:
         key = raw_key(relpath)
-        self.s3.put_object(
-            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json"
-        )
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json")
         return key
 
     def upload_tree(self, root: Path) -> list[str]:

@@ -51,10 +51,14 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def burst_section(run_id: str, *, cloudwatch: Any, s3: Any, ddb: Any, bucket: str, table: str) -> dict[str, Any]:
+def burst_section(
+    run_id: str, *, cloudwatch: Any, s3: Any, ddb: Any, bucket: str, table: str
+) -> dict[str, Any]:
     """The report's `burst_metrics` (docs/expectations.md); a failure is recorded, never raised."""
     try:
-        return collect_burst_metrics(run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table).report()
+        return collect_burst_metrics(
+            run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table
+        ).report()
     except Exception as exc:  # noqa: BLE001 - the summary is written without burst metrics
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
         log.warning("burst metrics not recorded for %s: %s", run_id, reason)
@@ -74,19 +78,32 @@ def summarize(
     cloudwatch: Any = None,
 ) -> dict[str, Any]:
     run_id = event["run_id"]
-    rows = run_query(athena, REPORT_SQL, workgroup=workgroup, database=database, params=[f"'{run_id}'"])
+    rows = run_query(
+        athena, REPORT_SQL, workgroup=workgroup, database=database, params=[f"'{run_id}'"]
+    )
     outcomes = cell_outcomes(ddb, table, run_id)
     status = run_status(outcomes)
     csv_key, json_key = keys.report_keys(run_id)
     s3.put_object(Bucket=bucket, Key=csv_key, Body=to_csv(rows).encode(), ContentType="text/csv")
     report = {"run_id": run_id, "status": status, "cells": outcomes, "cell_percentiles": rows}
     if cloudwatch is not None:
-        report["burst_metrics"] = burst_section(run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table)
-    s3.put_object(Bucket=bucket, Key=json_key, Body=json.dumps(report, indent=1).encode(), ContentType="application/json")
+        report["burst_metrics"] = burst_section(
+            run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table
+        )
+    s3.put_object(
+        Bucket=bucket,
+        Key=json_key,
+        Body=json.dumps(report, indent=1).encode(),
+        ContentType="application/json",
+    )
     ddb.update_item(
         TableName=table,
         Key={k: {"S": v} for k, v in keys.run_item_key(run_id).items()},
         UpdateExpression="SET report_csv = :c, report_json = :j, summary_rows = :n",
-        ExpressionAttributeValues={":c": {"S": csv_key}, ":j": {"S": json_key}, ":n": {"N": str(len(rows))}},
+        ExpressionAttributeValues={
+            ":c": {"S": csv_key},
+            ":j": {"S": json_key},
+            ":n": {"N": str(len(rows))},
+        },
     )
     return {"status": status, "rows": len(rows), "report_csv": csv_key, "report_json": json_key}

@@ -37,12 +37,17 @@ def drop_views(athena: Any, *, workgroup: str, database: str) -> list[str]:
 
 def put_response(url: str, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(data))})
+    req = urllib.request.Request(
+        url, data=data, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(data))}
+    )
     urllib.request.urlopen(req, timeout=30).read()
 
 
 def handle(
-    event: dict[str, Any], athena: Any, log_stream: str, respond: Callable[[str, dict[str, Any]], None] = put_response
+    event: dict[str, Any],
+    athena: Any,
+    log_stream: str,
+    respond: Callable[[str, dict[str, Any]], None] = put_response,
 ) -> dict[str, Any]:
     props = event.get("ResourceProperties", {})
     body: dict[str, Any] = {

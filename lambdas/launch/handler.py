@@ -20,7 +20,10 @@ metrics = Metrics(namespace="iofleet")
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {n: boto3.client(c) for n, c in (("s3", "s3"), ("ec2", "ec2"), ("ssm", "ssm"), ("ddb", "dynamodb"))}
+    return {
+        n: boto3.client(c)
+        for n, c in (("s3", "s3"), ("ec2", "ec2"), ("ssm", "ssm"), ("ddb", "dynamodb"))
+    }
 
 
 def _env() -> LaunchEnv:
@@ -41,5 +44,8 @@ def _env() -> LaunchEnv:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     out = launch(event, **_clients(), env=_env())
     metrics.add_metric(name="InstancesLaunched", unit=MetricUnit.Count, value=1)
-    logger.info("launched", extra={**{k: event.get(k) for k in ("run_id", "cell_id", "slot_index", "mode")}, **out})
+    logger.info(
+        "launched",
+        extra={**{k: event.get(k) for k in ("run_id", "cell_id", "slot_index", "mode")}, **out},
+    )
     return out

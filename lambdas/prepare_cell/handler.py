@@ -19,7 +19,10 @@ tracer = Tracer()
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {n: boto3.client(c) for n, c in (("s3", "s3"), ("ddb", "dynamodb"), ("efs", "efs"), ("fsx", "fsx"))}
+    return {
+        n: boto3.client(c)
+        for n, c in (("s3", "s3"), ("ddb", "dynamodb"), ("efs", "efs"), ("fsx", "fsx"))
+    }
 
 
 @logger.inject_lambda_context

@@ -18,7 +18,15 @@ tracer = Tracer()
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {n: boto3.client(c) for n, c in (("athena", "athena"), ("s3", "s3"), ("ddb", "dynamodb"), ("cloudwatch", "cloudwatch"))}
+    return {
+        n: boto3.client(c)
+        for n, c in (
+            ("athena", "athena"),
+            ("s3", "s3"),
+            ("ddb", "dynamodb"),
+            ("cloudwatch", "cloudwatch"),
+        )
+    }
 
 
 @logger.inject_lambda_context

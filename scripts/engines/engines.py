@@ -358,7 +358,9 @@ def start_moto(
     """
     port = free_port()
     cmd = [sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)]
-    engine = _spawn("moto", cmd, port, cwd=cwd, env={**os.environ, **aws_env(), **(extra_env or {})})
+    engine = _spawn(
+        "moto", cmd, port, cwd=cwd, env={**os.environ, **aws_env(), **(extra_env or {})}
+    )
     config_url = f"{engine.endpoint}/moto-api/config"
     _wait_ready(engine, lambda: _http(config_url)[0] < 300, timeout_s or DEFAULT_TIMEOUTS_S["moto"])
     if execute_state_machine:

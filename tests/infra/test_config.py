@@ -24,11 +24,19 @@ def test_every_problem_is_reported_on_its_own_line() -> None:
     with pytest.raises(ConfigError) as exc:
         _from({"vpc_id": "default", "results_retention_days": 0, "alarm_email": "nobody"})
     lines = str(exc.value).splitlines()
-    assert [line.split(":")[0] for line in lines] == ["vpc_id", "alarm_email", "results_retention_days"]
+    assert [line.split(":")[0] for line in lines] == [
+        "vpc_id",
+        "alarm_email",
+        "results_retention_days",
+    ]
 
 
 def test_quicksight_principal_enables_the_dashboard() -> None:
-    cfg = _from({"quicksight_principal_arn": "arn:aws:quicksight:eu-west-1:123456789012:group/default/bench"})
+    cfg = _from(
+        {
+            "quicksight_principal_arn": "arn:aws:quicksight:eu-west-1:123456789012:group/default/bench"
+        }
+    )
     assert cfg.quicksight_enabled
 
 

@@ -44,7 +44,13 @@ def test_an_acknowledgement_without_a_specific_reason_is_refused() -> None:
 
 def test_cfn_lint_is_clean(synth: Synth) -> None:
     out = subprocess.run(
-        [str(ROOT / ".venv/bin/cfn-lint"), "--ignore-checks", "W3005", "--", str(synth.template_path)],
+        [
+            str(ROOT / ".venv/bin/cfn-lint"),
+            "--ignore-checks",
+            "W3005",
+            "--",
+            str(synth.template_path),
+        ],
         capture_output=True,
         text=True,
     )
@@ -53,7 +59,13 @@ def test_cfn_lint_is_clean(synth: Synth) -> None:
 
 def test_cfn_lint_is_clean_with_quicksight(synth_quicksight: Synth) -> None:
     out = subprocess.run(
-        [str(ROOT / ".venv/bin/cfn-lint"), "--ignore-checks", "W3005", "--", str(synth_quicksight.template_path)],
+        [
+            str(ROOT / ".venv/bin/cfn-lint"),
+            "--ignore-checks",
+            "W3005",
+            "--",
+            str(synth_quicksight.template_path),
+        ],
         capture_output=True,
         text=True,
     )

@@ -75,9 +75,17 @@ def test_instance_role_writes_only_raw_and_touches_only_barrier_items(synth: Syn
     assert "/raw/*" in dump(puts[0]["Resource"])
     ddb = next(s for s in statements if "dynamodb:UpdateItem" in dump(s["Action"]))
     assert ddb["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["barrier#*"]
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = {
+        a
+        for s in statements
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
     assert not any(a.endswith("*") for a in actions)
-    assert {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"} <= actions
+    assert {
+        "states:SendTaskSuccess",
+        "states:SendTaskFailure",
+        "states:SendTaskHeartbeat",
+    } <= actions
 
 
 # --- storage ----------------------------------------------------------------------
@@ -101,7 +109,9 @@ def test_every_bucket_policy_denies_insecure_transport(synth: Synth) -> None:
     policies = synth.resources("AWS::S3::BucketPolicy").values()
     assert len(policies) == 2
     for policy in policies:
-        denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        denies = [
+            s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+        ]
         assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
 
 
@@ -110,7 +120,13 @@ def test_raw_results_expire_after_the_retention(template: Any) -> None:
         "AWS::S3::Bucket",
         {
             "LifecycleConfiguration": {
-                "Rules": Match.array_with([Match.object_like({"Prefix": "raw/", "ExpirationInDays": 90, "Status": "Enabled"})])
+                "Rules": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Prefix": "raw/", "ExpirationInDays": 90, "Status": "Enabled"}
+                        )
+                    ]
+                )
             }
         },
     )
@@ -121,7 +137,11 @@ def test_state_table_is_on_demand_with_pitr(template: Any) -> None:
         "AWS::DynamoDB::GlobalTable",
         {
             "BillingMode": "PAY_PER_REQUEST",
-            "Replicas": [Match.object_like({"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}})],
+            "Replicas": [
+                Match.object_like(
+                    {"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}}
+                )
+            ],
         },
     )
 
@@ -151,7 +171,13 @@ def test_raw_objects_notify_the_queue(template: Any) -> None:
                     Match.object_like(
                         {
                             "Events": ["s3:ObjectCreated:*"],
-                            "Filter": {"Key": {"FilterRules": Match.array_with([{"Name": "prefix", "Value": "raw/"}])}},
+                            "Filter": {
+                                "Key": {
+                                    "FilterRules": Match.array_with(
+                                        [{"Name": "prefix", "Value": "raw/"}]
+                                    )
+                                }
+                            },
                         }
                     )
                 ]
@@ -168,7 +194,11 @@ def test_ingest_reports_partial_batch_failures(template: Any) -> None:
 
 
 def test_every_function_has_its_own_role_and_log_group(synth: Synth) -> None:
-    functions = {k: v for k, v in synth.resources("AWS::Lambda::Function").items() if "BucketNotificationsHandler" not in k}
+    functions = {
+        k: v
+        for k, v in synth.resources("AWS::Lambda::Function").items()
+        if "BucketNotificationsHandler" not in k
+    }
     assert len(functions) == 8
     roles = [dump(f["Properties"]["Role"]) for f in functions.values()]
     groups = [dump(f["Properties"]["LoggingConfig"]["LogGroup"]) for f in functions.values()]
@@ -176,7 +206,9 @@ def test_every_function_has_its_own_role_and_log_group(synth: Synth) -> None:
     assert {f["Properties"]["TracingConfig"]["Mode"] for f in functions.values()} == {"Active"}
 
 
-def test_summarize_may_read_cloudwatch_burst_metrics_and_write_only_their_object(synth: Synth) -> None:
+def test_summarize_may_read_cloudwatch_burst_metrics_and_write_only_their_object(
+    synth: Synth,
+) -> None:
     statements = _policy_statements(synth, "SummarizeFn")
     (cloudwatch,) = [s for s in statements if "cloudwatch:" in dump(s["Action"])]
     assert (cloudwatch["Action"], cloudwatch["Resource"]) == ("cloudwatch:GetMetricData", "*")
@@ -188,11 +220,16 @@ def test_summarize_may_read_cloudwatch_burst_metrics_and_write_only_their_object
 
 
 def test_glue_columns_equal_the_shared_schema(synth: Synth) -> None:
-    tables = {t["Properties"]["TableInput"]["Name"]: t["Properties"]["TableInput"] for t in synth.resources("AWS::Glue::Table").values()}
+    tables = {
+        t["Properties"]["TableInput"]["Name"]: t["Properties"]["TableInput"]
+        for t in synth.resources("AWS::Glue::Table").values()
+    }
     assert set(tables) == {t.name for t in schema.TABLES}
     for table in schema.TABLES:
         columns = tables[table.name]["StorageDescriptor"]["Columns"]
-        assert [(c["Name"], c["Type"]) for c in columns] == [(c.name, c.type) for c in table.columns]
+        assert [(c["Name"], c["Type"]) for c in columns] == [
+            (c.name, c.type) for c in table.columns
+        ]
 
 
 def test_tables_use_date_partition_projection_needing_no_run_filter(synth: Synth) -> None:
@@ -213,7 +250,9 @@ def test_athena_workgroup_engine_v3_encrypted_enforced_with_cutoff(template: Any
                     "EnforceWorkGroupConfiguration": True,
                     "BytesScannedCutoffPerQuery": Match.any_value(),
                     "EngineVersion": {"SelectedEngineVersion": "Athena engine version 3"},
-                    "ResultConfiguration": Match.object_like({"EncryptionConfiguration": {"EncryptionOption": "SSE_S3"}}),
+                    "ResultConfiguration": Match.object_like(
+                        {"EncryptionConfiguration": {"EncryptionOption": "SSE_S3"}}
+                    ),
                 }
             )
         },
@@ -253,7 +292,10 @@ def test_definition_is_jsonpath(asl: dict[str, Any]) -> None:
 def test_fleet_is_a_distributed_map_of_task_token_slots(asl: dict[str, Any]) -> None:
     states = all_states(asl)
     fleet = states["Fleet"]
-    assert fleet["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    assert fleet["ItemProcessor"]["ProcessorConfig"] == {
+        "Mode": "DISTRIBUTED",
+        "ExecutionType": "STANDARD",
+    }
     slot = fleet["ItemProcessor"]["States"][fleet["ItemProcessor"]["StartAt"]]
     assert slot["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
     assert slot["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
@@ -267,7 +309,9 @@ def test_cells_run_one_at_a_time_unless_the_matrix_says_otherwise(asl: dict[str,
 def test_every_fleet_path_catches_into_cleanup(asl: dict[str, Any]) -> None:
     states = all_states(asl)
     cell = asl["States"]["Cells"]["ItemProcessor"]["States"]
-    guarded = [n for n, s in cell.items() if s["Type"] in ("Task", "Map") and not n.startswith("Cleanup")]
+    guarded = [
+        n for n, s in cell.items() if s["Type"] in ("Task", "Map") and not n.startswith("Cleanup")
+    ]
     assert {"PrepareCell", "CheckStorage", "PopulateOnce", "Fleet"} <= set(guarded)
     for name in guarded:
         (catch,) = states[name]["Catch"]
@@ -318,21 +362,35 @@ def test_janitor_runs_on_a_schedule(synth: Synth) -> None:
 
 
 def test_outputs(synth: Synth) -> None:
-    assert {"StateMachineArn", "StateMachineConsoleUrl", "ResultsBucket", "AthenaWorkGroup", "AthenaDatabase"} <= set(
-        synth.template["Outputs"]
-    )
+    assert {
+        "StateMachineArn",
+        "StateMachineConsoleUrl",
+        "ResultsBucket",
+        "AthenaWorkGroup",
+        "AthenaDatabase",
+    } <= set(synth.template["Outputs"])
 
 
 # --- QuickSight (opt-in) ------------------------------------------------------------
 
 
 def test_no_quicksight_by_default(synth: Synth) -> None:
-    assert not [r for r in synth.template["Resources"].values() if r["Type"].startswith("AWS::QuickSight::")]
+    assert not [
+        r for r in synth.template["Resources"].values() if r["Type"].startswith("AWS::QuickSight::")
+    ]
 
 
 def test_quicksight_when_a_principal_is_given(synth_quicksight: Synth) -> None:
-    kinds = sorted(r["Type"] for r in synth_quicksight.template["Resources"].values() if r["Type"].startswith("AWS::QuickSight::"))
-    assert kinds == ["AWS::QuickSight::Dashboard", "AWS::QuickSight::DataSet", "AWS::QuickSight::DataSource"]
+    kinds = sorted(
+        r["Type"]
+        for r in synth_quicksight.template["Resources"].values()
+        if r["Type"].startswith("AWS::QuickSight::")
+    )
+    assert kinds == [
+        "AWS::QuickSight::Dashboard",
+        "AWS::QuickSight::DataSet",
+        "AWS::QuickSight::DataSource",
+    ]
     (ds,) = synth_quicksight.resources("AWS::QuickSight::DataSet").values()
     table = next(iter(ds["Properties"]["PhysicalTableMap"].values()))["RelationalTable"]
     assert (table["Schema"], table["Name"]) == ("iofleet", "cell_percentiles")

@@ -104,7 +104,11 @@ def mini_template() -> dict[str, Any]:
 
 def test_stat_gives_min_median_max_and_count() -> None:
     assert stat([3.0, 1.0, 2.0, 10.0], "s") == {
-        "min": 1.0, "median": 2.5, "max": 10.0, "n": 4, "unit": "s"
+        "min": 1.0,
+        "median": 2.5,
+        "max": 10.0,
+        "n": 4,
+        "unit": "s",
     }
 
 
@@ -155,10 +159,19 @@ def test_smoke_run_measures_local_figures_and_writes_json_and_docs(tmp_path: Pat
     out, doc = tmp_path / "latest.json", tmp_path / "benchmarks.md"
     doc.write_text(DOC)
     # when: real fio (1 s jobs), iofleet local, ingest and DuckDB queries at tiny scale
-    rc = main([
-        "--smoke", "--only", "fidelity,overhead,ingest,queries",
-        "--out", str(out), "--docs", str(doc), "--work", str(tmp_path / "work"),
-    ])
+    rc = main(
+        [
+            "--smoke",
+            "--only",
+            "fidelity,overhead,ingest,queries",
+            "--out",
+            str(out),
+            "--docs",
+            str(doc),
+            "--work",
+            str(tmp_path / "work"),
+        ]
+    )
     # then
     assert rc == 0
     results = json.loads(out.read_text())

@@ -88,15 +88,23 @@ class Cloud:
 
     def keys(self, prefix: str = "") -> list[str]:
         out: list[str] = []
-        for page in self.client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+        for page in (
+            self.client("s3")
+            .get_paginator("list_objects_v2")
+            .paginate(Bucket=self.bucket, Prefix=prefix)
+        ):
             out += [o["Key"] for o in page.get("Contents", [])]
         return sorted(out)
 
     def text(self, key: str) -> str:
-        return str(self.client("s3").get_object(Bucket=self.bucket, Key=key)["Body"].read().decode())
+        return str(
+            self.client("s3").get_object(Bucket=self.bucket, Key=key)["Body"].read().decode()
+        )
 
     def item(self, pk: str, sk: str) -> dict[str, Any] | None:
-        got = self.client("dynamodb").get_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}})
+        got = self.client("dynamodb").get_item(
+            TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}
+        )
         return got.get("Item")
 
 
@@ -107,8 +115,14 @@ def cloud(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     c.client("s3").create_bucket(Bucket=c.bucket)
     c.client("dynamodb").create_table(
         TableName=c.table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
         BillingMode="PAY_PER_REQUEST",
     )
     monkeypatch.setenv("RESULTS_BUCKET", c.bucket)

@@ -23,14 +23,19 @@ from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 def workgroup(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> str:
     name = f"wg-{cloud.table}"
     cloud.client("athena").create_work_group(
-        Name=name, Configuration={"ResultConfiguration": {"OutputLocation": f"s3://{cloud.bucket}/athena-results/"}}
+        Name=name,
+        Configuration={
+            "ResultConfiguration": {"OutputLocation": f"s3://{cloud.bucket}/athena-results/"}
+        },
     )
     monkeypatch.setenv("ATHENA_WORKGROUP", name)
     monkeypatch.setenv("ATHENA_DATABASE", "iofleet")
     return name
 
 
-def test_views_resource_creates_every_view_and_answers_cloudformation(cloud: Cloud, workgroup: str) -> None:
+def test_views_resource_creates_every_view_and_answers_cloudformation(
+    cloud: Cloud, workgroup: str
+) -> None:
     answers: list[tuple[str, dict[str, Any]]] = []
     event = {
         "RequestType": "Create",
@@ -40,7 +45,9 @@ def test_views_resource_creates_every_view_and_answers_cloudformation(cloud: Clo
         "LogicalResourceId": "Views",
         "ResourceProperties": {"Database": "iofleet", "WorkGroup": workgroup},
     }
-    body = views.handle(event, cloud.client("athena"), "stream", respond=lambda url, b: answers.append((url, b)))
+    body = views.handle(
+        event, cloud.client("athena"), "stream", respond=lambda url, b: answers.append((url, b))
+    )
     assert body["Status"] == "SUCCESS"
     assert body["Data"]["Views"].split(",") == list(VIEW_NAMES)
     assert answers == [(event["ResponseURL"], body)]
@@ -50,8 +57,14 @@ def test_views_resource_creates_every_view_and_answers_cloudformation(cloud: Clo
 
 def test_views_resource_reports_failure_instead_of_hanging(cloud: Cloud) -> None:
     answers: list[dict[str, Any]] = []
-    event = {"RequestType": "Create", "ResponseURL": "u", "ResourceProperties": {"Database": "iofleet"}}
-    body = views.handle(event, cloud.client("athena"), "stream", respond=lambda url, b: answers.append(b))
+    event = {
+        "RequestType": "Create",
+        "ResponseURL": "u",
+        "ResourceProperties": {"Database": "iofleet"},
+    }
+    body = views.handle(
+        event, cloud.client("athena"), "stream", respond=lambda url, b: answers.append(b)
+    )
     assert body["Status"] == "FAILED" and "WorkGroup" in body["Reason"]
     assert answers == [body]
 
@@ -62,7 +75,12 @@ def test_view_ddl_wraps_the_select() -> None:
 
 def _cell(cloud: Cloud, run_id: str, cell_id: str, status: str) -> None:
     cloud.client("dynamodb").put_item(
-        TableName=cloud.table, Item={"pk": {"S": f"run#{run_id}"}, "sk": {"S": f"cell#{cell_id}"}, "status": {"S": status}}
+        TableName=cloud.table,
+        Item={
+            "pk": {"S": f"run#{run_id}"},
+            "sk": {"S": f"cell#{cell_id}"},
+            "status": {"S": status},
+        },
     )
 
 
@@ -74,17 +92,27 @@ def test_summarize_writes_reports_and_a_partial_status(
     _cell(cloud, run_id, "c001", "FAILED")
     out = summarize.handler({"run_id": run_id}, context)
     assert out["status"] == "PARTIAL"
-    assert cloud.keys("reports/") == [f"reports/{run_id}/report.csv", f"reports/{run_id}/report.json"]
+    assert cloud.keys("reports/") == [
+        f"reports/{run_id}/report.csv",
+        f"reports/{run_id}/report.json",
+    ]
     report = json.loads(cloud.text(f"reports/{run_id}/report.json"))
     assert report["cells"] == {"c000": "SUCCEEDED", "c001": "FAILED"}
     (qid,) = cloud.client("athena").list_query_executions(WorkGroup=workgroup)["QueryExecutionIds"]
-    query = cloud.client("athena").get_query_execution(QueryExecutionId=qid)["QueryExecution"]["Query"]
+    query = cloud.client("athena").get_query_execution(QueryExecutionId=qid)["QueryExecution"][
+        "Query"
+    ]
     assert "FROM cell_percentiles WHERE run_id = ?" in query
 
 
 @pytest.mark.parametrize(
     ("outcomes", "status"),
-    [({"a": "SUCCEEDED"}, "SUCCEEDED"), ({"a": "FAILED"}, "FAILED"), ({}, "FAILED"), ({"a": "SUCCEEDED", "b": "FAILED"}, "PARTIAL")],
+    [
+        ({"a": "SUCCEEDED"}, "SUCCEEDED"),
+        ({"a": "FAILED"}, "FAILED"),
+        ({}, "FAILED"),
+        ({"a": "SUCCEEDED", "b": "FAILED"}, "PARTIAL"),
+    ],
 )
 def test_run_status_from_cell_outcomes(outcomes: dict[str, str], status: str) -> None:
     from iofleet.aws.summarize import run_status

@@ -27,10 +27,14 @@ def network(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     ec2 = cloud.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-    sg = ec2.create_security_group(GroupName=f"sg-{cloud.table}", Description="t", VpcId=vpc)["GroupId"]
+    sg = ec2.create_security_group(GroupName=f"sg-{cloud.table}", Description="t", VpcId=vpc)[
+        "GroupId"
+    ]
     lt = ec2.create_launch_template(
         LaunchTemplateName=f"lt-{cloud.table}",
-        LaunchTemplateData={"MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}},
+        LaunchTemplateData={
+            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+        },
     )["LaunchTemplate"]["LaunchTemplateId"]
     ami = ec2.describe_images()["Images"][0]["ImageId"]
     monkeypatch.setenv("LAUNCH_TEMPLATE_ID", lt)
@@ -43,7 +47,11 @@ def network(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 def _planned(context: FakeLambdaContext, matrix: dict[str, Any]) -> dict[str, Any]:
     out = plan.handler(
-        {"matrix": matrix, "execution_arn": f"arn:aws:states:us-east-1:123456789012:execution:sm:{matrix['name']}", "started_at": "2026-11-21T05:12:00Z"},
+        {
+            "matrix": matrix,
+            "execution_arn": f"arn:aws:states:us-east-1:123456789012:execution:sm:{matrix['name']}",
+            "started_at": "2026-11-21T05:12:00Z",
+        },
         context,
     )
     assert out["valid"], out
@@ -59,19 +67,33 @@ def _seed000(ami: str) -> dict[str, Any]:
     # moto 5.2.5 drops Iops from RunInstances block-device mappings, so io1/io2
     # cannot launch there; the io2 mapping itself is checked in tests/unit/test_aws_ec2.py
     matrix["storage"] = [
-        {"type": "ebs", "label": "gp3-16k", "volume_type": "gp3", "size_gib": 100, "iops": 16000, "throughput_mibps": 1000}
+        {
+            "type": "ebs",
+            "label": "gp3-16k",
+            "volume_type": "gp3",
+            "size_gib": 100,
+            "iops": 16000,
+            "throughput_mibps": 1000,
+        }
     ]
     return matrix
 
 
-def _instances(cloud: Cloud, run_id: str, states: tuple[str, ...] = ("pending", "running")) -> list[dict[str, Any]]:
+def _instances(
+    cloud: Cloud, run_id: str, states: tuple[str, ...] = ("pending", "running")
+) -> list[dict[str, Any]]:
     res = cloud.client("ec2").describe_instances(
-        Filters=[{"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]}, {"Name": "instance-state-name", "Values": list(states)}]
+        Filters=[
+            {"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]},
+            {"Name": "instance-state-name", "Values": list(states)},
+        ]
     )["Reservations"]
     return [i for r in res for i in r["Instances"]]
 
 
-def test_prepare_ebs_cell_is_ready_with_barrier_and_slots(cloud: Cloud, network: dict[str, str], context: FakeLambdaContext) -> None:
+def test_prepare_ebs_cell_is_ready_with_barrier_and_slots(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
     run = _planned(context, _seed000(network["ami"]))
     cell = run["cells"][0]
     out = prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
@@ -89,16 +111,26 @@ def test_prepare_creates_an_ephemeral_efs_and_waits_for_mount_targets(
     matrix["workloads"] = [{"fio": "randread-16k-psync-16jobs", "params": {"RUNTIME": 5}}]
     run = _planned(context, matrix)
     cell = run["cells"][0]
-    prepared = prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
+    prepared = prepare.handler(
+        {"action": "prepare", "run_id": run["run_id"], "cell": cell}, context
+    )
     storage = prepared["storage"]
     assert storage["created"] is True and storage["kind"] == "efs"
-    fs = cloud.client("efs").describe_file_systems(FileSystemId=storage["file_system_id"])["FileSystems"][0]
+    fs = cloud.client("efs").describe_file_systems(FileSystemId=storage["file_system_id"])[
+        "FileSystems"
+    ][0]
     assert {t["Key"]: t["Value"] for t in fs["Tags"]}[keys.TAG_RUN] == run["run_id"]
     cell_item = cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")
-    assert cell_item is not None and cell_item["file_system_id"]["S"] == storage["file_system_id"]  # for burst metrics
+    assert (
+        cell_item is not None and cell_item["file_system_id"]["S"] == storage["file_system_id"]
+    )  # for burst metrics
     # when polled, the mount target for the fleet subnet gets created
-    polled = prepare.handler({"action": "status", "run_id": run["run_id"], "cell": cell, "prepared": prepared}, context)
-    targets = cloud.client("efs").describe_mount_targets(FileSystemId=storage["file_system_id"])["MountTargets"]
+    polled = prepare.handler(
+        {"action": "status", "run_id": run["run_id"], "cell": cell, "prepared": prepared}, context
+    )
+    targets = cloud.client("efs").describe_mount_targets(FileSystemId=storage["file_system_id"])[
+        "MountTargets"
+    ]
     assert [t["SubnetId"] for t in targets] == [network["subnet"]]
     assert polled["slots"] == [0, 1] and polled["storage"]["ready"] in (True, False)
 
@@ -109,7 +141,14 @@ def test_launch_starts_a_tagged_instance_with_the_volume_under_test(
     run = _planned(context, _seed000(network["ami"]))
     cell = run["cells"][0]
     out = launch.handler(
-        {"mode": "slot", "run_id": run["run_id"], "cell_id": cell["cell_id"], "slot_index": 1, "storage": {"ready": True, "kind": "ebs"}, "task_token": TOKEN},
+        {
+            "mode": "slot",
+            "run_id": run["run_id"],
+            "cell_id": cell["cell_id"],
+            "slot_index": 1,
+            "storage": {"ready": True, "kind": "ebs"},
+            "task_token": TOKEN,
+        },
         context,
     )
     (inst,) = _instances(cloud, run["run_id"])
@@ -122,19 +161,39 @@ def test_launch_starts_a_tagged_instance_with_the_volume_under_test(
     doc = json.loads(cloud.text(out["payload_key"]))
     assert doc["task_token"] == TOKEN and doc["slot"]["slot_index"] == 1
     assert doc["slot"]["barrier"]["kind"] == "dynamodb" and doc["slot"]["barrier"]["parties"] == 2
-    assert doc["slot"]["target"]["kind"] == "block" and doc["slot"]["target"]["device_name"] == "/dev/sdf"
+    assert (
+        doc["slot"]["target"]["kind"] == "block"
+        and doc["slot"]["target"]["device_name"] == "/dev/sdf"
+    )
     # the user-data runs exactly that payload
-    user_data = cloud.client("ec2").describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
+    user_data = cloud.client("ec2").describe_instance_attribute(
+        InstanceId=inst["InstanceId"], Attribute="userData"
+    )
     script = base64.b64decode(user_data["UserData"]["Value"]).decode()
     argv = parse_agent_command(script)
     assert argv[argv.index("--key") + 1] == out["payload_key"]
-    assert cloud.item(f"run#{run['run_id']}", f"slot#{cell['cell_id']}#0001")["instance_id"]["S"] == inst["InstanceId"]  # type: ignore[index]
+    assert (
+        cloud.item(f"run#{run['run_id']}", f"slot#{cell['cell_id']}#0001")["instance_id"]["S"]
+        == inst["InstanceId"]
+    )  # type: ignore[index]
 
 
-def test_launch_maps_the_volume_under_test_encrypted(cloud: Cloud, network: dict[str, str], context: FakeLambdaContext) -> None:
+def test_launch_maps_the_volume_under_test_encrypted(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
     run = _planned(context, _seed000(network["ami"]))
     cell = run["cells"][0]
-    launch.handler({"mode": "slot", "run_id": run["run_id"], "cell_id": cell["cell_id"], "slot_index": 0, "storage": {}, "task_token": TOKEN}, context)
+    launch.handler(
+        {
+            "mode": "slot",
+            "run_id": run["run_id"],
+            "cell_id": cell["cell_id"],
+            "slot_index": 0,
+            "storage": {},
+            "task_token": TOKEN,
+        },
+        context,
+    )
     (inst,) = _instances(cloud, run["run_id"])
     devices = {m["DeviceName"]: m["Ebs"]["VolumeId"] for m in inst["BlockDeviceMappings"]}
     vol = cloud.client("ec2").describe_volumes(VolumeIds=[devices["/dev/sdf"]])["Volumes"][0]
@@ -149,10 +208,28 @@ def test_cleanup_cell_terminates_its_instances_and_records_the_reason(
     cell = run["cells"][0]
     prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
     for slot in (0, 1):
-        launch.handler({"mode": "slot", "run_id": run["run_id"], "cell_id": cell["cell_id"], "slot_index": slot, "storage": {}, "task_token": TOKEN}, context)
+        launch.handler(
+            {
+                "mode": "slot",
+                "run_id": run["run_id"],
+                "cell_id": cell["cell_id"],
+                "slot_index": slot,
+                "storage": {},
+                "task_token": TOKEN,
+            },
+            context,
+        )
     error = {"Error": "States.HeartbeatTimeout", "Cause": "no heartbeat from slot-0001"}
     out = cleanup.handler(
-        {"scope": "cell", "outcome": "FAILED", "run_id": run["run_id"], "cell": cell, "prepared": {}, "error": error}, context
+        {
+            "scope": "cell",
+            "outcome": "FAILED",
+            "run_id": run["run_id"],
+            "cell": cell,
+            "prepared": {},
+            "error": error,
+        },
+        context,
     )
     assert out["terminated"] == 2
     assert _instances(cloud, run["run_id"]) == []
@@ -168,15 +245,30 @@ def test_failed_run_without_an_error_records_its_failed_cells(
     run = _planned(context, _seed000(network["ami"]))
     cell = run["cells"][0]
     prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
-    error = {"Error": "States.ExceedToleratedFailureThreshold", "Cause": "The specified tolerated failure threshold was exceeded"}
-    cleanup.handler({"scope": "cell", "outcome": "FAILED", "run_id": run["run_id"], "cell": cell, "prepared": {}, "error": error}, context)
+    error = {
+        "Error": "States.ExceedToleratedFailureThreshold",
+        "Cause": "The specified tolerated failure threshold was exceeded",
+    }
+    cleanup.handler(
+        {
+            "scope": "cell",
+            "outcome": "FAILED",
+            "run_id": run["run_id"],
+            "cell": cell,
+            "prepared": {},
+            "error": error,
+        },
+        context,
+    )
     # when
     out = cleanup.handler({"scope": "run", "outcome": "FAILED", "run_id": run["run_id"]}, context)
     # then: the run item says which cell failed and why
     item = cloud.item(f"run#{run['run_id']}", "run")
     assert item is not None and item["status"]["S"] == "FAILED"
     assert item["error"]["S"] == out["error"]
-    assert out["error"].startswith(f"1 of {len(run['cells'])} cells failed: {cell['cell_id']}: States.ExceedToleratedFailureThreshold")
+    assert out["error"].startswith(
+        f"1 of {len(run['cells'])} cells failed: {cell['cell_id']}: States.ExceedToleratedFailureThreshold"
+    )
 
 
 def test_abort_event_terminates_the_run_and_marks_it_aborted(
@@ -185,11 +277,24 @@ def test_abort_event_terminates_the_run_and_marks_it_aborted(
     matrix = _seed000(network["ami"])
     run = _planned(context, matrix)
     cell = run["cells"][0]
-    launch.handler({"mode": "slot", "run_id": run["run_id"], "cell_id": cell["cell_id"], "slot_index": 0, "storage": {}, "task_token": TOKEN}, context)
+    launch.handler(
+        {
+            "mode": "slot",
+            "run_id": run["run_id"],
+            "cell_id": cell["cell_id"],
+            "slot_index": 0,
+            "storage": {},
+            "task_token": TOKEN,
+        },
+        context,
+    )
     event = {
         "source": "aws.states",
         "detail-type": "Step Functions Execution Status Change",
-        "detail": {"status": "ABORTED", "executionArn": f"arn:aws:states:us-east-1:123456789012:execution:sm:{matrix['name']}"},
+        "detail": {
+            "status": "ABORTED",
+            "executionArn": f"arn:aws:states:us-east-1:123456789012:execution:sm:{matrix['name']}",
+        },
     }
     out = cleanup.handler(event, context)
     assert out["status"] == "ABORTED" and out["terminated"] == 1
@@ -197,26 +302,46 @@ def test_abort_event_terminates_the_run_and_marks_it_aborted(
     assert cloud.item(f"run#{run['run_id']}", "run")["status"]["S"] == "ABORTED"  # type: ignore[index]
 
 
-def test_abort_of_an_execution_that_failed_in_plan_is_a_no_op(cloud: Cloud, context: FakeLambdaContext) -> None:
-    event = {"source": "aws.states", "detail": {"status": "FAILED", "executionArn": "arn:aws:states:us-east-1:1:execution:sm:never"}}
+def test_abort_of_an_execution_that_failed_in_plan_is_a_no_op(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
+    event = {
+        "source": "aws.states",
+        "detail": {
+            "status": "FAILED",
+            "executionArn": "arn:aws:states:us-east-1:1:execution:sm:never",
+        },
+    }
     assert "skipped" in cleanup.handler(event, context)
 
 
-def test_janitor_terminates_only_expired_instances(cloud: Cloud, network: dict[str, str], context: FakeLambdaContext) -> None:
+def test_janitor_terminates_only_expired_instances(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
     ec2 = cloud.client("ec2")
     now = datetime.now(UTC)
 
     def start(expiry: datetime) -> str:
-        tags = [{"Key": keys.TAG_RUN, "Value": f"janitor-{cloud.table}"}, {"Key": keys.TAG_EXPIRES, "Value": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")}]
+        tags = [
+            {"Key": keys.TAG_RUN, "Value": f"janitor-{cloud.table}"},
+            {"Key": keys.TAG_EXPIRES, "Value": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        ]
         out = ec2.run_instances(
-            ImageId=network["ami"], MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}]
+            ImageId=network["ami"],
+            MinCount=1,
+            MaxCount=1,
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
         )
         return str(out["Instances"][0]["InstanceId"])
 
     old, fresh = start(now - timedelta(hours=1)), start(now + timedelta(hours=1))
     out = janitor.handler({}, context)
     assert old in out["terminated"] and fresh not in out["terminated"]
-    states = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances(InstanceIds=[old, fresh])["Reservations"] for i in r["Instances"]}
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(InstanceIds=[old, fresh])["Reservations"]
+        for i in r["Instances"]
+    }
     assert states[fresh] == "running" and states[old] in ("shutting-down", "terminated")
 
 
@@ -225,5 +350,7 @@ def test_barrier_counts_each_slot_once(cloud: Cloud) -> None:
     barrier.create_barrier(ddb, cloud.table, "r1", "c1", 2)
     assert barrier.arrive(ddb, cloud.table, "r1", "c1", 0) == (1, 2)
     assert barrier.arrive(ddb, cloud.table, "r1", "c1", 0) == (1, 2)  # a retried slot
-    b = barrier.DynamoBarrier(ddb, {"table": cloud.table, "run_id": "r1", "cell_id": "c1", "parties": 2, "timeout_s": 0})
+    b = barrier.DynamoBarrier(
+        ddb, {"table": cloud.table, "run_id": "r1", "cell_id": "c1", "parties": 2, "timeout_s": 0}
+    )
     assert b.wait(1, timeout_s=5).passed is True

@@ -15,7 +15,14 @@ SLOT = f"{RUN}/c000-gp3-m6i.large-x1-r1/slot-0000"
 
 
 def _record(key: str, message_id: str) -> dict[str, Any]:
-    body = {"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": {"key": key}}}]}
+    body = {
+        "Records": [
+            {
+                "eventName": "ObjectCreated:Put",
+                "s3": {"bucket": {"name": "b"}, "object": {"key": key}},
+            }
+        ]
+    }
     return {
         "messageId": message_id,
         "receiptHandle": "rh",
@@ -41,21 +48,38 @@ def _put_raw(cloud: Cloud, relpath: str, body: bytes) -> str:
 
 
 def _fio(cloud: Cloud) -> str:
-    return _put_raw(cloud, f"{SLOT}/w00-fio-randread.json", (FIXTURES / "fio" / "jsonplus-two-jobs.json").read_bytes())
+    return _put_raw(
+        cloud,
+        f"{SLOT}/w00-fio-randread.json",
+        (FIXTURES / "fio" / "jsonplus-two-jobs.json").read_bytes(),
+    )
 
 
-def test_fio_artifact_becomes_curated_rows_under_the_run_date(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_fio_artifact_becomes_curated_rows_under_the_run_date(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     key = _fio(cloud)
     out = ingest.handler({"Records": [_record(key, "m1")]}, context)
     assert out == {"batchItemFailures": []}
     curated = cloud.keys("curated/")
     assert f"curated/fio_results/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
     assert f"curated/fio_latency_bins/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
-    rows = [json.loads(line) for line in cloud.text(f"curated/fio_results/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl").splitlines()]
-    assert rows and {r["run_id"] for r in rows} == {RUN} and {r["workload"] for r in rows} == {"randread"}
+    rows = [
+        json.loads(line)
+        for line in cloud.text(
+            f"curated/fio_results/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl"
+        ).splitlines()
+    ]
+    assert (
+        rows
+        and {r["run_id"] for r in rows} == {RUN}
+        and {r["workload"] for r in rows} == {"randread"}
+    )
 
 
-def test_the_same_raw_object_twice_yields_the_same_rows_once(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_the_same_raw_object_twice_yields_the_same_rows_once(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     key = _fio(cloud)
     ingest.handler({"Records": [_record(key, "m1")]}, context)
     first = {k: cloud.text(k) for k in cloud.keys("curated/")}
@@ -63,8 +87,12 @@ def test_the_same_raw_object_twice_yields_the_same_rows_once(cloud: Cloud, conte
     assert {k: cloud.text(k) for k in cloud.keys("curated/")} == first
 
 
-def test_malformed_object_is_an_ingest_error_and_the_batch_goes_on(cloud: Cloud, context: FakeLambdaContext) -> None:
-    bad = _put_raw(cloud, f"{SLOT}/w01-fio-broken.json", (FIXTURES / "fio" / "truncated.json").read_bytes())
+def test_malformed_object_is_an_ingest_error_and_the_batch_goes_on(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
+    bad = _put_raw(
+        cloud, f"{SLOT}/w01-fio-broken.json", (FIXTURES / "fio" / "truncated.json").read_bytes()
+    )
     good = _fio(cloud)
     out = ingest.handler({"Records": [_record(bad, "bad"), _record(good, "good")]}, context)
     assert out == {"batchItemFailures": []}
@@ -75,7 +103,9 @@ def test_malformed_object_is_an_ingest_error_and_the_batch_goes_on(cloud: Cloud,
     assert cloud.keys("raw/") == sorted([bad, good])  # raw is never touched
 
 
-def test_undecodable_message_is_reported_as_a_partial_failure(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_undecodable_message_is_reported_as_a_partial_failure(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     good = _fio(cloud)
     broken = _record(good, "broken")
     broken["body"] = "not json"
@@ -83,17 +113,34 @@ def test_undecodable_message_is_reported_as_a_partial_failure(cloud: Cloud, cont
     assert out == {"batchItemFailures": [{"itemIdentifier": "broken"}]}
 
 
-def test_slot_json_and_manifest_merge_into_one_slot_row_and_summary(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_slot_json_and_manifest_merge_into_one_slot_row_and_summary(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     manifest = {
         "version": 1,
         "run_id": RUN,
         "slot_index": 0,
-        "cell": {"cell_id": "c000-gp3-m6i.large-x1-r1", "cell_index": 0, "instance_type": "m6i.large", "storage_label": "gp3", "storage_type": "ebs", "storage_detail": "gp3", "fleet_size": 1, "repeat": 1},
+        "cell": {
+            "cell_id": "c000-gp3-m6i.large-x1-r1",
+            "cell_index": 0,
+            "instance_type": "m6i.large",
+            "storage_label": "gp3",
+            "storage_type": "ebs",
+            "storage_detail": "gp3",
+            "fleet_size": 1,
+            "repeat": 1,
+        },
         "platform": "aws",
         "started_at": "2026-11-21T05:13:00Z",
         "hostname": "ip-10-0-0-1",
     }
-    slot = {"run_id": RUN, "slot_index": 0, "status": "SUCCEEDED", "exit_code": 0, "finished_at": "2026-11-21T05:20:00Z"}
+    slot = {
+        "run_id": RUN,
+        "slot_index": 0,
+        "status": "SUCCEEDED",
+        "exit_code": 0,
+        "finished_at": "2026-11-21T05:20:00Z",
+    }
     k1 = _put_raw(cloud, f"{SLOT}/manifest.json", json.dumps(manifest).encode())
     k2 = _put_raw(cloud, f"{SLOT}/slot.json", json.dumps(slot).encode())
     ingest.handler({"Records": [_record(k1, "a"), _record(k2, "b")]}, context)
@@ -102,10 +149,16 @@ def test_slot_json_and_manifest_merge_into_one_slot_row_and_summary(cloud: Cloud
     assert row["hostname"] == "ip-10-0-0-1" and row["status"] == "SUCCEEDED"
     assert row["finished_at"] == "2026-11-21 05:20:00.000"
     item = cloud.item(f"run#{RUN}", "slot#c000-gp3-m6i.large-x1-r1#0000")
-    assert item is not None and item["agent_status"]["S"] == "SUCCEEDED" and item["ingested"]["BOOL"] is True
+    assert (
+        item is not None
+        and item["agent_status"]["S"] == "SUCCEEDED"
+        and item["ingested"]["BOOL"] is True
+    )
 
 
-def test_slot_summary_keeps_the_volume_id_for_burst_metrics(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_slot_summary_keeps_the_volume_id_for_burst_metrics(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     # given a manifest of a block target (the volume is deleted with the instance)
     manifest = {
         "run_id": RUN,
@@ -125,4 +178,7 @@ def test_slot_summary_keeps_the_volume_id_for_burst_metrics(cloud: Cloud, contex
     assert row["volume_id"] == "vol-0123456789abcdef0"
     item = cloud.item(f"run#{RUN}", "slot#c000-gp3-m6i.large-x1-r1#0000")
     assert item is not None
-    assert (item["agent_volume_id"]["S"], item["agent_instance_id"]["S"]) == ("vol-0123456789abcdef0", "i-0123456789abcdef0")
+    assert (item["agent_volume_id"]["S"], item["agent_instance_id"]["S"]) == (
+        "vol-0123456789abcdef0",
+        "i-0123456789abcdef0",
+    )

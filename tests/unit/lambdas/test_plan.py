@@ -21,7 +21,9 @@ def _event(matrix: object) -> dict[str, object]:
     }
 
 
-def test_valid_matrix_writes_plan_run_json_and_run_item(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_valid_matrix_writes_plan_run_json_and_run_item(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     # given the seed 000 matrix (4 instance types, 1 storage, fleet size 1)
     out = plan.handler(_event(example("seed000-ebs-optimized-ceiling.json")), context)
     # then
@@ -33,7 +35,10 @@ def test_valid_matrix_writes_plan_run_json_and_run_item(cloud: Cloud, context: F
     assert manifest["run_id"] == run_id and len(manifest["plan"]["cells"]) == 4
     item = cloud.item(f"run#{run_id}", "run")
     assert item is not None and item["status"]["S"] == "RUNNING"
-    assert cloud.item("exec#arn:aws:states:us-east-1:123456789012:execution:sm:abc", "exec") is not None
+    assert (
+        cloud.item("exec#arn:aws:states:us-east-1:123456789012:execution:sm:abc", "exec")
+        is not None
+    )
 
 
 def test_app_with_populate_is_flagged_on_its_cell(
@@ -45,7 +50,9 @@ def test_app_with_populate_is_flagged_on_its_cell(
     assert all(c["has_populate"] for c in out["cells"])
 
 
-def test_bad_matrix_returns_error_lines_and_writes_nothing(cloud: Cloud, context: FakeLambdaContext) -> None:
+def test_bad_matrix_returns_error_lines_and_writes_nothing(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
     matrix = example("seed000-ebs-optimized-ceiling.json")
     matrix["storage"][0]["iops"] = "lots"
     matrix["bogus"] = 1

@@ -61,8 +61,17 @@ def test_zero_time_limit_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("instance_type", "arch"),
-    [("c6a.xlarge", "amd64"), ("m5a.xlarge", "amd64"), ("m7g.large", "arm64"), ("c7gn.2xlarge", "arm64"),
-     ("t4g.micro", "arm64"), ("a1.large", "arm64"), ("g5.xlarge", "amd64"), ("g5g.xlarge", "arm64"), ("im4gn.large", "arm64")],
+    [
+        ("c6a.xlarge", "amd64"),
+        ("m5a.xlarge", "amd64"),
+        ("m7g.large", "arm64"),
+        ("c7gn.2xlarge", "arm64"),
+        ("t4g.micro", "arm64"),
+        ("a1.large", "arm64"),
+        ("g5.xlarge", "amd64"),
+        ("g5g.xlarge", "arm64"),
+        ("im4gn.large", "arm64"),
+    ],
 )
 def test_architecture_follows_the_graviton_suffix(instance_type: str, arch: str) -> None:
     assert ec2.architecture(instance_type) == arch
@@ -70,12 +79,25 @@ def test_architecture_follows_the_graviton_suffix(instance_type: str, arch: str)
 
 
 def test_io2_volume_is_mapped_with_its_iops_encrypted_and_deleted_with_the_instance() -> None:
-    spec = {"type": "ebs", "label": "io2-50k", "volume_type": "io2", "size_gib": 100, "iops": 50000, "filesystem": "xfs"}
+    spec = {
+        "type": "ebs",
+        "label": "io2-50k",
+        "volume_type": "io2",
+        "size_gib": 100,
+        "iops": 50000,
+        "filesystem": "xfs",
+    }
     root, data = ec2.block_device_mappings(spec)
     assert root["DeviceName"] == "/dev/sda1" and root["Ebs"]["Encrypted"] is True
     assert data == {
         "DeviceName": "/dev/sdf",
-        "Ebs": {"VolumeType": "io2", "VolumeSize": 100, "Iops": 50000, "Encrypted": True, "DeleteOnTermination": True},
+        "Ebs": {
+            "VolumeType": "io2",
+            "VolumeSize": 100,
+            "Iops": 50000,
+            "Encrypted": True,
+            "DeleteOnTermination": True,
+        },
     }
 
 
