@@ -1,102 +1,34 @@
-"""WORK IN PROGRESS, not collected (rename to test_faults.py when green). Last run:
-the fleet faults (1-4) fail because moto 5.2.5's Distributed Map does not fail
-when an item's task token gets SendTaskFailure or misses its heartbeat (the
-cell is recorded SUCCEEDED); the ingest faults (5-8) were fixed (table
-app_runs, moto's EventPattern matcher) but not re-run.
+"""WORK IN PROGRESS, not collected: faults 3 and 4 of issue 4 (the others pass in test_faults.py).
 
-Faults on the local cloud: each records its reason, keeps partial results,
-leaves no instance running and loses nothing.
+- fault 3 (fio fails on one slot): the fio artifact of the failing slot is
+  ingested with no rows and no ingest_errors row: fio's layout failure
+  (error 28, ENOSPC) gives a job with no I/O, which `iofleet.parsers.fio`
+  turns into a warning only, and `iofleet.aws.curate.ingest_object` writes
+  nothing for an artifact without rows. So fio's error code is not kept in the
+  rows and the object counts as lost. Needs a product fix in the parser or
+  ingest (a row per failed job with its error code, or an ingest_errors row).
+- fault 4 (StopExecution mid-fleet): the run item ends FAILED, not ABORTED.
 
-Same substitutes as tests/cloud/test_e2e.py (see tests/cloud/localcloud/__init__.py).
-Fault injection lives in two places only: the matrix (a workload that fails on
-one slot: real agent behaviour) and the local instance runner (`faults` in the
-hooks' config: an instance that never runs its agent, or one whose NFS mount
-turns out to be a 2 MiB tmpfs). Raw-object faults are plain S3 puts.
+Shared helpers come from test_faults.py.
 """
-
 from __future__ import annotations
 
-import datetime as dt
-import json
-import uuid
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
-import pytest
 from trino_client import TrinoClient
 
-from iofleet.aws import keys
+from iofleet.aws import keys  # noqa: F401
 from tests.cloud.localcloud.fixtures import LocalStack, poll
-from tests.cloud.test_e2e import FIO, matrix
-
-FAIL_ON_SLOT_1 = {"app": {"name": "fail-on-slot-1", "run": 'test "$IOFLEET_SLOT" != 1'}}
-
-
-@pytest.fixture
-def trino_db(trino_server: Any) -> TrinoClient:
-    return TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
-
-
-def _one_cell(stack: LocalStack, name: str, fleet: int, workloads: list[dict[str, Any]]) -> dict[str, Any]:
-    doc = matrix(stack, name, parallelism=[fleet], workloads=workloads)
-    doc["storage"] = doc["storage"][:1]
-    return doc
+from tests.cloud.test_e2e import FIO
+from tests.cloud.test_faults import (  # noqa: F401
+    _failed_cell,
+    _no_instance_left,
+    _nothing_lost,
+    _one_cell,
+    _run,
+    trino_db,
+)
 
 
-def _run(stack: LocalStack, doc: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
-    arn = stack.start(doc)
-    desc = stack.wait(arn)
-    run_id = stack.run_id_of(arn)
-    stack.esm.wait_drained()
-    return arn, run_id, desc
-
-
-def _no_instance_left(stack: LocalStack, run_id: str) -> None:
-    assert stack.all_instances(run_id), "the run launched nothing"
-    assert stack.live_instances(run_id) == []
-    poll(lambda: not stack.agents_running(stack.all_instances(run_id)), timeout_s=60, what="local agents gone")
-
-
-def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(local_stack: LocalStack) -> None:
-    # given: slot 1 of a fleet of 3 runs an app that fails (the agent exits 1)
-    doc = _one_cell(local_stack, "fault-exit", 3, [FIO, FAIL_ON_SLOT_1])
-    # when
-    arn, run_id, desc = _run(local_stack, doc)
-    # then: the run goes on to its end, the cell and the run are FAILED with the reason
-    assert desc["status"] == "SUCCEEDED"
-    (cell,) = local_stack.items(run_id, "cell#")
-    assert cell["status"] == "FAILED"
-    assert "AgentFailed" in cell["error"] and "exited with status 1" in cell["error"]
-    assert local_stack.run_item(run_id)["status"] == "FAILED"
-    # and: the failed slot's results were uploaded and ingested
-    slot1 = local_stack.item(keys.slot_item_key(run_id, cell["sk"][len("cell#") :], 1))
-    assert (slot1["agent_status"], slot1["agent_exit_code"], slot1["ingested"]) == ("FAILED", "1", True)
-    assert any(k.endswith("slot-0001/w00-fio-randread-16k-psync-16jobs.json") for k in local_stack.keys(f"raw/{run_id}/"))
-    _no_instance_left(local_stack, run_id)
-
-
-def test_agent_that_never_signals_times_out_on_heartbeat(local_stack: LocalStack) -> None:
-    # given: short heartbeats (the plan function's HEARTBEAT_S) and slot 1 never running its agent
-    lam = local_stack.client("lambda")
-    plan_fn = local_stack.d.functions["plan"]
-    env = lam.get_function_configuration(FunctionName=plan_fn)["Environment"]["Variables"]
-    lam.update_function_configuration(FunctionName=plan_fn, Environment={"Variables": {**env, "HEARTBEAT_S": "20"}})
-    local_stack.set_faults([{"payload_key_prefix": "control/fault-hang-", "slot": 1, "kind": "hang"}])
-    try:
-        # when
-        arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "fault-hang", 2, [FIO]))
-    finally:
-        lam.update_function_configuration(FunctionName=plan_fn, Environment={"Variables": env})
-        local_stack.set_faults([])
-    # then
-    (cell,) = local_stack.items(run_id, "cell#")
-    assert cell["status"] == "FAILED"
-    assert "HeartbeatTimeout" in cell["error"]
-    assert local_stack.run_item(run_id)["status"] == "FAILED"
-    _no_instance_left(local_stack, run_id)
-
-
-def test_fio_job_failing_on_one_slot_keeps_its_error_code(local_stack: LocalStack, trino_db: TrinoClient) -> None:
+def test_fio_job_failing_on_one_slot_keeps_its_error_code(local_stack: LocalStack, trino_db: TrinoClient) -> None:  # noqa: F811
     # given: slot 1's shared file system mount is a 2 MiB tmpfs (fio lays out 4 MiB files)
     local_stack.set_faults([{"payload_key_prefix": "control/fault-fio-", "slot": 1, "kind": "tiny-disk", "size": "2m"}])
     try:
@@ -104,12 +36,12 @@ def test_fio_job_failing_on_one_slot_keeps_its_error_code(local_stack: LocalStac
     finally:
         local_stack.set_faults([])
     # then: the fio rows of slot 1 carry fio's error code, slot 0's are clean
+    _failed_cell(local_stack, run_id)
+    _nothing_lost(local_stack, run_id)
     rows = trino_db.execute(f"SELECT slot_index, error FROM fio_results WHERE run_id = '{run_id}'").rows
     errors = {slot: {e for s, e in rows if s == slot} for slot, _ in rows}
     assert errors[0] == {0}
     assert errors[1] and 0 not in errors[1]
-    (cell,) = local_stack.items(run_id, "cell#")
-    assert cell["status"] == "FAILED" and "AgentFailed" in cell["error"]
     _no_instance_left(local_stack, run_id)
 
 
@@ -149,69 +81,3 @@ def _run_id_or_none(stack: LocalStack, arn: str) -> str | None:
         return None
 
 
-def _stamp() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dt%H%M%Sz")
-
-
-def _app_artifact(i: int) -> bytes:
-    now = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-    doc = {"app": "tiny", "phase": "run", "exit_code": 0, "wall_seconds": 1.0 + i / 1000, "started_at": now,
-           "finished_at": now, "stdout_tail": "", "stderr_tail": ""}
-    return json.dumps(doc).encode()
-
-
-def _put(stack: LocalStack, relpath: str, body: bytes) -> None:
-    stack.client("s3").put_object(Bucket=stack.d.bucket, Key=keys.raw_key(relpath), Body=body)
-
-
-def _count(trino_db: TrinoClient, table: str, run_id: str) -> int:
-    return int(trino_db.execute(f"SELECT count(*) FROM {table} WHERE run_id = '{run_id}'").scalar())
-
-
-def test_same_raw_object_delivered_twice_gives_rows_once(local_stack: LocalStack, trino_db: TrinoClient) -> None:
-    run_id = f"dup{uuid.uuid4().hex[:6]}-{_stamp()}"
-    rel = f"{run_id}/c000-efs-a-m6i.large-x1-r1/slot-0000/w00-app-tiny.json"
-    _put(local_stack, rel, _app_artifact(0))
-    _put(local_stack, rel, _app_artifact(0))  # a second notification for the same key
-    local_stack.esm.wait_drained()
-    assert _count(trino_db, "app_runs", run_id) == 1
-
-
-def test_malformed_raw_object_becomes_an_ingest_error(local_stack: LocalStack, trino_db: TrinoClient) -> None:
-    run_id = f"bad{uuid.uuid4().hex[:6]}-{_stamp()}"
-    cell = f"{run_id}/c000-efs-a-m6i.large-x3-r1"
-    for slot in range(3):
-        _put(local_stack, f"{cell}/slot-{slot:04d}/w00-app-tiny.json", _app_artifact(slot))
-    _put(local_stack, f"{cell}/slot-0003/w00-app-tiny.json", b"{this is not json")
-    local_stack.esm.wait_drained()
-    assert _count(trino_db, "app_runs", run_id) == 3
-    errors = trino_db.execute(f"SELECT object_key, reason FROM ingest_errors WHERE run_id = '{run_id}'").rows
-    assert len(errors) == 1 and errors[0][0].endswith("slot-0003/w00-app-tiny.json")
-    assert "not valid JSON" in errors[0][1]
-
-
-def test_two_thousand_raw_objects_at_once_are_all_ingested(local_stack: LocalStack, trino_db: TrinoClient) -> None:
-    run_id = f"burst{uuid.uuid4().hex[:6]}-{_stamp()}"
-    rels = [f"{run_id}/c000-efs-a-m6i.large-x2000-r1/slot-{i:04d}/w00-app-tiny.json" for i in range(2000)]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda ir: _put(local_stack, ir[1], _app_artifact(ir[0])), enumerate(rels)))
-    local_stack.esm.wait_drained(timeout_s=600)
-    assert _count(trino_db, "app_runs", run_id) == 2000
-    assert _count(trino_db, "ingest_errors", run_id) == 0
-    dlq = local_stack.client("sqs").get_queue_attributes(QueueUrl=local_stack.d.dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
-    assert dlq["Attributes"]["ApproximateNumberOfMessages"] == "0"
-
-
-def test_bad_matrix_fails_in_plan_and_launches_nothing(local_stack: LocalStack) -> None:
-    before = len(local_stack.client("ec2").describe_instances()["Reservations"])
-    doc = matrix(local_stack, "fault-bad", parallelism=[0], colour="blue")
-    arn = local_stack.start(doc)
-    desc = local_stack.wait(arn)
-    assert desc["status"] == "FAILED"
-    failed = [e for e in local_stack.history(arn) if e["type"] == "ExecutionFailed"][0]["executionFailedEventDetails"]
-    assert failed["error"] == "MatrixInvalid"
-    assert "colour" in failed.get("cause", "") and "parallelism[0]" in failed.get("cause", "")
-    assert len(local_stack.client("ec2").describe_instances()["Reservations"]) == before
-    # and: the abort rule's cleanup has nothing to clean
-    (answer, error), = local_stack.d.deliver_event(local_stack.d.execution_status_event(arn, "FAILED"))
-    assert error is None and "skipped" in answer
