@@ -19,7 +19,10 @@ from trino_client import TrinoClient
 from iofleet.warehouse import Warehouse
 from tests.cloud.localcloud.fixtures import LocalStack, poll
 
-FIO = {"fio": "randread-16k-psync-16jobs", "params": {"RUNTIME": 1, "SIZE": "4m", "NUM_JOBS": 2, "DIRECT": 0}}
+FIO = {
+    "fio": "randread-16k-psync-16jobs",
+    "params": {"RUNTIME": 1, "SIZE": "4m", "NUM_JOBS": 2, "DIRECT": 0},
+}
 IOPING = {"ioping": {"count": 5, "interval_ms": 0}}
 APP = {"app": {"name": "small-files", "run": "for i in 1 2 3 4 5; do echo $i > f$i; done; sync"}}
 
@@ -72,13 +75,23 @@ def test_every_slot_uploaded_its_raw_objects(e2e_run: dict[str, Any]) -> None:
     assert len(slots) == 1 + 3 + 1 + 3
     for slot in slots:
         names = sorted(p.name for p in (raw / slot).iterdir())
-        assert names == ["manifest.json", "slot.json", "w00-fio-randread-16k-psync-16jobs.json", "w01-ioping.json", "w02-app-small-files.json"]
+        assert names == [
+            "manifest.json",
+            "slot.json",
+            "w00-fio-randread-16k-psync-16jobs.json",
+            "w01-ioping.json",
+            "w02-app-small-files.json",
+        ]
 
 
-def test_every_slot_is_ingested_into_dynamodb(e2e_run: dict[str, Any], local_stack: LocalStack) -> None:
+def test_every_slot_is_ingested_into_dynamodb(
+    e2e_run: dict[str, Any], local_stack: LocalStack
+) -> None:
     slots = local_stack.items(e2e_run["run_id"], "slot#")
     assert len(slots) == 8
-    assert {(s["status"], s["agent_status"], s.get("ingested")) for s in slots} == {("LAUNCHED", "SUCCEEDED", True)}
+    assert {(s["status"], s["agent_status"], s.get("ingested")) for s in slots} == {
+        ("LAUNCHED", "SUCCEEDED", True)
+    }
 
 
 def test_no_instance_left_running(e2e_run: dict[str, Any], local_stack: LocalStack) -> None:
@@ -87,18 +100,41 @@ def test_no_instance_left_running(e2e_run: dict[str, Any], local_stack: LocalSta
 
 
 def _rounded(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    cols = ["cell_id", "metric_source", "workload_index", "workload", "job", "direction", "metric", "slots",
-            "p0", "p50", "p75", "p90", "p98", "p100"]
+    cols = [
+        "cell_id",
+        "metric_source",
+        "workload_index",
+        "workload",
+        "job",
+        "direction",
+        "metric",
+        "slots",
+        "p0",
+        "p50",
+        "p75",
+        "p90",
+        "p98",
+        "p100",
+    ]
     out = []
     for r in rows:
-        out.append(tuple(round(float(r[c]), 6) if c.startswith("p") and r[c] is not None else r[c] for c in cols))
+        out.append(
+            tuple(
+                round(float(r[c]), 6) if c.startswith("p") and r[c] is not None else r[c]
+                for c in cols
+            )
+        )
     return sorted(out, key=repr)
 
 
-def test_trino_views_equal_the_local_duckdb_warehouse(e2e_run: dict[str, Any], trino_server: Any) -> None:
+def test_trino_views_equal_the_local_duckdb_warehouse(
+    e2e_run: dict[str, Any], trino_server: Any
+) -> None:
     # when: the views are queried through Trino (Athena's engine) over the curated objects
     trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
-    cloud = trino.execute(f"SELECT * FROM cell_percentiles WHERE run_id = '{e2e_run['run_id']}'").dicts()
+    cloud = trino.execute(
+        f"SELECT * FROM cell_percentiles WHERE run_id = '{e2e_run['run_id']}'"
+    ).dicts()
     # and: `iofleet local`'s warehouse ingests the same raw files
     with Warehouse(":memory:") as wh:
         wh.ingest_dir(e2e_run["raw"])
@@ -109,10 +145,14 @@ def test_trino_views_equal_the_local_duckdb_warehouse(e2e_run: dict[str, Any], t
     assert _rounded(cloud) == _rounded(local)
 
 
-def test_summarize_report_holds_the_percentiles(e2e_run: dict[str, Any], local_stack: LocalStack) -> None:
+def test_summarize_report_holds_the_percentiles(
+    e2e_run: dict[str, Any], local_stack: LocalStack
+) -> None:
     import json
 
-    body = local_stack.client("s3").get_object(Bucket=local_stack.d.bucket, Key=f"reports/{e2e_run['run_id']}/report.json")["Body"]
+    body = local_stack.client("s3").get_object(
+        Bucket=local_stack.d.bucket, Key=f"reports/{e2e_run['run_id']}/report.json"
+    )["Body"]
     report = json.loads(body.read())
     assert report["status"] == "SUCCEEDED"
     assert {r["metric_source"] for r in report["cell_percentiles"]} >= {"fio", "app"}

@@ -34,7 +34,9 @@ def trino_db(trino_server: Any) -> TrinoClient:
     return TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
 
 
-def _one_cell(stack: LocalStack, name: str, fleet: int, workloads: list[dict[str, Any]]) -> dict[str, Any]:
+def _one_cell(
+    stack: LocalStack, name: str, fleet: int, workloads: list[dict[str, Any]]
+) -> dict[str, Any]:
     doc = matrix(stack, name, parallelism=[fleet], workloads=workloads)
     doc["storage"] = doc["storage"][:1]
     return doc
@@ -51,7 +53,11 @@ def _run(stack: LocalStack, doc: dict[str, Any]) -> tuple[str, str, dict[str, An
 def _no_instance_left(stack: LocalStack, run_id: str) -> None:
     assert stack.all_instances(run_id), "the run launched nothing"
     assert stack.live_instances(run_id) == []
-    poll(lambda: not stack.agents_running(stack.all_instances(run_id)), timeout_s=60, what="local agents gone")
+    poll(
+        lambda: not stack.agents_running(stack.all_instances(run_id)),
+        timeout_s=60,
+        what="local agents gone",
+    )
 
 
 def _curated_stem(relpath: str) -> str:
@@ -64,7 +70,11 @@ def _nothing_lost(stack: LocalStack, run_id: str) -> list[str]:
     """Every raw object of the run has a curated object (rows, or an ingest_errors row); returns the raw keys."""
     stack.esm.wait_drained()
     raw = [k[len(keys.RAW_PREFIX) :] for k in stack.keys(f"{keys.RAW_PREFIX}{run_id}/")]
-    curated = {k.split("/", 3)[3][: -len(".jsonl")] for k in stack.keys(keys.CURATED_PREFIX) if f"/{run_id}/" in k}
+    curated = {
+        k.split("/", 3)[3][: -len(".jsonl")]
+        for k in stack.keys(keys.CURATED_PREFIX)
+        if f"/{run_id}/" in k
+    }
     assert raw, "no raw object uploaded"
     assert [r for r in raw if _curated_stem(r) not in curated] == []
     return raw
@@ -74,10 +84,15 @@ def _failed_cell(stack: LocalStack, run_id: str) -> dict[str, Any]:
     """The one cell of the run: FAILED by the fleet's Distributed Map, and the run item names it."""
     (cell,) = stack.items(run_id, "cell#")
     assert cell["status"] == "FAILED"
-    assert cell["error"] == "States.ExceedToleratedFailureThreshold: The specified tolerated failure threshold was exceeded"
+    assert (
+        cell["error"]
+        == "States.ExceedToleratedFailureThreshold: The specified tolerated failure threshold was exceeded"
+    )
     run = stack.run_item(run_id)
     assert run["status"] == "FAILED"
-    assert run["error"].startswith(f"1 of 1 cells failed: {cell['sk'][len('cell#') :]}: States.ExceedToleratedFailureThreshold")
+    assert run["error"].startswith(
+        f"1 of 1 cells failed: {cell['sk'][len('cell#') :]}: States.ExceedToleratedFailureThreshold"
+    )
     return cell
 
 
@@ -95,11 +110,17 @@ def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(local_stack: L
     cell = _failed_cell(local_stack, run_id)
     # and: the failed slot's own record says why (its slot.json, ingested)
     slot1 = _slot(local_stack, run_id, cell, 1)
-    assert (slot1["agent_status"], slot1["agent_exit_code"], slot1["ingested"]) == ("FAILED", "1", True)
+    assert (slot1["agent_status"], slot1["agent_exit_code"], slot1["ingested"]) == (
+        "FAILED",
+        "1",
+        True,
+    )
     assert "fail-on-slot-1" in slot1["agent_error"]
     # and: partial results kept, nothing lost, nothing left running
     raw = _nothing_lost(local_stack, run_id)
-    assert {r.split("/")[2] for r in raw if r.endswith("/w00-fio-randread-16k-psync-16jobs.json")} == {"slot-0000", "slot-0001"}
+    assert {
+        r.split("/")[2] for r in raw if r.endswith("/w00-fio-randread-16k-psync-16jobs.json")
+    } == {"slot-0000", "slot-0001"}
     _no_instance_left(local_stack, run_id)
 
 
@@ -108,8 +129,12 @@ def test_agent_that_never_signals_times_out_on_heartbeat(local_stack: LocalStack
     lam = local_stack.client("lambda")
     plan_fn = local_stack.d.functions["plan"]
     env = lam.get_function_configuration(FunctionName=plan_fn)["Environment"]["Variables"]
-    lam.update_function_configuration(FunctionName=plan_fn, Environment={"Variables": {**env, "HEARTBEAT_S": "20"}})
-    local_stack.set_faults([{"payload_key_prefix": "control/fault-hang-", "slot": 1, "kind": "hang"}])
+    lam.update_function_configuration(
+        FunctionName=plan_fn, Environment={"Variables": {**env, "HEARTBEAT_S": "20"}}
+    )
+    local_stack.set_faults(
+        [{"payload_key_prefix": "control/fault-hang-", "slot": 1, "kind": "hang"}]
+    )
     try:
         # when
         arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "fault-hang", 2, [FIO]))
@@ -130,8 +155,16 @@ def _stamp() -> str:
 
 def _app_artifact(i: int) -> bytes:
     now = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-    doc = {"app": "tiny", "phase": "run", "exit_code": 0, "wall_seconds": 1.0 + i / 1000, "started_at": now,
-           "finished_at": now, "stdout_tail": "", "stderr_tail": ""}
+    doc = {
+        "app": "tiny",
+        "phase": "run",
+        "exit_code": 0,
+        "wall_seconds": 1.0 + i / 1000,
+        "started_at": now,
+        "finished_at": now,
+        "stdout_tail": "",
+        "stderr_tail": "",
+    }
     return json.dumps(doc).encode()
 
 
@@ -143,7 +176,9 @@ def _count(trino_db: TrinoClient, table: str, run_id: str) -> int:
     return int(trino_db.execute(f"SELECT count(*) FROM {table} WHERE run_id = '{run_id}'").scalar())
 
 
-def test_same_raw_object_delivered_twice_gives_rows_once(local_stack: LocalStack, trino_db: TrinoClient) -> None:
+def test_same_raw_object_delivered_twice_gives_rows_once(
+    local_stack: LocalStack, trino_db: TrinoClient
+) -> None:
     run_id = f"dup{uuid.uuid4().hex[:6]}-{_stamp()}"
     rel = f"{run_id}/c000-efs-a-m6i.large-x1-r1/slot-0000/w00-app-tiny.json"
     _put(local_stack, rel, _app_artifact(0))
@@ -152,7 +187,9 @@ def test_same_raw_object_delivered_twice_gives_rows_once(local_stack: LocalStack
     assert _count(trino_db, "app_runs", run_id) == 1
 
 
-def test_malformed_raw_object_becomes_an_ingest_error(local_stack: LocalStack, trino_db: TrinoClient) -> None:
+def test_malformed_raw_object_becomes_an_ingest_error(
+    local_stack: LocalStack, trino_db: TrinoClient
+) -> None:
     run_id = f"bad{uuid.uuid4().hex[:6]}-{_stamp()}"
     cell = f"{run_id}/c000-efs-a-m6i.large-x3-r1"
     for slot in range(3):
@@ -160,20 +197,29 @@ def test_malformed_raw_object_becomes_an_ingest_error(local_stack: LocalStack, t
     _put(local_stack, f"{cell}/slot-0003/w00-app-tiny.json", b"{this is not json")
     local_stack.esm.wait_drained()
     assert _count(trino_db, "app_runs", run_id) == 3
-    errors = trino_db.execute(f"SELECT object_key, reason FROM ingest_errors WHERE run_id = '{run_id}'").rows
+    errors = trino_db.execute(
+        f"SELECT object_key, reason FROM ingest_errors WHERE run_id = '{run_id}'"
+    ).rows
     assert len(errors) == 1 and errors[0][0].endswith("slot-0003/w00-app-tiny.json")
     assert "invalid app timing JSON" in errors[0][1]
 
 
-def test_two_thousand_raw_objects_at_once_are_all_ingested(local_stack: LocalStack, trino_db: TrinoClient) -> None:
+def test_two_thousand_raw_objects_at_once_are_all_ingested(
+    local_stack: LocalStack, trino_db: TrinoClient
+) -> None:
     run_id = f"burst{uuid.uuid4().hex[:6]}-{_stamp()}"
-    rels = [f"{run_id}/c000-efs-a-m6i.large-x2000-r1/slot-{i:04d}/w00-app-tiny.json" for i in range(2000)]
+    rels = [
+        f"{run_id}/c000-efs-a-m6i.large-x2000-r1/slot-{i:04d}/w00-app-tiny.json"
+        for i in range(2000)
+    ]
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda ir: _put(local_stack, ir[1], _app_artifact(ir[0])), enumerate(rels)))
     local_stack.esm.wait_drained(timeout_s=600)
     assert _count(trino_db, "app_runs", run_id) == 2000
     assert _count(trino_db, "ingest_errors", run_id) == 0
-    dlq = local_stack.client("sqs").get_queue_attributes(QueueUrl=local_stack.d.dlq_url, AttributeNames=["ApproximateNumberOfMessages"])
+    dlq = local_stack.client("sqs").get_queue_attributes(
+        QueueUrl=local_stack.d.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )
     assert dlq["Attributes"]["ApproximateNumberOfMessages"] == "0"
 
 
@@ -183,10 +229,14 @@ def test_bad_matrix_fails_in_plan_and_launches_nothing(local_stack: LocalStack) 
     arn = local_stack.start(doc)
     desc = local_stack.wait(arn)
     assert desc["status"] == "FAILED"
-    failed = [e for e in local_stack.history(arn) if e["type"] == "ExecutionFailed"][0]["executionFailedEventDetails"]
+    failed = [e for e in local_stack.history(arn) if e["type"] == "ExecutionFailed"][0][
+        "executionFailedEventDetails"
+    ]
     assert failed["error"] == "MatrixInvalid"
     assert "colour" in failed.get("cause", "") and "parallelism[0]" in failed.get("cause", "")
     assert len(local_stack.client("ec2").describe_instances()["Reservations"]) == before
     # and: the abort rule's cleanup has nothing to clean
-    (answer, error), = local_stack.d.deliver_event(local_stack.d.execution_status_event(arn, "FAILED"))
+    ((answer, error),) = local_stack.d.deliver_event(
+        local_stack.d.execution_status_event(arn, "FAILED")
+    )
     assert error is None and "skipped" in answer

@@ -31,12 +31,18 @@ def _definition(**map_extra: Any) -> dict[str, Any]:
                             "Choices": [{"Variable": "$", "NumericEquals": 2, "Next": "Boom"}],
                             "Default": "Fine",
                         },
-                        "Boom": {"Type": "Fail", "Error": "AgentFailed", "Cause": "agent exited with status 1"},
+                        "Boom": {
+                            "Type": "Fail",
+                            "Error": "AgentFailed",
+                            "Cause": "agent exited with status 1",
+                        },
                         "Fine": {"Type": "Pass", "End": True},
                     },
                 },
                 "ResultPath": None,
-                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}],
+                "Catch": [
+                    {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}
+                ],
                 "End": True,
                 **map_extra,
             },
@@ -45,12 +51,16 @@ def _definition(**map_extra: Any) -> dict[str, Any]:
     }
 
 
-def _run(aws_client: Callable[[str], Any], unique: str, items: list[int], **map_extra: Any) -> dict[str, Any]:
+def _run(
+    aws_client: Callable[[str], Any], unique: str, items: list[int], **map_extra: Any
+) -> dict[str, Any]:
     sfn = aws_client("stepfunctions")
-    arn = sfn.create_state_machine(name=f"dmap-{unique}", definition=json.dumps(_definition(**map_extra)), roleArn=ROLE)[
-        "stateMachineArn"
+    arn = sfn.create_state_machine(
+        name=f"dmap-{unique}", definition=json.dumps(_definition(**map_extra)), roleArn=ROLE
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps({"items": items}))[
+        "executionArn"
     ]
-    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps({"items": items}))["executionArn"]
     desc = poll(
         lambda: (d := sfn.describe_execution(executionArn=execution))["status"] != "RUNNING" and d,
         timeout_s=60,
@@ -60,19 +70,25 @@ def _run(aws_client: Callable[[str], Any], unique: str, items: list[int], **map_
     return dict(json.loads(desc["output"]))
 
 
-def test_one_failed_item_fails_the_map_with_the_threshold_error(aws_client: Callable[[str], Any], unique: str) -> None:
+def test_one_failed_item_fails_the_map_with_the_threshold_error(
+    aws_client: Callable[[str], Any], unique: str
+) -> None:
     # when: item 2 of three fails and no failure is tolerated (the default)
     out = _run(aws_client, unique, [1, 2, 3])
     # then: the Map state failed and its catch got AWS's error
     assert out["error"] == {"Error": EXCEEDED_ERROR, "Cause": EXCEEDED_CAUSE}
 
 
-def test_items_that_all_succeed_leave_the_map_succeeded(aws_client: Callable[[str], Any], unique: str) -> None:
+def test_items_that_all_succeed_leave_the_map_succeeded(
+    aws_client: Callable[[str], Any], unique: str
+) -> None:
     out = _run(aws_client, unique, [1, 3, 4])
     assert "error" not in out
 
 
-def test_a_tolerated_failure_count_lets_the_map_succeed(aws_client: Callable[[str], Any], unique: str) -> None:
+def test_a_tolerated_failure_count_lets_the_map_succeed(
+    aws_client: Callable[[str], Any], unique: str
+) -> None:
     out = _run(aws_client, unique, [1, 2, 3], ToleratedFailureCount=1)
     assert "error" not in out
 
@@ -89,5 +105,7 @@ def test_a_tolerated_failure_count_lets_the_map_succeed(aws_client: Callable[[st
         (2, 4, 5, 25.0, True),
     ],
 )
-def test_threshold_rule(failed: int, total: int, count: int, percentage: float, exceeded: bool) -> None:
+def test_threshold_rule(
+    failed: int, total: int, count: int, percentage: float, exceeded: bool
+) -> None:
     assert threshold_exceeded(failed, total, count, percentage) is exceeded

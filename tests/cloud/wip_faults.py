@@ -11,8 +11,12 @@
 
 Shared helpers come from test_faults.py.
 """
+
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from trino_client import TrinoClient
 
 from iofleet.aws import keys  # noqa: F401
@@ -24,13 +28,21 @@ from tests.cloud.test_faults import (  # noqa: F401
     _nothing_lost,
     _one_cell,
     _run,
-    trino_db,
 )
 
 
-def test_fio_job_failing_on_one_slot_keeps_its_error_code(local_stack: LocalStack, trino_db: TrinoClient) -> None:  # noqa: F811
+@pytest.fixture
+def trino_db(trino_server: Any) -> TrinoClient:
+    return TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+
+
+def test_fio_job_failing_on_one_slot_keeps_its_error_code(
+    local_stack: LocalStack, trino_db: TrinoClient
+) -> None:
     # given: slot 1's shared file system mount is a 2 MiB tmpfs (fio lays out 4 MiB files)
-    local_stack.set_faults([{"payload_key_prefix": "control/fault-fio-", "slot": 1, "kind": "tiny-disk", "size": "2m"}])
+    local_stack.set_faults(
+        [{"payload_key_prefix": "control/fault-fio-", "slot": 1, "kind": "tiny-disk", "size": "2m"}]
+    )
     try:
         arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "fault-fio", 2, [FIO]))
     finally:
@@ -38,7 +50,9 @@ def test_fio_job_failing_on_one_slot_keeps_its_error_code(local_stack: LocalStac
     # then: the fio rows of slot 1 carry fio's error code, slot 0's are clean
     _failed_cell(local_stack, run_id)
     _nothing_lost(local_stack, run_id)
-    rows = trino_db.execute(f"SELECT slot_index, error FROM fio_results WHERE run_id = '{run_id}'").rows
+    rows = trino_db.execute(
+        f"SELECT slot_index, error FROM fio_results WHERE run_id = '{run_id}'"
+    ).rows
     errors = {slot: {e for s, e in rows if s == slot} for slot, _ in rows}
     assert errors[0] == {0}
     assert errors[1] and 0 not in errors[1]
@@ -61,7 +75,9 @@ def test_stopped_execution_is_cleaned_up_by_the_abort_rule(local_stack: LocalSta
     sfn = local_stack.client("stepfunctions")
     sfn.stop_execution(executionArn=arn, cause="stopped by the test")
     assert local_stack.wait(arn)["status"] == "ABORTED"
-    delivered = local_stack.d.deliver_event(local_stack.d.execution_status_event(arn, "ABORTED", "stopped by the test"))
+    delivered = local_stack.d.deliver_event(
+        local_stack.d.execution_status_event(arn, "ABORTED", "stopped by the test")
+    )
     # then: the cleanup target ran, the run is ABORTED with the reason, nothing runs on
     assert len(delivered) == 1 and delivered[0][1] is None
     item = local_stack.run_item(run_id)
@@ -79,5 +95,3 @@ def _run_id_or_none(stack: LocalStack, arn: str) -> str | None:
         return stack.run_id_of(arn)
     except KeyError:
         return None
-
-

@@ -42,7 +42,9 @@ class AthenaOnTrino:
                 pass
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}"
+                )
                 op = self.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]
                 status, answer = outer.call(op, body)
                 data = json.dumps(answer).encode()
@@ -84,12 +86,24 @@ class AthenaOnTrino:
             status: dict[str, Any] = {"State": query["state"]}
             if query.get("reason"):
                 status["StateChangeReason"] = query["reason"]
-            return 200, {"QueryExecution": {"QueryExecutionId": query["id"], "Query": query["sql"], "Status": status}}
+            return 200, {
+                "QueryExecution": {
+                    "QueryExecutionId": query["id"],
+                    "Query": query["sql"],
+                    "Status": status,
+                }
+            }
         if op == "GetQueryResults":
             rows = [{"Data": [_text(c) for c in query["columns"]]}] if query["columns"] else []
             rows += [{"Data": [_text(v) for v in row]} for row in query["rows"]]
-            info = [{"Name": c, "Label": c, "Type": t} for c, t in zip(query["columns"], query["types"], strict=False)]
-            return 200, {"ResultSet": {"Rows": rows, "ResultSetMetadata": {"ColumnInfo": info}}, "UpdateCount": 0}
+            info = [
+                {"Name": c, "Label": c, "Type": t}
+                for c, t in zip(query["columns"], query["types"], strict=False)
+            ]
+            return 200, {
+                "ResultSet": {"Rows": rows, "ResultSetMetadata": {"ColumnInfo": info}},
+                "UpdateCount": 0,
+            }
         return 400, {"__type": "InvalidRequestException", "Message": f"{op} is not supported here"}
 
     def start_query(self, body: dict[str, Any]) -> str:
@@ -102,8 +116,15 @@ class AthenaOnTrino:
         self.sql_log.append(sql)
         query: dict[str, Any] = {"id": qid, "sql": sql, "columns": [], "types": [], "rows": []}
         try:
-            result = TrinoClient(self.trino_endpoint, catalog="awsdatacatalog", schema=database).execute(sql)
-            query.update(state="SUCCEEDED", columns=list(result.columns), types=list(result.types), rows=result.rows)
+            result = TrinoClient(
+                self.trino_endpoint, catalog="awsdatacatalog", schema=database
+            ).execute(sql)
+            query.update(
+                state="SUCCEEDED",
+                columns=list(result.columns),
+                types=list(result.types),
+                rows=result.rows,
+            )
         except TrinoError as err:
             query.update(state="FAILED", reason=str(err))
         self.queries[qid] = query

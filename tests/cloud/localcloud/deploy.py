@@ -39,7 +39,9 @@ def synth(outdir: Path, context: Mapping[str, object]) -> dict[str, Any]:
     from app import build_app
 
     # path metadata as `cdk synth` writes it (the deployer finds resources by construct path)
-    app, stack = build_app(context={"aws:cdk:enable-path-metadata": True, **context}, outdir=str(outdir))
+    app, stack = build_app(
+        context={"aws:cdk:enable-path-metadata": True, **context}, outdir=str(outdir)
+    )
     assembly = app.synth()
     template: dict[str, Any] = assembly.get_stack_by_name(stack.stack_name).template
     return template
@@ -155,7 +157,9 @@ class Deployment:
 
     def invoke(self, kind: str, event: Any) -> tuple[Any, str | None]:
         """Invoke a function through moto's Lambda API; (payload, FunctionError)."""
-        out = self.client("lambda").invoke(FunctionName=self.functions[kind], Payload=json.dumps(event).encode())
+        out = self.client("lambda").invoke(
+            FunctionName=self.functions[kind], Payload=json.dumps(event).encode()
+        )
         return json.loads(out["Payload"].read() or b"null"), out.get("FunctionError")
 
     def queue_depth(self) -> int:
@@ -163,9 +167,13 @@ class Deployment:
             QueueUrl=self.queue_url,
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+        return int(attrs["ApproximateNumberOfMessages"]) + int(
+            attrs["ApproximateNumberOfMessagesNotVisible"]
+        )
 
-    def execution_status_event(self, execution_arn: str, status: str, cause: str = "") -> dict[str, Any]:
+    def execution_status_event(
+        self, execution_arn: str, status: str, cause: str = ""
+    ) -> dict[str, Any]:
         """The event Step Functions sends to EventBridge on an execution status change."""
         return {
             "version": "0",
@@ -196,7 +204,10 @@ class Deployment:
         if not EventPattern.load(rule["EventPattern"]).matches_event(event):
             return []
         out = []
-        by_arn = {self.client("lambda").get_function(FunctionName=n)["Configuration"]["FunctionArn"]: n for n in self.functions.values()}
+        by_arn = {
+            self.client("lambda").get_function(FunctionName=n)["Configuration"]["FunctionArn"]: n
+            for n in self.functions.values()
+        }
         for target in events.list_targets_by_rule(Rule=self.abort_rule)["Targets"]:
             kind = next(k for k, n in self.functions.items() if n == by_arn[target["Arn"]])
             out.append(self.invoke(kind, event))
@@ -216,7 +227,10 @@ class EventSourceMapping:
         self.d = d
         self.batch_size = batch_size
         self.stop_event = threading.Event()
-        self.threads = [threading.Thread(target=self._poll, daemon=True, name=f"esm-{i}") for i in range(pollers)]
+        self.threads = [
+            threading.Thread(target=self._poll, daemon=True, name=f"esm-{i}")
+            for i in range(pollers)
+        ]
         self.stats = {"batches": 0, "messages": 0, "failed": 0, "errors": 0}
         self.lock = threading.Lock()
 
@@ -235,7 +249,10 @@ class EventSourceMapping:
         while not self.stop_event.is_set():
             try:
                 got = sqs.receive_message(
-                    QueueUrl=self.d.queue_url, MaxNumberOfMessages=self.batch_size, WaitTimeSeconds=1, AttributeNames=["All"]
+                    QueueUrl=self.d.queue_url,
+                    MaxNumberOfMessages=self.batch_size,
+                    WaitTimeSeconds=1,
+                    AttributeNames=["All"],
                 ).get("Messages", [])
                 if got:
                     self._deliver(sqs, got)
@@ -260,14 +277,18 @@ class EventSourceMapping:
             for m in messages
         ]
         answer, error = self.d.invoke("ingest", {"Records": records})
-        failed = {m["MessageId"] for m in messages} if error else {
-            f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])
-        }
+        failed = (
+            {m["MessageId"] for m in messages}
+            if error
+            else {f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])}
+        )
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             sqs.delete_message_batch(
                 QueueUrl=self.d.queue_url,
-                Entries=[{"Id": str(j), "ReceiptHandle": m["ReceiptHandle"]} for j, m in enumerate(done)],
+                Entries=[
+                    {"Id": str(j), "ReceiptHandle": m["ReceiptHandle"]} for j, m in enumerate(done)
+                ],
             )
         with self.lock:
             self.stats["batches"] += 1
@@ -280,7 +301,9 @@ class EventSourceMapping:
         interval = 0.2
         while self.d.queue_depth() > 0:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"ingest queue not drained after {timeout_s:.0f} s ({self.stats})")
+                raise TimeoutError(
+                    f"ingest queue not drained after {timeout_s:.0f} s ({self.stats})"
+                )
             time.sleep(interval)
             interval = min(interval * 1.5, 2.0)
 
@@ -351,7 +374,8 @@ def _storage(d: Deployment) -> None:
     }
     if props.get("GlobalSecondaryIndexes"):
         args["GlobalSecondaryIndexes"] = [
-            {k: v for k, v in g.items() if k in ("IndexName", "KeySchema", "Projection")} for g in props["GlobalSecondaryIndexes"]
+            {k: v for k, v in g.items() if k in ("IndexName", "KeySchema", "Projection")}
+            for g in props["GlobalSecondaryIndexes"]
         ]
     ddb = d.client("dynamodb")
     ddb.create_table(**args)
@@ -363,7 +387,12 @@ def _storage(d: Deployment) -> None:
 
 def _queue_attributes(props: Mapping[str, Any]) -> dict[str, str]:
     attrs: dict[str, str] = {}
-    for name in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "ReceiveMessageWaitTimeSeconds"):
+    for name in (
+        "VisibilityTimeout",
+        "MessageRetentionPeriod",
+        "DelaySeconds",
+        "ReceiveMessageWaitTimeSeconds",
+    ):
         if name in props:
             attrs[name] = str(props[name])
     if "RedrivePolicy" in props:
@@ -376,16 +405,23 @@ def _queues(d: Deployment) -> None:
     for path, attr in (("Ingest/DeadLetters", "dlq_url"), ("Ingest/RawObjects", "queue_url")):
         logical, res = d.one("AWS::SQS::Queue", path)
         name = f"iofleet-{path.split('/')[-1].lower()}-{d.suffix}"
-        url = sqs.create_queue(QueueName=name, Attributes=_queue_attributes(d.resolve(res["Properties"])))["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        url = sqs.create_queue(
+            QueueName=name, Attributes=_queue_attributes(d.resolve(res["Properties"]))
+        )["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         setattr(d, attr, url)
         d.resolve.set(logical, url, Arn=arn, QueueName=name)
         if attr == "queue_url":
             d.queue_arn = arn
     _, res = d.one("Custom::S3BucketNotifications")
-    props = res["Properties"]  # its ServiceToken (CDK's notification handler) is what this step plays
+    props = res[
+        "Properties"
+    ]  # its ServiceToken (CDK's notification handler) is what this step plays
     d.client("s3").put_bucket_notification_configuration(
-        Bucket=d.resolve(props["BucketName"]), NotificationConfiguration=d.resolve(props["NotificationConfiguration"])
+        Bucket=d.resolve(props["BucketName"]),
+        NotificationConfiguration=d.resolve(props["NotificationConfiguration"]),
     )
 
 
@@ -396,11 +432,19 @@ def _network(d: Deployment) -> None:
     d.resolve.set(logical, vpc)
     for logical, res in d.resources("AWS::EC2::Subnet").items():
         props = d.resolve(res["Properties"])
-        subnet = ec2.create_subnet(VpcId=props["VpcId"], CidrBlock=props["CidrBlock"], AvailabilityZone=props["AvailabilityZone"])
+        subnet = ec2.create_subnet(
+            VpcId=props["VpcId"],
+            CidrBlock=props["CidrBlock"],
+            AvailabilityZone=props["AvailabilityZone"],
+        )
         d.resolve.set(logical, subnet["Subnet"]["SubnetId"])
     for logical, res in d.resources("AWS::EC2::SecurityGroup").items():
         props = d.resolve(res["Properties"])
-        sg = ec2.create_security_group(GroupName=f"{logical}-{d.suffix}", Description=props["GroupDescription"], VpcId=props["VpcId"])
+        sg = ec2.create_security_group(
+            GroupName=f"{logical}-{d.suffix}",
+            Description=props["GroupDescription"],
+            VpcId=props["VpcId"],
+        )
         d.resolve.set(logical, sg["GroupId"], GroupId=sg["GroupId"])
 
 
@@ -408,7 +452,10 @@ def _iam(d: Deployment) -> None:
     iam = d.client("iam")
     for logical, res in d.resources("AWS::IAM::Role").items():
         name = f"{logical[:50]}-{d.suffix}"
-        role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(res["Properties"]["AssumeRolePolicyDocument"]))
+        role = iam.create_role(
+            RoleName=name,
+            AssumeRolePolicyDocument=json.dumps(res["Properties"]["AssumeRolePolicyDocument"]),
+        )
         d.resolve.set(logical, name, Arn=role["Role"]["Arn"])
     for logical, res in d.resources("AWS::IAM::InstanceProfile").items():
         name = f"{logical[:50]}-{d.suffix}"
@@ -418,9 +465,13 @@ def _iam(d: Deployment) -> None:
         d.resolve.set(logical, name, Arn=profile["Arn"])
     logical, res = d.one("AWS::EC2::LaunchTemplate")
     data = d.resolve(res["Properties"]["LaunchTemplateData"])
-    lt = d.client("ec2").create_launch_template(LaunchTemplateName=f"iofleet-{d.suffix}", LaunchTemplateData=data)
+    lt = d.client("ec2").create_launch_template(
+        LaunchTemplateName=f"iofleet-{d.suffix}", LaunchTemplateData=data
+    )
     lt_id = lt["LaunchTemplate"]["LaunchTemplateId"]
-    d.resolve.set(logical, lt_id, LatestVersionNumber=str(lt["LaunchTemplate"]["LatestVersionNumber"]))
+    d.resolve.set(
+        logical, lt_id, LatestVersionNumber=str(lt["LaunchTemplate"]["LatestVersionNumber"])
+    )
 
 
 def _functions(d: Deployment) -> None:
@@ -470,11 +521,20 @@ def _catalog(d: Deployment) -> None:
 def _orchestration(d: Deployment) -> None:
     logical, res = d.one("AWS::StepFunctions::StateMachine")
     arns = {k: v["Arn"] if "Arn" in v else v["Ref"] for k, v in d.resolve.physical.items()}
-    arns.update({k: v["Ref"] for k, v in d.resolve.physical.items() if k in d.resources("AWS::DynamoDB::GlobalTable")})
+    arns.update(
+        {
+            k: v["Ref"]
+            for k, v in d.resolve.physical.items()
+            if k in d.resources("AWS::DynamoDB::GlobalTable")
+        }
+    )
     definition = state_machine_definitions(d.template, arns)[logical]
     props = d.resolve({"RoleArn": res["Properties"]["RoleArn"]})
     sm = d.client("stepfunctions").create_state_machine(
-        name=f"iofleet-{d.suffix}", definition=json.dumps(definition), roleArn=props["RoleArn"], type="STANDARD"
+        name=f"iofleet-{d.suffix}",
+        definition=json.dumps(definition),
+        roleArn=props["RoleArn"],
+        type="STANDARD",
     )
     d.state_machine_arn = sm["stateMachineArn"]
     d.resolve.set(logical, d.state_machine_arn, Name=f"iofleet-{d.suffix}")
@@ -482,13 +542,19 @@ def _orchestration(d: Deployment) -> None:
     for logical, res in d.resources("AWS::Events::Rule").items():
         props = d.resolve(res["Properties"])
         name = f"{logical[:40]}-{d.suffix}"
-        args: dict[str, Any] = {"Name": name, "State": props.get("State", "ENABLED"), "Description": props.get("Description", "")}
+        args: dict[str, Any] = {
+            "Name": name,
+            "State": props.get("State", "ENABLED"),
+            "Description": props.get("Description", ""),
+        }
         if "EventPattern" in props:
             args["EventPattern"] = json.dumps(props["EventPattern"])
         else:
             args["ScheduleExpression"] = props["ScheduleExpression"]
         events.put_rule(**args)
-        events.put_targets(Rule=name, Targets=[{"Id": t["Id"], "Arn": t["Arn"]} for t in props["Targets"]])
+        events.put_targets(
+            Rule=name, Targets=[{"Id": t["Id"], "Arn": t["Arn"]} for t in props["Targets"]]
+        )
         if "AbortRule" in logical:
             d.abort_rule = name
 

@@ -47,13 +47,17 @@ class LocalStack:
 
     def start(self, matrix: dict[str, Any]) -> str:
         out = self.client("stepfunctions").start_execution(
-            stateMachineArn=self.d.state_machine_arn, name=f"{matrix['name']}-{uuid.uuid4().hex[:6]}", input=json.dumps(matrix)
+            stateMachineArn=self.d.state_machine_arn,
+            name=f"{matrix['name']}-{uuid.uuid4().hex[:6]}",
+            input=json.dumps(matrix),
         )
         return str(out["executionArn"])
 
     def wait(self, execution_arn: str, timeout_s: float = 420.0) -> dict[str, Any]:
         return poll(
-            lambda: _done(self.client("stepfunctions").describe_execution(executionArn=execution_arn)),
+            lambda: _done(
+                self.client("stepfunctions").describe_execution(executionArn=execution_arn)
+            ),
             timeout_s=timeout_s,
             what=f"execution {execution_arn.rsplit(':', 1)[-1]}",
         )
@@ -93,13 +97,18 @@ class LocalStack:
         out = self.client("ec2").describe_instances(
             Filters=[
                 {"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]},
-                {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
+                {
+                    "Name": "instance-state-name",
+                    "Values": ["pending", "running", "stopping", "stopped"],
+                },
             ]
         )
         return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
 
     def all_instances(self, run_id: str) -> list[str]:
-        out = self.client("ec2").describe_instances(Filters=[{"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]}])
+        out = self.client("ec2").describe_instances(
+            Filters=[{"Name": f"tag:{keys.TAG_RUN}", "Values": [run_id]}]
+        )
         return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
 
     def agents_running(self, instance_ids: list[str]) -> list[str]:
@@ -113,7 +122,11 @@ class LocalStack:
 
     def keys(self, prefix: str) -> list[str]:
         out: list[str] = []
-        for page in self.client("s3").get_paginator("list_objects_v2").paginate(Bucket=self.d.bucket, Prefix=prefix):
+        for page in (
+            self.client("s3")
+            .get_paginator("list_objects_v2")
+            .paginate(Bucket=self.d.bucket, Prefix=prefix)
+        ):
             out += [o["Key"] for o in page.get("Contents", [])]
         return sorted(out)
 
@@ -162,8 +175,12 @@ def local_stack(
     efs = aws_client("efs")
     file_systems: dict[str, Path] = {}
     for label in ("a", "b"):
-        fs_id = efs.create_file_system(CreationToken=f"localcloud-{label}-{uuid.uuid4().hex[:6]}")["FileSystemId"]
-        file_systems[fs_id] = Path(tempfile.mkdtemp(prefix=f"efs-{label}-", dir=tmp_path_factory.getbasetemp()))
+        fs_id = efs.create_file_system(CreationToken=f"localcloud-{label}-{uuid.uuid4().hex[:6]}")[
+            "FileSystemId"
+        ]
+        file_systems[fs_id] = Path(
+            tempfile.mkdtemp(prefix=f"efs-{label}-", dir=tmp_path_factory.getbasetemp())
+        )
     base_config = {
         "env": {
             "AWS_ENDPOINT_URL": moto_server.endpoint,

@@ -55,7 +55,14 @@ def config() -> dict[str, Any] | None:
 
 
 def _base_env(cfg: dict[str, Any]) -> dict[str, str]:
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION")
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION",
+    )
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(
         {
@@ -102,7 +109,10 @@ class Worker:
         except (BrokenPipeError, OSError):
             line = ""
         if not line:
-            return {"ok": False, "payload": {"errorType": "Runtime.ExitError", "errorMessage": "the runtime exited"}}
+            return {
+                "ok": False,
+                "payload": {"errorType": "Runtime.ExitError", "errorMessage": "the runtime exited"},
+            }
         answer: dict[str, Any] = json.loads(line)
         return answer
 
@@ -132,7 +142,9 @@ class Pool:
     def invoke(self, fn: Any, event: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         code_dir = self._code_dir(fn)
         env = _base_env(cfg)
-        env.update({k: str(v) for k, v in (fn.environment_vars or {}).items() if not k.startswith("AWS_")})
+        env.update(
+            {k: str(v) for k, v in (fn.environment_vars or {}).items() if not k.startswith("AWS_")}
+        )
         env.update(
             {
                 "AWS_LAMBDA_FUNCTION_NAME": fn.function_name,
@@ -306,7 +318,12 @@ class LocalInstance:
                 return
             with (self.home / "agent.log").open("wb") as log:
                 self.proc = subprocess.Popen(
-                    cmd, cwd=agent_dir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    cmd,
+                    cwd=agent_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
         self._record("exit_code.json", self.proc.wait())
@@ -339,7 +356,14 @@ INSTANCES_LOCK = threading.Lock()
 
 
 def _run_instances(original: Any) -> Any:
-    def run_instances(self: Any, image_id: str, count: int, user_data: Any, security_group_names: Any, **kwargs: Any) -> Any:
+    def run_instances(
+        self: Any,
+        image_id: str,
+        count: int,
+        user_data: Any,
+        security_group_names: Any,
+        **kwargs: Any,
+    ) -> Any:
         reservation = original(self, image_id, count, user_data, security_group_names, **kwargs)
         cfg = config()
         text = _user_data_text(user_data)

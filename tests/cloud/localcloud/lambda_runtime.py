@@ -18,10 +18,16 @@ from pathlib import Path
 
 @dataclass
 class LambdaContext:
-    function_name: str = field(default_factory=lambda: os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "fn"))
+    function_name: str = field(
+        default_factory=lambda: os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "fn")
+    )
     function_version: str = "$LATEST"
-    memory_limit_in_mb: int = field(default_factory=lambda: int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")))
-    invoked_function_arn: str = field(default_factory=lambda: os.environ.get("IOFLEET_FUNCTION_ARN", ""))
+    memory_limit_in_mb: int = field(
+        default_factory=lambda: int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512"))
+    )
+    invoked_function_arn: str = field(
+        default_factory=lambda: os.environ.get("IOFLEET_FUNCTION_ARN", "")
+    )
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     log_group_name: str = "/aws/lambda/local"
     log_stream_name: str = "local/[$LATEST]worker"

@@ -37,7 +37,9 @@ EXCEEDED_ERROR = "States.ExceedToleratedFailureThreshold"
 EXCEEDED_CAUSE = "The specified tolerated failure threshold was exceeded"
 
 
-def threshold_exceeded(failed: int, total: int, tolerated_count: int, tolerated_percentage: float) -> bool:
+def threshold_exceeded(
+    failed: int, total: int, tolerated_count: int, tolerated_percentage: float
+) -> bool:
     """AWS's rule: past either threshold that is set; with neither set (both 0), any failure."""
     if failed <= 0:
         return False
@@ -71,15 +73,21 @@ def _fail_past_threshold(original: Any) -> Any:
         record = self._map_run_record
         failed = record.item_counter.failed.get() + record.item_counter.timed_out.get()
         total = self._job_pool._jobs_number
-        if not threshold_exceeded(failed, total, record.tolerated_failure_count, record.tolerated_failure_percentage):
+        if not threshold_exceeded(
+            failed, total, record.tolerated_failure_count, record.tolerated_failure_percentage
+        ):
             return
         job.job_output = FailureEventException(
             failure_event=FailureEvent(
                 env=env,
-                error_name=StatesErrorName(typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold),
+                error_name=StatesErrorName(
+                    typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold
+                ),
                 event_type=HistoryEventType.MapRunFailed,
                 event_details=EventDetails(
-                    executionFailedEventDetails=ExecutionFailedEventDetails(error=EXCEEDED_ERROR, cause=EXCEEDED_CAUSE)
+                    executionFailedEventDetails=ExecutionFailedEventDetails(
+                        error=EXCEEDED_ERROR, cause=EXCEEDED_CAUSE
+                    )
                 ),
             )
         )
