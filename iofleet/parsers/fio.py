@@ -3,7 +3,9 @@
 fio may print text before its JSON document (notes such as "note: both iodepth
 >= 1 and synchronous I/O engine...", and "fio: pid=..., err=..." error lines) and,
 rarely, after it; that text is kept as warnings. A direction with total_ios == 0
-gives no record.
+gives no record, except for a job that failed (error != 0) before doing any I/O:
+it gets one record per direction its `rw` asked for, with zero I/O and null
+latencies, so its error code reaches the tables instead of vanishing.
 
 Completion-latency percentiles are exact, never interpolated:
 - from json+ histogram bins when present: the smallest bin value whose cumulative
@@ -310,4 +312,50 @@ def parse_fio(text: str) -> FioOutput:
             out.warnings.append(
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
             )
+            rw = _job_option(entry, doc, "rw") or "read"
+            for direction in _RW_DIRECTIONS.get(rw.split(":")[0], ("read",)):
+                out.records.append(_failed_record(name, index, direction, error))
     return out
+
+
+# fio's rw= values -> the directions the job does I/O in (fio's default is read)
+_RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
+    "read": ("read",),
+    "randread": ("read",),
+    "write": ("write",),
+    "randwrite": ("write",),
+    "trim": ("trim",),
+    "randtrim": ("trim",),
+    "rw": ("read", "write"),
+    "readwrite": ("read", "write"),
+    "randrw": ("read", "write"),
+    "trimwrite": ("trim", "write"),
+    "randtrimwrite": ("trim", "write"),
+}
+
+
+def _job_option(entry: Mapping, doc: Mapping, name: str) -> str | None:
+    """A job's option as fio reports it: its own `job options`, else `global options`."""
+    for options in (entry.get("job options"), doc.get("global options")):
+        if isinstance(options, Mapping) and isinstance(options.get(name), str):
+            return str(options[name])
+    return None
+
+
+def _failed_record(job: str, index: int, direction: str, error: int) -> dict[str, object]:
+    """The record of a direction a failed job never got to: zero I/O, its error code."""
+    record: dict[str, object] = {
+        "job": job,
+        "job_index": index,
+        "direction": direction,
+        "iops": 0.0,
+        "bw_bytes": 0,
+        "io_bytes": 0,
+        "runtime_ms": 0,
+        "error": error,
+        "clat_min_ns": None,
+        "clat_max_ns": None,
+        "clat_mean_ns": None,
+    }
+    record.update((key, None) for key, _ in PERCENTILES)
+    return record

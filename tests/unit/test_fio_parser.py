@@ -250,9 +250,46 @@ def test_note_before_json_is_a_warning() -> None:
 
 def test_failing_job_keeps_the_good_job_and_reports_the_failure() -> None:
     out = parse_fio(_text("jsonplus-failing-job.json"))
-    assert [r["job"] for r in out.records] == ["good"]
+    assert [(r["job"], r["error"]) for r in out.records] == [("good", 0), ("missing", 2)]
     assert out.warnings[0].startswith("fio: pid=0, err=2/")
     assert "job 'missing' (jobs[1]) failed with fio error 2 and did no I/O" in out.warnings
+
+
+def test_job_failing_before_any_io_keeps_its_error_code_with_zero_io() -> None:
+    # given: a job that could not open its file (fio error 2, rw=read, no I/O)
+    out = parse_fio(_text("jsonplus-failing-job.json"))
+    # then: one record for the direction it was set to do, no latencies invented
+    (failed,) = [r for r in out.records if r["job"] == "missing"]
+    assert (failed["direction"], failed["error"], failed["io_bytes"], failed["iops"]) == (
+        "read",
+        2,
+        0,
+        0.0,
+    )
+    assert failed["clat_p50_ns"] is None and failed["clat_max_ns"] is None
+    assert [b for b in out.bins if b["job"] == "missing"] == []
+
+
+@pytest.mark.parametrize(
+    ("rw", "directions"),
+    [("randrw", ["read", "write"]), ("randwrite:8", ["write"]), ("trimwrite", ["trim", "write"])],
+)
+def test_failed_job_records_follow_its_rw_option(rw: str, directions: list[str]) -> None:
+    doc = {
+        "fio version": "fio-3.33",
+        "jobs": [
+            {
+                "jobname": "j",
+                "error": 5,
+                "job options": {"rw": rw},
+                "read": {"total_ios": 0},
+                "write": {"total_ios": 0},
+                "trim": {"total_ios": 0},
+            }
+        ],
+    }
+    out = parse_fio(json.dumps(doc))
+    assert [(r["direction"], r["error"]) for r in out.records] == [(d, 5) for d in directions]
 
 
 def test_job_failing_after_some_io_keeps_its_error_code() -> None:
