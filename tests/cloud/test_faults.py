@@ -1,6 +1,6 @@
 """Faults on the local cloud: each records its reason, keeps partial results,
-leaves no instance running and loses nothing (issue 4, faults 1, 2, 5, 6, 7, 8;
-faults 3 and 4 are still in wip_faults.py, see docs/local-cloud.md).
+leaves no instance running and loses nothing (issue 4, faults 1, 2, 3, 5, 6, 7,
+8; fault 4 is still in wip_faults.py, see docs/local-cloud.md).
 
 Same substitutes as tests/cloud/test_e2e.py (see tests/cloud/localcloud/__init__.py),
 plus the moto fix of tests/cloud/localcloud/sfn_patches.py (a Distributed Map
@@ -240,3 +240,26 @@ def test_bad_matrix_fails_in_plan_and_launches_nothing(local_stack: LocalStack) 
         local_stack.d.execution_status_event(arn, "FAILED")
     )
     assert error is None and "skipped" in answer
+
+
+def test_fio_job_failing_on_one_slot_keeps_its_error_code(
+    local_stack: LocalStack, trino_db: TrinoClient
+) -> None:
+    # given: slot 1's shared file system mount is a 2 MiB tmpfs (fio lays out 4 MiB files)
+    local_stack.set_faults(
+        [{"payload_key_prefix": "control/fault-fio-", "slot": 1, "kind": "tiny-disk", "size": "2m"}]
+    )
+    try:
+        arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "fault-fio", 2, [FIO]))
+    finally:
+        local_stack.set_faults([])
+    # then: the fio rows of slot 1 carry fio's error code, slot 0's are clean
+    _failed_cell(local_stack, run_id)
+    _nothing_lost(local_stack, run_id)
+    rows = trino_db.execute(
+        f"SELECT slot_index, error FROM fio_results WHERE run_id = '{run_id}'"
+    ).rows
+    errors = {slot: {e for s, e in rows if s == slot} for slot, _ in rows}
+    assert errors[0] == {0}
+    assert errors[1] and 0 not in errors[1]
+    _no_instance_left(local_stack, run_id)
