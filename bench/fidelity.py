@@ -224,6 +224,20 @@ def run_local_slot(job: str, params: dict[str, str], target: Path, out: Path) ->
     )
 
 
+def run_ab_pair(
+    job: str, params: dict[str, str], target: Path, local_out: Path, order: tuple[str, str]
+) -> tuple[FioSample, FioSample]:
+    """(bare, iofleet) samples of one interleaved pair, run in `order`."""
+    got: dict[str, FioSample] = {}
+    for side in order:
+        if side == "bare":
+            got[side] = run_bare(job, params, target)
+        else:
+            got[side] = run_local_slot(job, params, target, local_out)
+            shutil.rmtree(local_out, ignore_errors=True)
+    return got["bare"], got["iofleet"]
+
+
 def measure(ctx: Context) -> dict[str, Any]:
     scale = ctx.scale
     work = ctx.scratch("fidelity")
@@ -233,14 +247,7 @@ def measure(ctx: Context) -> dict[str, Any]:
     pairs: list[dict[str, Any]] = []
     for i in range(scale.fidelity_pairs):
         order = ("bare", "iofleet") if i % 2 == 0 else ("iofleet", "bare")
-        got: dict[str, FioSample] = {}
-        for side in order:
-            if side == "bare":
-                got[side] = run_bare(JOB, params, target)
-            else:
-                got[side] = run_local_slot(JOB, params, target, work / f"local-{i}")
-                shutil.rmtree(work / f"local-{i}", ignore_errors=True)
-        bare, mine = got["bare"], got["iofleet"]
+        bare, mine = run_ab_pair(JOB, params, target, work / f"local-{i}", order)
         pair = {
             "order": list(order),
             "bare_iops": round(bare.iops, 1),

@@ -22,7 +22,7 @@ import shutil
 from typing import Any
 
 from bench.common import MEASURED, Context, stat
-from bench.fidelity import JOB, FioSample, run_bare, run_local_slot
+from bench.fidelity import JOB, run_ab_pair
 
 TARGET_OVERHEAD_S = 2.0
 TARGET_AGENT_RSS_MIB = 60.0
@@ -37,14 +37,7 @@ def measure(ctx: Context) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for i in range(scale.overhead_repeats):
         order = ("iofleet", "bare") if i % 2 == 0 else ("bare", "iofleet")
-        got: dict[str, FioSample] = {}
-        for side in order:
-            if side == "bare":
-                got[side] = run_bare(JOB, params, target)
-            else:
-                got[side] = run_local_slot(JOB, params, target, work / f"local-{i}")
-                shutil.rmtree(work / f"local-{i}", ignore_errors=True)
-        mine, bare = got["iofleet"], got["bare"]
+        bare, mine = run_ab_pair(JOB, params, target, work / f"local-{i}", order)
         hwm = mine.agent.get("agent_vmhwm_while_fio_kib")
         if hwm is None:
             raise RuntimeError("the agent process was not seen while fio ran (no RSS sample)")

@@ -18,8 +18,8 @@ import sys
 import uuid
 from typing import Any
 
-from bench.common import MEASURED, ROOT, Context, Timer, stat
-from bench.queries import TARGET_S, VIEWS, generation_sql, shape
+from bench.common import MEASURED, ROOT, Context, Timer
+from bench.queries import VIEWS, add_view_times, generation_sql, shape
 
 TABLES_FROM_DATA = ("slots", "fio_results", "fio_latency_bins")
 TRINO_TYPES = {
@@ -205,10 +205,4 @@ def measure(ctx: Context) -> dict[str, Any]:
         "generate_s": round(t_gen.seconds, 1),
         "rows_out": rows_out,
     }
-    for view in VIEWS:
-        result[view] = {
-            "all_runs_s": stat(times[view]["all"], "s", 3),
-            "one_run_s": stat(times[view]["one_run"], "s", 3),
-        }
-    result["met"] = {v: result[v]["all_runs_s"]["median"] < TARGET_S for v in VIEWS}
-    return result
+    return add_view_times(result, times)
