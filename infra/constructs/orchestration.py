@@ -59,6 +59,32 @@ def _invoke(
     )
 
 
+def _instance_task(
+    scope: Construct,
+    id: str,
+    launch: IofleetFunction,
+    payload: dict[str, object],
+    *,
+    timeouts_at: str,
+    comment: str,
+) -> tasks.LambdaInvoke:
+    """Launch an instance and wait for it to signal the task token it is given.
+
+    `heartbeat_s` and `timeout_s` are read from the object at `timeouts_at`.
+    """
+    return tasks.LambdaInvoke(
+        scope,
+        id,
+        lambda_function=launch.fn,
+        integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        payload=sfn.TaskInput.from_object({**payload, "task_token": sfn.JsonPath.task_token}),
+        heartbeat_timeout=sfn.Timeout.at(f"{timeouts_at}.heartbeat_s"),
+        task_timeout=sfn.Timeout.at(f"{timeouts_at}.timeout_s"),
+        result_path=sfn.JsonPath.DISCARD,
+        comment=comment,
+    )
+
+
 class CellFlow(sfn.StateMachineFragment):
     """One cell: storage, populate once, the fleet, cleanup on every path.
 
@@ -143,45 +169,33 @@ class CellFlow(sfn.StateMachineFragment):
         guarded(check)
         wait = sfn.Wait(self, "WaitForStorage", time=sfn.WaitTime.duration(Duration.seconds(15)))
 
-        populate = tasks.LambdaInvoke(
+        populate = _instance_task(
             self,
             "PopulateOnce",
-            lambda_function=launch.fn,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "mode": "populate",
-                    "run_id.$": "$.run_id",
-                    "cell_id.$": "$.cell.cell_id",
-                    "storage.$": "$.prepared.result.storage",
-                    "task_token": sfn.JsonPath.task_token,
-                }
-            ),
-            heartbeat_timeout=sfn.Timeout.at("$.cell.heartbeat_s"),
-            task_timeout=sfn.Timeout.at("$.cell.timeout_s"),
-            result_path=sfn.JsonPath.DISCARD,
+            launch,
+            {
+                "mode": "populate",
+                "run_id.$": "$.run_id",
+                "cell_id.$": "$.cell.cell_id",
+                "storage.$": "$.prepared.result.storage",
+            },
+            timeouts_at="$.cell",
             comment="one instance runs the apps' populate phase once, before the fleet",
         )
         guarded(populate)
 
-        launch_slot = tasks.LambdaInvoke(
+        launch_slot = _instance_task(
             self,
             "RunSlot",
-            lambda_function=launch.fn,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "mode": "slot",
-                    "run_id.$": "$.run_id",
-                    "cell_id.$": "$.cell_id",
-                    "slot_index.$": "$.slot_index",
-                    "storage.$": "$.storage",
-                    "task_token": sfn.JsonPath.task_token,
-                }
-            ),
-            heartbeat_timeout=sfn.Timeout.at("$.heartbeat_s"),
-            task_timeout=sfn.Timeout.at("$.timeout_s"),
-            result_path=sfn.JsonPath.DISCARD,
+            launch,
+            {
+                "mode": "slot",
+                "run_id.$": "$.run_id",
+                "cell_id.$": "$.cell_id",
+                "slot_index.$": "$.slot_index",
+                "storage.$": "$.storage",
+            },
+            timeouts_at="$",
             comment="launch one instance; it signals this task token when its slot is done",
         )
         fleet = sfn.DistributedMap(
