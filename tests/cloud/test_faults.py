@@ -253,13 +253,16 @@ def test_fio_job_failing_on_one_slot_keeps_its_error_code(
         arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "fault-fio", 2, [FIO]))
     finally:
         local_stack.set_faults([])
-    # then: the fio rows of slot 1 carry fio's error code, slot 0's are clean
+    # then: the fio rows of slot 1 carry fio's error code (28, ENOSPC)
     _failed_cell(local_stack, run_id)
     _nothing_lost(local_stack, run_id)
     rows = trino_db.execute(
         f"SELECT slot_index, error FROM fio_results WHERE run_id = '{run_id}'"
     ).rows
     errors = {slot: {e for s, e in rows if s == slot} for slot, _ in rows}
-    assert errors[0] == {0}
-    assert errors[1] and 0 not in errors[1]
+    assert errors[1] == {28}
+    # slot 0 is usually stopped by the cell's cleanup before its fio output is
+    # uploaded (no tolerated failures: the fleet fails with slot 1, as on AWS);
+    # whatever it did upload is ingested (_nothing_lost) and clean
+    assert errors.get(0, {0}) == {0}
     _no_instance_left(local_stack, run_id)
