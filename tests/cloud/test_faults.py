@@ -1,10 +1,10 @@
 """Faults on the local cloud: each records its reason, keeps partial results,
-leaves no instance running and loses nothing (issue 4, faults 1, 2, 3, 5, 6, 7,
-8; fault 4 is still in wip_faults.py, see docs/local-cloud.md).
+leaves no instance running and loses nothing (issue 4, faults 1 to 8).
 
 Same substitutes as tests/cloud/test_e2e.py (see tests/cloud/localcloud/__init__.py),
-plus the moto fix of tests/cloud/localcloud/sfn_patches.py (a Distributed Map
-fails past its tolerated failure threshold, as in AWS).
+plus the moto fixes of tests/cloud/localcloud/sfn_patches.py (a Distributed Map
+fails past its tolerated failure threshold, and StopExecution aborts at once
+and for good, as in AWS).
 Fault injection lives in two places only: the matrix (a workload that fails on
 one slot: real agent behaviour) and the local instance runner (`faults` in the
 hooks' config: an instance that never runs its agent). Raw-object faults are
@@ -122,6 +122,51 @@ def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(local_stack: L
         r.split("/")[2] for r in raw if r.endswith("/w00-fio-randread-16k-psync-16jobs.json")
     } == {"slot-0000", "slot-0001"}
     _no_instance_left(local_stack, run_id)
+
+
+def test_stopped_execution_is_cleaned_up_by_the_abort_rule(local_stack: LocalStack) -> None:
+    # given: cell 0 (1 slot) is quick, cell 1 (2 slots) runs an app that sleeps 300 s
+    slow = {"app": {"name": "slow", "run": 'if [ "$IOFLEET_FLEET_SIZE" = 2 ]; then sleep 300; fi'}}
+    doc = _one_cell(local_stack, "fault-stop", 1, [FIO, slow])
+    doc["parallelism"] = [1, 2]
+    arn = local_stack.start(doc)
+    run_id = poll(lambda: _run_id_or_none(local_stack, arn), timeout_s=120, what="plan written")
+    poll(
+        lambda: len(_slots_of_fleet(local_stack, run_id, 2)) == 2,
+        timeout_s=300,
+        what="fleet of 2 launched",
+    )
+    # when: the execution is stopped mid-fleet and EventBridge delivers the status change
+    local_stack.client("stepfunctions").stop_execution(
+        executionArn=arn, cause="stopped by the test"
+    )
+    assert local_stack.wait(arn)["status"] == "ABORTED"
+    delivered = local_stack.d.deliver_event(
+        local_stack.d.execution_status_event(arn, "ABORTED", "stopped by the test")
+    )
+    # then: the abort rule's one target (the cleanup function) ran and recorded the reason
+    ((result, function_error),) = delivered
+    assert function_error is None and result["status"] == "ABORTED", result
+    item = local_stack.run_item(run_id)
+    assert (item["status"], item["error"]) == ("ABORTED", "execution aborted: stopped by the test")
+    _no_instance_left(local_stack, run_id)
+    # and: the finished cell's results are kept and ingested; nothing uploaded is lost
+    raw = _nothing_lost(local_stack, run_id)
+    assert [
+        (s["agent_status"], s["ingested"]) for s in _slots_of_fleet(local_stack, run_id, 1)
+    ] == [("SUCCEEDED", True)]
+    assert any("-x1-" in r for r in raw)
+
+
+def _run_id_or_none(stack: LocalStack, arn: str) -> str | None:
+    try:
+        return stack.run_id_of(arn)
+    except KeyError:
+        return None
+
+
+def _slots_of_fleet(stack: LocalStack, run_id: str, fleet: int) -> list[dict[str, Any]]:
+    return [s for s in stack.items(run_id, "slot#") if f"-x{fleet}-" in s["sk"]]
 
 
 def test_agent_that_never_signals_times_out_on_heartbeat(local_stack: LocalStack) -> None:

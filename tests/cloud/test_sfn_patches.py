@@ -1,4 +1,5 @@
-"""The moto fix of tests/cloud/localcloud/sfn_patches.py: a Distributed Map fails past its failure threshold."""
+"""The moto fixes of tests/cloud/localcloud/sfn_patches.py: a Distributed Map fails past its failure
+threshold; StopExecution aborts at once and for good."""
 
 from __future__ import annotations
 
@@ -109,3 +110,79 @@ def test_threshold_rule(
     failed: int, total: int, count: int, percentage: float, exceeded: bool
 ) -> None:
     assert threshold_exceeded(failed, total, count, percentage) is exceeded
+
+
+def _waiting_definition(queue_url: str) -> dict[str, Any]:
+    """A Distributed Map whose items each wait on a task token sent to a queue; a catch after it."""
+    return {
+        "StartAt": "Fleet",
+        "States": {
+            "Fleet": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                    "StartAt": "Slot",
+                    "States": {
+                        "Slot": {
+                            "Type": "Task",
+                            "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                            "Parameters": {
+                                "QueueUrl": queue_url,
+                                "MessageBody": {"token.$": "$$.Task.Token"},
+                            },
+                            "End": True,
+                        }
+                    },
+                },
+                "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+
+
+def test_stop_execution_aborts_a_map_waiting_on_task_tokens_for_good(
+    aws_client: Callable[[str], Any], unique: str
+) -> None:
+    # given: an execution whose two map items wait on their task tokens
+    sqs, sfn = aws_client("sqs"), aws_client("stepfunctions")
+    queue = sqs.create_queue(QueueName=f"tokens-{unique}")["QueueUrl"]
+    machine = sfn.create_state_machine(
+        name=f"stop-{unique}", definition=json.dumps(_waiting_definition(queue)), roleArn=ROLE
+    )["stateMachineArn"]
+    arn = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": [1, 2]}))[
+        "executionArn"
+    ]
+    tokens: list[str] = []
+
+    def both_tokens() -> bool:
+        got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+        tokens.extend(json.loads(m["Body"])["token"] for m in got)
+        return len(tokens) == 2
+
+    poll(both_tokens, timeout_s=60, what="both items waiting on their tokens")
+    # when: the execution is stopped
+    sfn.stop_execution(executionArn=arn, cause="stopped by the test")
+    # then: it is ABORTED at once, with its stop date
+    desc = sfn.describe_execution(executionArn=arn)
+    assert desc["status"] == "ABORTED" and "stopDate" in desc
+    # when: the stopped items' tokens then fail (an agent's SendTaskFailure after the stop)
+    for token in tokens:
+        sfn.send_task_failure(taskToken=token, error="AgentFailed", cause="late")
+    # then: once the program has wound down it is still ABORTED and the catch never ran
+    history = poll(
+        lambda: (
+            (events := sfn.get_execution_history(executionArn=arn)["events"])[-1]["type"]
+            == "ExecutionAborted"
+            and events
+        ),
+        timeout_s=60,
+        what="the ExecutionAborted event",
+    )
+    assert sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+    entered = [
+        e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e
+    ]
+    assert "Caught" not in entered

@@ -399,7 +399,7 @@ def install() -> None:
 
     from tests.cloud.localcloud import sfn_patches
 
-    sfn_patches.install()  # moto's Distributed Map ignores its failure threshold (see that module)
+    sfn_patches.install()  # Map failure threshold and StopExecution as in AWS (see that module)
 
     LambdaFunction.invoke = _lambda_invoke(LambdaFunction.invoke)  # type: ignore[method-assign]
     InstanceBackend.run_instances = _run_instances(InstanceBackend.run_instances)  # type: ignore[method-assign]

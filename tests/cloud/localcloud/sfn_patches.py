@@ -27,6 +27,33 @@ iteration (the same route an Inline Map's failed iteration takes), so
 `DistributedIterationComponent._eval_body` records MapRunFailed and the Map
 state's Retry/Catch see `States.ExceedToleratedFailureThreshold`. Items still
 running are not waited for (AWS stops the map run at the threshold too).
+
+StopExecution (AWS behaviour that moto delays, then gets wrong)
+---------------------------------------------------------------
+In AWS, StopExecution ends the execution at once: DescribeExecution says
+ABORTED with the stop date, the Map Run's child executions are aborted, and
+nothing the stopped work does later (a task token that fails, a heartbeat
+that times out) can change that status.
+
+moto 5.2.5 marks the program `ProgramStopped` (`Environment.set_stop`, passed
+down to every frame) but sets the execution's status only when the program
+thread returns (`BaseExecutionWorkerCommunication._reflect_execution_status`),
+and that thread is blocked for as long as a state waits: a Distributed Map
+waits on its job pool, a `.waitForTaskToken` task on its callback with no
+regard to the stop. So the execution stays RUNNING; and when the wait ends
+in an error (the slot's agent calls SendTaskFailure, or its heartbeat times
+out), `Environment.set_error` overwrites `ProgramStopped` unconditionally, the
+error reaches the top frame and the execution ends FAILED.
+
+The patch makes the stop final, as in AWS: `Execution.stop` sets ABORTED and
+the stop date at once (for a RUNNING execution); `Environment.set_error` and
+`set_timed_out` leave a stopped environment stopped; and the status reflected
+when the program thread finally returns does not replace ABORTED. The
+threads that were waiting still end on their own (by callback or heartbeat
+timeout); `eval_component` runs no further state on a stopped environment,
+so no Catch, cleanup or Lambda runs after the stop. Left as moto does it: the
+`ExecutionAborted` history event is written when the program thread ends, not
+at the stop.
 """
 
 from __future__ import annotations
@@ -95,9 +122,54 @@ def _fail_past_threshold(original: Any) -> Any:
     return _eval_job
 
 
+def _stay_stopped(original: Any) -> Any:
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
+    def keep(self: Any, *args: Any, **kwargs: Any) -> None:
+        with self._state_mutex:  # an RLock: the original takes it again
+            if isinstance(self._program_state, ProgramStopped):
+                return
+            original(self, *args, **kwargs)
+
+    return keep
+
+
+def _abort_at_stop(original: Any) -> Any:
+    from moto.stepfunctions.parser.api import ExecutionStatus
+
+    def stop(self: Any, stop_date: Any, error: str | None, cause: str | None) -> None:
+        original(self, stop_date=stop_date, error=error, cause=cause)
+        if self.exec_status == ExecutionStatus.RUNNING:
+            self.exec_status = ExecutionStatus.ABORTED
+            self.stop_date = stop_date
+
+    return stop
+
+
+def _keep_aborted(original: Any) -> Any:
+    from moto.stepfunctions.parser.api import ExecutionStatus
+
+    def reflect(self: Any) -> None:
+        if self.execution.exec_status != ExecutionStatus.ABORTED:
+            original(self)
+
+    return reflect
+
+
 def install() -> None:
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.distributed_item_processor_worker import (
         DistributedItemProcessorWorker as Worker,
     )
+    from moto.stepfunctions.parser.asl.eval.environment import Environment
+    from moto.stepfunctions.parser.backend.execution import (
+        BaseExecutionWorkerCommunication,
+        Execution,
+    )
 
     Worker._eval_job = _fail_past_threshold(Worker._eval_job)  # type: ignore[method-assign]
+    Environment.set_error = _stay_stopped(Environment.set_error)  # type: ignore[method-assign]
+    Environment.set_timed_out = _stay_stopped(Environment.set_timed_out)  # type: ignore[method-assign]
+    Execution.stop = _abort_at_stop(Execution.stop)  # type: ignore[method-assign]
+    BaseExecutionWorkerCommunication._reflect_execution_status = _keep_aborted(  # type: ignore[method-assign]
+        BaseExecutionWorkerCommunication._reflect_execution_status
+    )
