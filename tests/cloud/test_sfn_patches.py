@@ -186,3 +186,78 @@ def test_stop_execution_aborts_a_map_waiting_on_task_tokens_for_good(
         e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e
     ]
     assert "Caught" not in entered
+
+
+def _caught_task(
+    aws_client: Callable[[str], Any], unique: str, **task_extra: Any
+) -> tuple[str, dict[str, Any]]:
+    """Start a one-task execution waiting on its token (the token goes to a queue); a catch keeps
+    the error at `$.error`. Returns the execution arn and the message carrying the token."""
+    sqs, sfn = aws_client("sqs"), aws_client("stepfunctions")
+    queue = sqs.create_queue(QueueName=f"task-{unique}")["QueueUrl"]
+    slot = _waiting_definition(queue)["States"]["Fleet"]["ItemProcessor"]["States"]["Slot"]
+    definition = {
+        "StartAt": "Slot",
+        "States": {
+            "Slot": {
+                **{k: v for k, v in slot.items() if k != "End"},
+                **task_extra,
+                "Catch": [
+                    {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}
+                ],
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+    machine = sfn.create_state_machine(
+        name=f"task-{unique}", definition=json.dumps(definition), roleArn=ROLE
+    )["stateMachineArn"]
+    arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+    (message,) = poll(
+        lambda: sqs.receive_message(QueueUrl=queue).get("Messages"),
+        timeout_s=60,
+        what="the task token",
+    )
+    return arn, message
+
+
+def _caught_error(aws_client: Callable[[str], Any], arn: str) -> Any:
+    sfn = aws_client("stepfunctions")
+    desc = poll(
+        lambda: (d := sfn.describe_execution(executionArn=arn))["status"] != "RUNNING" and d,
+        timeout_s=60,
+        what="execution",
+    )
+    return json.loads(desc["output"])["error"]
+
+
+def test_send_task_failure_keeps_its_cause(aws_client: Callable[[str], Any], unique: str) -> None:
+    # given: a task waiting on its token
+    arn, message = _caught_task(aws_client, unique)
+    # when: the worker fails the task with an error and a cause
+    aws_client("stepfunctions").send_task_failure(
+        taskToken=json.loads(message["Body"])["token"],
+        error="AgentFailed",
+        cause="agent exited with status 1",
+    )
+    # then: the catch sees both, as in AWS
+    assert _caught_error(aws_client, arn) == {
+        "Error": "AgentFailed",
+        "Cause": "agent exited with status 1",
+    }
+
+
+def test_a_silent_task_fails_with_states_heartbeat_timeout(
+    aws_client: Callable[[str], Any], unique: str
+) -> None:
+    # given/when: a task whose worker never beats within its 1 s heartbeat
+    arn, _ = _caught_task(aws_client, unique, HeartbeatSeconds=1, TimeoutSeconds=60)
+    # then: AWS's heartbeat error, not the task timeout's
+    assert _caught_error(aws_client, arn)["Error"] == "States.HeartbeatTimeout"
+
+
+def test_a_task_past_its_timeout_still_fails_with_states_timeout(
+    aws_client: Callable[[str], Any], unique: str
+) -> None:
+    arn, _ = _caught_task(aws_client, unique, TimeoutSeconds=1)
+    assert _caught_error(aws_client, arn)["Error"] == "States.Timeout"

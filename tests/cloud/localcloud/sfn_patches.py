@@ -54,6 +54,23 @@ timeout); `eval_component` runs no further state on a stopped environment,
 so no Catch, cleanup or Lambda runs after the stop. Left as moto does it: the
 `ExecutionAborted` history event is written when the program thread ends, not
 at the stop.
+
+SendTaskFailure's cause (dropped by moto's HTTP layer)
+------------------------------------------------------
+`moto/stepfunctions/responses.py`, `StepFunctionResponse.send_task_failure`,
+passes the token and `error` to the backend but not `cause`, although the
+interpreter's backend takes one: a task failed by SendTaskFailure is caught
+as `{"Error": ..., "Cause": null}` instead of AWS's cause. The patch passes
+`cause` through when the backend is the interpreter (execution enabled).
+
+Heartbeat timeout's error name
+------------------------------
+AWS fails a task whose HeartbeatSeconds pass without a heartbeat with
+`States.HeartbeatTimeout`, and one past its TimeoutSeconds with
+`States.Timeout`. moto 5.2.5 raises `HeartbeatTimeoutError` (a
+`TimeoutError`) for the first and `StateTask._from_error` turns every
+`TimeoutError` into `States.Timeout`. The patch names the heartbeat case
+`States.HeartbeatTimeout` (history event TaskTimedOut, as in AWS).
 """
 
 from __future__ import annotations
@@ -156,15 +173,65 @@ def _keep_aborted(original: Any) -> Any:
     return reflect
 
 
+def _send_task_failure_with_cause(original: Any) -> Any:
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    def send_task_failure(self: Any) -> Any:
+        backend = self.stepfunction_backend
+        if not isinstance(backend, StepFunctionsParserBackend):
+            return original(self)
+        backend.send_task_failure(
+            self._get_param("taskToken"),
+            error=self._get_param("error"),
+            cause=self._get_param("cause"),
+        )
+        return EmptyResult()
+
+    return send_task_failure
+
+
+def _heartbeat_timeout_named(original: Any) -> Any:
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskTimedOutEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
+        StatesErrorName,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import HeartbeatTimeoutError
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    def from_error(self: Any, env: Any, ex: Exception) -> Any:
+        if not isinstance(ex, HeartbeatTimeoutError):
+            return original(self, env, ex)
+        name = StatesErrorNameType.StatesHeartbeatTimeout
+        return FailureEvent(
+            env=env,
+            error_name=StatesErrorName(typ=name),
+            event_type=HistoryEventType.TaskTimedOut,
+            event_details=EventDetails(
+                taskTimedOutEventDetails=TaskTimedOutEventDetails(error=name.to_name())
+            ),
+        )
+
+    return from_error
+
+
 def install() -> None:
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.distributed_item_processor_worker import (
         DistributedItemProcessorWorker as Worker,
     )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task import StateTask
     from moto.stepfunctions.parser.asl.eval.environment import Environment
     from moto.stepfunctions.parser.backend.execution import (
         BaseExecutionWorkerCommunication,
         Execution,
     )
+    from moto.stepfunctions.responses import StepFunctionResponse
 
     Worker._eval_job = _fail_past_threshold(Worker._eval_job)  # type: ignore[method-assign]
     Environment.set_error = _stay_stopped(Environment.set_error)  # type: ignore[method-assign]
@@ -173,3 +240,7 @@ def install() -> None:
     BaseExecutionWorkerCommunication._reflect_execution_status = _keep_aborted(  # type: ignore[method-assign]
         BaseExecutionWorkerCommunication._reflect_execution_status
     )
+    StepFunctionResponse.send_task_failure = _send_task_failure_with_cause(  # type: ignore[method-assign]
+        StepFunctionResponse.send_task_failure
+    )
+    StateTask._from_error = _heartbeat_timeout_named(StateTask._from_error)  # type: ignore[method-assign]
