@@ -5,7 +5,8 @@ Shape (see docs/internals.md for the payloads):
     Plan -> Valid? -> Cells (Map over cells, sequential by default)
                          each cell: CellFlow fragment
                            PrepareCell -> StorageReady? (poll) -> Populate? -> Fleet
-                           (Distributed Map over slot indices, one task token per slot)
+                           (Distributed Map over slot indices, one task token per slot;
+                            a failed slot: RecordSlotFailure -> SlotFailed)
                            -> CleanupCell; any failure -> CleanupFailedCell -> StopOnFailure?
                    -> Summarize -> CleanupRun -> Done
     Plan invalid  -> Fail(MatrixInvalid, cause = the error lines)
@@ -70,14 +71,21 @@ def _instance_task(
 ) -> tasks.LambdaInvoke:
     """Launch an instance and wait for it to signal the task token it is given.
 
-    `heartbeat_s` and `timeout_s` are read from the object at `timeouts_at`.
+    `heartbeat_s` and `timeout_s` are read from the object at `timeouts_at`; the
+    instance is handed `heartbeat_s` too, so it beats often enough (every third of it).
     """
     return tasks.LambdaInvoke(
         scope,
         id,
         lambda_function=launch.fn,
         integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-        payload=sfn.TaskInput.from_object({**payload, "task_token": sfn.JsonPath.task_token}),
+        payload=sfn.TaskInput.from_object(
+            {
+                **payload,
+                "heartbeat_s.$": f"{timeouts_at}.heartbeat_s",
+                "task_token": sfn.JsonPath.task_token,
+            }
+        ),
         heartbeat_timeout=sfn.Timeout.at(f"{timeouts_at}.heartbeat_s"),
         task_timeout=sfn.Timeout.at(f"{timeouts_at}.timeout_s"),
         result_path=sfn.JsonPath.DISCARD,
@@ -198,6 +206,43 @@ class CellFlow(sfn.StateMachineFragment):
             timeouts_at="$",
             comment="launch one instance; it signals this task token when its slot is done",
         )
+        # A failed slot task keeps its reason on the slot item (the Map itself only says
+        # that its failure threshold was exceeded), then fails the slot with that error.
+        record_slot = _invoke(
+            self,
+            "RecordSlotFailure",
+            cleanup,
+            {
+                "scope": "slot",
+                "run_id.$": "$.run_id",
+                "cell_id.$": "$.cell_id",
+                "slot_index.$": "$.slot_index",
+                "error.$": "$.error",
+            },
+            result_path="$.recorded",
+            comment="keep the slot's failure reason on its slot item for the cell's cleanup",
+        ).add_retry(
+            errors=LAMBDA_ERRORS, max_attempts=3, backoff_rate=2, interval=Duration.seconds(2)
+        )
+        record_slot.add_catch(
+            sfn.Fail(
+                self,
+                "SlotFailedUnrecorded",
+                error="SlotFailed",
+                cause="the slot's task failed and its reason could not be recorded",
+            ),
+            errors=LAMBDA_ERRORS,
+            result_path="$.record_error",
+        )
+        record_slot.next(
+            sfn.Fail(
+                self,
+                "SlotFailed",
+                error_path="$.recorded.result.Error",
+                cause_path="$.recorded.result.Cause",
+            )
+        )
+        launch_slot.add_catch(record_slot, errors=LAMBDA_ERRORS, result_path="$.error")
         fleet = sfn.DistributedMap(
             self,
             "Fleet",

@@ -14,6 +14,8 @@ from iofleet.aws import keys
 from iofleet.aws.ddb import set_attributes
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+# what a Distributed Map fails with once a child fails (the fleet tolerates none)
+FLEET_FAILED = "States.ExceedToleratedFailureThreshold"
 
 
 def _now() -> str:
@@ -59,10 +61,65 @@ def reason(error: Any) -> str | None:
             cause = doc.get("errorMessage") or doc.get("Cause") or cause
         except (TypeError, ValueError):
             pass
-        text = f"{error.get('Error', 'Error')}: {cause}".strip()
+        name = error.get("Error", "Error")
+        text = f"{name}: {cause}" if str(cause).strip() else str(name)
     else:
         text = str(error)
     return " ".join(text.split())[:1000]
+
+
+def record_slot_failure(event: dict[str, Any], *, ddb: Any, table: str) -> dict[str, str]:
+    """A slot's task failed (its agent's SendTaskFailure, a heartbeat or task timeout): keep
+    the reason on the slot item, where the cell's cleanup finds it, and hand back the
+    error for the slot's Fail state (`Error` and `Cause` both present, whatever was caught)."""
+    caught = event.get("error")
+    error: dict[str, Any] = caught if isinstance(caught, dict) else {}
+    name = str(error.get("Error") or "SlotFailed")
+    cause = str(error.get("Cause") or "")
+    set_attributes(
+        ddb,
+        table,
+        keys.slot_item_key(event["run_id"], event["cell_id"], int(event["slot_index"])),
+        {"task_error": reason({"Error": name, "Cause": cause}), "task_failed_at": _now()},
+    )
+    return {"Error": name, "Cause": cause}
+
+
+def failed_slots(ddb: Any, table: str, run_id: str, cell_id: str) -> list[str]:
+    """'slot-NNNN: <reason>' for each slot of the cell whose task failed, in slot order."""
+    out: list[str] = []
+    args: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :slot)",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": f"run#{run_id}"},
+            ":slot": {"S": f"slot#{cell_id}#"},
+        },
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.query(**args)
+        for item in page["Items"]:
+            if "task_error" in item:
+                index = int(item["sk"]["S"].rsplit("#", 1)[1])
+                out.append(f"{keys.slot_name(index)}: {item['task_error']['S']}")
+        if "LastEvaluatedKey" not in page:
+            break
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sorted(out)
+
+
+def cell_reason(event: dict[str, Any], *, ddb: Any, table: str) -> str | None:
+    """The cell's failure reason: when its fleet failed, which slots failed and why."""
+    error = event.get("error")
+    why = reason(error)
+    if isinstance(error, dict) and error.get("Error") == FLEET_FAILED:
+        cell = event["cell"]
+        slots = failed_slots(ddb, table, event["run_id"], cell["cell_id"])
+        if slots:
+            size = cell.get("fleet_size", "?")
+            why = f"{len(slots)} of {size} slots failed: {'; '.join(slots)} ({FLEET_FAILED})"
+    return None if why is None else why[:1000]
 
 
 def cleanup_cell(
@@ -74,7 +131,7 @@ def cleanup_cell(
     fs_state = None
     if storage.get("created") and storage.get("file_system_id"):
         fs_state = delete_file_system(efs, storage["file_system_id"])
-    why = reason(event.get("error"))
+    why = cell_reason(event, ddb=ddb, table=table)
     outcome = event.get("outcome", "SUCCEEDED")
     set_attributes(
         ddb,
@@ -147,7 +204,7 @@ EXECUTION_STATUS = {"ABORTED": "ABORTED", "TIMED_OUT": "FAILED", "FAILED": "FAIL
 
 
 def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -> dict[str, Any]:
-    """Dispatch: a state-machine step (`scope`) or an EventBridge execution status change."""
+    """Dispatch: a state-machine step (`scope`: slot, cell, run) or an EventBridge execution status change."""
     if event.get("source") == "aws.states":
         detail = event.get("detail") or {}
         item = ddb.get_item(
@@ -168,6 +225,8 @@ def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -
             ddb=ddb,
             table=table,
         )
+    if event.get("scope") == "slot":
+        return record_slot_failure(event, ddb=ddb, table=table)
     if event.get("scope") == "cell":
         return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table)
     return cleanup_run(

@@ -49,12 +49,17 @@ class Signals:
         self._stop = threading.Event()
 
     def heartbeat_every(self, seconds: float) -> None:
+        """Beat now, then every `seconds` until the final signal. The first beat is at once:
+        the task's heartbeat clock started at launch, so boot time already counts against it."""
+
         def beat() -> None:
-            while not self._stop.wait(seconds):
+            while True:
                 try:
                     self.sfn.send_task_heartbeat(taskToken=self.token)
                 except Exception:  # noqa: BLE001 - a missed beat is retried next period
                     pass
+                if self._stop.wait(seconds):
+                    return
 
         if self.token:
             threading.Thread(target=beat, daemon=True).start()

@@ -85,7 +85,7 @@ def instance_payload(
         "mode": "populate" if populate else "slot",
         "task_token": event.get("task_token"),
         "table": env.table,
-        "heartbeat_s": int(event.get("heartbeat_s") or 600),
+        "heartbeat_s": int(event.get("heartbeat_s") or cell.get("heartbeat_s") or 600),
         "slot": slot,
         "populate_workloads": cell.get("populate_workloads", []) if populate else [],
     }

@@ -80,19 +80,19 @@ def _nothing_lost(stack: LocalStack, run_id: str) -> list[str]:
     return raw
 
 
-def _failed_cell(stack: LocalStack, run_id: str) -> dict[str, Any]:
-    """The one cell of the run: FAILED by the fleet's Distributed Map, and the run item names it."""
+def _failed_cell(stack: LocalStack, run_id: str, slot_error: str) -> dict[str, Any]:
+    """The one cell of the run, a fleet of 2 whose slot 1 failed: FAILED, and the cell
+    and run items name the slot and its own error (`slot_error`, a prefix)."""
     (cell,) = stack.items(run_id, "cell#")
     assert cell["status"] == "FAILED"
-    assert (
-        cell["error"]
-        == "States.ExceedToleratedFailureThreshold: The specified tolerated failure threshold was exceeded"
-    )
+    why = f"1 of 2 slots failed: slot-0001: {slot_error}"
+    assert cell["error"].startswith(why), (cell["error"], stack.items(run_id, "slot#"))
+    assert cell["error"].endswith("(States.ExceedToleratedFailureThreshold)")
+    assert _slot(stack, run_id, cell, 1)["task_error"].startswith(slot_error)
+    assert "task_error" not in _slot(stack, run_id, cell, 0)
     run = stack.run_item(run_id)
     assert run["status"] == "FAILED"
-    assert run["error"].startswith(
-        f"1 of 1 cells failed: {cell['sk'][len('cell#') :]}: States.ExceedToleratedFailureThreshold"
-    )
+    assert run["error"] == f"1 of 1 cells failed: {cell['sk'][len('cell#') :]}: {cell['error']}"
     return cell
 
 
@@ -107,7 +107,7 @@ def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(local_stack: L
     arn, run_id, desc = _run(local_stack, doc)
     # then: the run goes on to its end; the cell and the run are FAILED with the reason
     assert desc["status"] == "SUCCEEDED"
-    cell = _failed_cell(local_stack, run_id)
+    cell = _failed_cell(local_stack, run_id, "AgentFailed: agent exited with status 1")
     # and: the failed slot's own record says why (its slot.json, ingested)
     slot1 = _slot(local_stack, run_id, cell, 1)
     assert (slot1["agent_status"], slot1["agent_exit_code"], slot1["ingested"]) == (
@@ -188,7 +188,7 @@ def test_agent_that_never_signals_times_out_on_heartbeat(local_stack: LocalStack
         local_stack.set_faults([])
     # then
     assert desc["status"] == "SUCCEEDED"
-    cell = _failed_cell(local_stack, run_id)
+    cell = _failed_cell(local_stack, run_id, "States.HeartbeatTimeout")
     assert "ingested" not in _slot(local_stack, run_id, cell, 1)  # it never ran
     _nothing_lost(local_stack, run_id)
     _no_instance_left(local_stack, run_id)
@@ -299,7 +299,7 @@ def test_fio_job_failing_on_one_slot_keeps_its_error_code(
     finally:
         local_stack.set_faults([])
     # then: the fio rows of slot 1 carry fio's error code (28, ENOSPC)
-    _failed_cell(local_stack, run_id)
+    _failed_cell(local_stack, run_id, "AgentFailed: agent exited with status 1")
     _nothing_lost(local_stack, run_id)
     rows = trino_db.execute(
         f"SELECT slot_index, error FROM fio_results WHERE run_id = '{run_id}'"

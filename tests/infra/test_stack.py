@@ -299,7 +299,36 @@ def test_fleet_is_a_distributed_map_of_task_token_slots(asl: dict[str, Any]) -> 
     slot = fleet["ItemProcessor"]["States"][fleet["ItemProcessor"]["StartAt"]]
     assert slot["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
     assert slot["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
-    assert slot["HeartbeatSecondsPath"] and slot["TimeoutSecondsPath"]
+    assert slot["HeartbeatSecondsPath"] == "$.heartbeat_s"
+    assert slot["TimeoutSecondsPath"] == "$.timeout_s"
+    # the instance beats every third of the heartbeat it is handed
+    assert slot["Parameters"]["Payload"]["heartbeat_s.$"] == "$.heartbeat_s"
+    populate = all_states(asl)["PopulateOnce"]
+    assert populate["HeartbeatSecondsPath"] == "$.cell.heartbeat_s"
+    assert populate["Parameters"]["Payload"]["heartbeat_s.$"] == "$.cell.heartbeat_s"
+
+
+def test_failed_slot_records_its_reason_then_fails_with_its_own_error(
+    asl: dict[str, Any],
+) -> None:
+    processor = all_states(asl)["Fleet"]["ItemProcessor"]
+    states = processor["States"]
+    (catch,) = states[processor["StartAt"]]["Catch"]
+    assert catch == {
+        "ErrorEquals": ["States.ALL"],
+        "ResultPath": "$.error",
+        "Next": "RecordSlotFailure",
+    }
+    record = states["RecordSlotFailure"]
+    assert record["Parameters"]["Payload"]["scope"] == "slot"
+    assert record["Parameters"]["Payload"]["error.$"] == "$.error"
+    assert states[record["Next"]] == {
+        "Type": "Fail",
+        "ErrorPath": "$.recorded.result.Error",
+        "CausePath": "$.recorded.result.Cause",
+    }
+    (unrecorded,) = record["Catch"]
+    assert states[unrecorded["Next"]]["Type"] == "Fail"
 
 
 def test_cells_run_one_at_a_time_unless_the_matrix_says_otherwise(asl: dict[str, Any]) -> None:

@@ -147,6 +147,7 @@ def test_launch_starts_a_tagged_instance_with_the_volume_under_test(
             "cell_id": cell["cell_id"],
             "slot_index": 1,
             "storage": {"ready": True, "kind": "ebs"},
+            "heartbeat_s": 45,
             "task_token": TOKEN,
         },
         context,
@@ -160,6 +161,7 @@ def test_launch_starts_a_tagged_instance_with_the_volume_under_test(
     # the payload in S3 carries the token and the agent's slot payload with a DynamoDB barrier
     doc = json.loads(cloud.text(out["payload_key"]))
     assert doc["task_token"] == TOKEN and doc["slot"]["slot_index"] == 1
+    assert doc["heartbeat_s"] == 45  # the task's heartbeat: the instance beats every third of it
     assert doc["slot"]["barrier"]["kind"] == "dynamodb" and doc["slot"]["barrier"]["parties"] == 2
     assert (
         doc["slot"]["target"]["kind"] == "block"
@@ -269,6 +271,69 @@ def test_failed_run_without_an_error_records_its_failed_cells(
     assert out["error"].startswith(
         f"1 of {len(run['cells'])} cells failed: {cell['cell_id']}: States.ExceedToleratedFailureThreshold"
     )
+
+
+def test_failed_slot_keeps_its_reason_and_the_cell_names_it(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
+    # given: a fleet of 2 whose slot 1 task timed out on its heartbeat (the slot's catch)
+    run = _planned(context, _seed000(network["ami"]))
+    cell = run["cells"][0]
+    prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
+    caught = {"Error": "States.HeartbeatTimeout", "Cause": "no heartbeat for 20 s"}
+    # when: RecordSlotFailure runs
+    out = cleanup.handler(
+        {
+            "scope": "slot",
+            "run_id": run["run_id"],
+            "cell_id": cell["cell_id"],
+            "slot_index": 1,
+            "error": caught,
+        },
+        context,
+    )
+    # then: the slot's Fail state gets the same error back; the slot item keeps it
+    assert out == caught
+    slot = cloud.item(f"run#{run['run_id']}", f"slot#{cell['cell_id']}#0001")
+    assert slot is not None
+    assert slot["task_error"]["S"] == "States.HeartbeatTimeout: no heartbeat for 20 s"
+    # when: the fleet's Map then fails its threshold and the cell's cleanup runs
+    cleanup.handler(
+        {
+            "scope": "cell",
+            "outcome": "FAILED",
+            "run_id": run["run_id"],
+            "cell": cell,
+            "prepared": {},
+            "error": {
+                "Error": "States.ExceedToleratedFailureThreshold",
+                "Cause": "The specified tolerated failure threshold was exceeded",
+            },
+        },
+        context,
+    )
+    # then: the cell's reason names the slot and its own error
+    item = cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")
+    assert item is not None
+    assert item["error"]["S"] == (
+        "1 of 2 slots failed: slot-0001: States.HeartbeatTimeout: no heartbeat for 20 s"
+        " (States.ExceedToleratedFailureThreshold)"
+    )
+
+
+def test_failed_slot_without_a_cause_still_fails_with_an_error_and_a_cause(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
+    run = _planned(context, _seed000(network["ami"]))
+    cell = run["cells"][0]
+    event = {"scope": "slot", "run_id": run["run_id"], "cell_id": cell["cell_id"], "slot_index": 0}
+    assert cleanup.handler({**event, "error": {"Error": "States.Timeout"}}, context) == {
+        "Error": "States.Timeout",
+        "Cause": "",
+    }
+    assert cleanup.handler(event, context) == {"Error": "SlotFailed", "Cause": ""}
+    slot = cloud.item(f"run#{run['run_id']}", f"slot#{cell['cell_id']}#0000")
+    assert slot is not None and slot["task_error"]["S"] == "SlotFailed"
 
 
 def test_abort_event_terminates_the_run_and_marks_it_aborted(
