@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,17 +65,25 @@ class Signals:
         if self.token:
             threading.Thread(target=beat, daemon=True).start()
 
-    def success(self, output: dict[str, Any]) -> None:
-        self._stop.set()
-        if self.token and not self.done:
-            self.sfn.send_task_success(taskToken=self.token, output=json.dumps(output))
-        self.done = True
+    def success(self, output: dict[str, Any]) -> bool:
+        return self._final("send_task_success", output=json.dumps(output))
 
-    def failure(self, error: str, cause: str) -> None:
+    def failure(self, error: str, cause: str) -> bool:
+        return self._final("send_task_failure", error=error, cause=cause[:32000])
+
+    def _final(self, call: str, **kw: str) -> bool:
+        """The one final signal; False if Step Functions refused it (the execution was
+        stopped, the task timed out): said on stderr, the results are uploaded anyway."""
         self._stop.set()
+        sent = True
         if self.token and not self.done:
-            self.sfn.send_task_failure(taskToken=self.token, error=error, cause=cause[:32000])
+            try:
+                getattr(self.sfn, call)(taskToken=self.token, **kw)
+            except Exception as exc:  # noqa: BLE001 - TaskTimedOut, InvalidToken, network
+                print(f"iofleet: {call} refused: {type(exc).__name__}: {exc}", file=sys.stderr)
+                sent = False
         self.done = True
+        return sent
 
 
 def mount_shared(target: dict[str, Any]) -> None:
@@ -117,6 +126,33 @@ def run_agent(doc: dict[str, Any], results_root: Path) -> int:
     return run_slot(slot)
 
 
+EXIT_INTERRUPTED = 130  # iofleet.agent.slot.EXIT_INTERRUPTED
+
+
+def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
+    """run_agent, stopped by SIGTERM the way Ctrl-C stops it: the running workload's
+    process group is killed and slot.json written, so what was measured is still uploaded.
+
+    SIGTERM comes from the instance shutting down (TerminateInstances: the cell's
+    cleanup, the abort rule, the janitor) or from `timeout` at the slot's time limit.
+    After the first one, SIGTERM is ignored until exit: the upload that follows must not
+    be cut short by a second one (systemd and `timeout` may both send it); the OS's
+    final SIGKILL still ends everything.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return run_agent(doc, results_root)
+    except KeyboardInterrupt:  # before the agent's own handler was reached
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="iofleet.aws.instance")
     ap.add_argument("--region", required=True)
@@ -145,7 +181,7 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         resolve_volume(clients["ec2"], target)
         barrier.register(clients["dynamodb"])  # the slot payload's barrier is kind dynamodb
         with tempfile.TemporaryDirectory(prefix="iofleet-raw-") as tmp:
-            code = run_agent(doc, Path(tmp))
+            code = run_interruptible(doc, Path(tmp))
             keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))
     except Exception as exc:  # noqa: BLE001 - every failure becomes the task's cause
         signals.failure(type(exc).__name__, f"{type(exc).__name__}: {exc}")
@@ -153,6 +189,12 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         return 1
     if code == 0:
         signals.success({"exit_code": 0, "objects": len(keys)})
+    elif code == EXIT_INTERRUPTED:
+        signals.failure(
+            "AgentInterrupted",
+            f"agent stopped by SIGTERM: instance shutting down or slot time limit "
+            f"({len(keys)} raw objects kept)",
+        )
     else:
         signals.failure(
             "AgentFailed", f"agent exited with status {code} ({len(keys)} raw objects kept)"

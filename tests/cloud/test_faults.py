@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,17 +125,26 @@ def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(local_stack: L
     _no_instance_left(local_stack, run_id)
 
 
-def test_stopped_execution_is_cleaned_up_by_the_abort_rule(local_stack: LocalStack) -> None:
-    # given: cell 0 (1 slot) is quick, cell 1 (2 slots) runs an app that sleeps 300 s
-    slow = {"app": {"name": "slow", "run": 'if [ "$IOFLEET_FLEET_SIZE" = 2 ]; then sleep 300; fi'}}
+def test_stopped_execution_is_cleaned_up_by_the_abort_rule(
+    local_stack: LocalStack, tmp_path: Path
+) -> None:
+    # given: cell 0 (1 slot) is quick; cell 1's 2 slots run fio, then an app that says it
+    # has started (a file per slot in tmp_path) and sleeps 300 s
+    slow = {
+        "app": {
+            "name": "slow",
+            "run": f'if [ "$IOFLEET_FLEET_SIZE" = 2 ]; then touch "{tmp_path}/$IOFLEET_SLOT"; '
+            "sleep 300; fi",
+        }
+    }
     doc = _one_cell(local_stack, "fault-stop", 1, [FIO, slow])
     doc["parallelism"] = [1, 2]
     arn = local_stack.start(doc)
     run_id = poll(lambda: _run_id_or_none(local_stack, arn), timeout_s=120, what="plan written")
     poll(
-        lambda: len(_slots_of_fleet(local_stack, run_id, 2)) == 2,
+        lambda: len(list(tmp_path.iterdir())) == 2,
         timeout_s=300,
-        what="fleet of 2 launched",
+        what="both slots of the fleet of 2 in their app",
     )
     # when: the execution is stopped mid-fleet and EventBridge delivers the status change
     local_stack.client("stepfunctions").stop_execution(
@@ -150,12 +160,20 @@ def test_stopped_execution_is_cleaned_up_by_the_abort_rule(local_stack: LocalSta
     item = local_stack.run_item(run_id)
     assert (item["status"], item["error"]) == ("ABORTED", "execution aborted: stopped by the test")
     _no_instance_left(local_stack, run_id)
-    # and: the finished cell's results are kept and ingested; nothing uploaded is lost
+    # and: nothing uploaded is lost; the finished cell's slot is kept whole, and the stopped
+    # slots (SIGTERM from their instances' shutdown) uploaded what they had measured
     raw = _nothing_lost(local_stack, run_id)
     assert [
         (s["agent_status"], s["ingested"]) for s in _slots_of_fleet(local_stack, run_id, 1)
     ] == [("SUCCEEDED", True)]
-    assert any("-x1-" in r for r in raw)
+    stopped = _slots_of_fleet(local_stack, run_id, 2)
+    assert [(s["agent_status"], s["agent_exit_code"], s["ingested"]) for s in stopped] == [
+        ("FAILED", "130", True),
+        ("FAILED", "130", True),
+    ]
+    assert all(s["agent_error"] == "slot interrupted by a signal" for s in stopped)
+    fio = [r for r in raw if "-x2-" in r and r.endswith("/w00-fio-randread-16k-psync-16jobs.json")]
+    assert {r.split("/")[2] for r in fio} == {"slot-0000", "slot-0001"}
 
 
 def _run_id_or_none(stack: LocalStack, arn: str) -> str | None:

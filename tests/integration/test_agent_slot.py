@@ -321,3 +321,40 @@ def test_sigterm_stops_the_slot_records_it_and_kills_the_children(tmp_path: Path
     assert record["error"] == "slot interrupted by a signal"
     assert [w["status"] for w in record["workloads"]] == ["FAILED", "SKIPPED"]
     assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
+
+
+def test_instance_program_stops_on_sigterm_and_keeps_what_was_measured(tmp_path: Path) -> None:
+    # given: the instance program's agent run (iofleet.aws.instance.run_interruptible) has
+    # finished ioping and is in an app waiting on a child, as when its instance is terminated
+    pidfile = tmp_path / "child.pid"
+    app = _app(f"sleep 300 & echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait")
+    doc = {"mode": "slot", "slot": _payload(tmp_path, [IOPING, app])}
+    doc_file = tmp_path / "instance.json"
+    doc_file.write_text(json.dumps(doc))
+    script = (
+        "import json, sys; from pathlib import Path; "
+        "from iofleet.aws.instance import run_interruptible; "
+        "sys.exit(run_interruptible(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(doc_file), str(tmp_path / "results")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # waiting for a condition: the app has started its child
+    child = int(pidfile.read_text())
+    # when: SIGTERM twice (the shutdown and `timeout` may both send it)
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    # then: it returns 130 after writing slot.json; ioping's result is kept for the upload
+    assert proc.returncode == 130
+    slot_dir = tmp_path / "results" / RUN_ID / CELL_ID / "slot-0000"
+    record = json.loads((slot_dir / "slot.json").read_text())
+    assert record["exit_code"] == 130 and record["error"] == "slot interrupted by a signal"
+    assert [w["status"] for w in record["workloads"]] == ["SUCCEEDED", "FAILED"]
+    assert parse_ioping((slot_dir / "w00-ioping.json").read_text())
+    assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
