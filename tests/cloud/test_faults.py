@@ -324,8 +324,8 @@ def test_fio_job_failing_on_one_slot_keeps_its_error_code(
     ).rows
     errors = {slot: {e for s, e in rows if s == slot} for slot, _ in rows}
     assert errors[1] == {28}
-    # slot 0 is usually stopped by the cell's cleanup before its fio output is
-    # uploaded (no tolerated failures: the fleet fails with slot 1, as on AWS);
-    # whatever it did upload is ingested (_nothing_lost) and clean
+    # slot 0 is usually stopped by the cell's cleanup mid-fio (no tolerated
+    # failures: the fleet fails with slot 1, as on AWS); its instance's SIGTERM
+    # makes it upload what it had finished, which is ingested (_nothing_lost) and clean
     assert errors.get(0, {0}) == {0}
     _no_instance_left(local_stack, run_id)

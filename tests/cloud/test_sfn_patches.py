@@ -15,8 +15,8 @@ from tests.cloud.localcloud.sfn_patches import EXCEEDED_CAUSE, EXCEEDED_ERROR, t
 ROLE = "arn:aws:iam::123456789012:role/sfn"
 
 
-def _definition(**map_extra: Any) -> dict[str, Any]:
-    """A Distributed Map over the input list: an item equal to 2 fails, the rest pass; a catch keeps the error."""
+def _map_machine(start: str, item_states: dict[str, Any], **map_extra: Any) -> dict[str, Any]:
+    """A Distributed Map over `$.items` running `item_states`; a catch keeps the error at `$.error`."""
     return {
         "StartAt": "Fleet",
         "States": {
@@ -25,20 +25,8 @@ def _definition(**map_extra: Any) -> dict[str, Any]:
                 "ItemsPath": "$.items",
                 "ItemProcessor": {
                     "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
-                    "StartAt": "Which",
-                    "States": {
-                        "Which": {
-                            "Type": "Choice",
-                            "Choices": [{"Variable": "$", "NumericEquals": 2, "Next": "Boom"}],
-                            "Default": "Fine",
-                        },
-                        "Boom": {
-                            "Type": "Fail",
-                            "Error": "AgentFailed",
-                            "Cause": "agent exited with status 1",
-                        },
-                        "Fine": {"Type": "Pass", "End": True},
-                    },
+                    "StartAt": start,
+                    "States": item_states,
                 },
                 "ResultPath": None,
                 "Catch": [
@@ -50,6 +38,23 @@ def _definition(**map_extra: Any) -> dict[str, Any]:
             "Caught": {"Type": "Pass", "End": True},
         },
     }
+
+
+def _definition(**map_extra: Any) -> dict[str, Any]:
+    """Items equal to 2 fail, the rest pass."""
+    return _map_machine(
+        "Which",
+        {
+            "Which": {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$", "NumericEquals": 2, "Next": "Boom"}],
+                "Default": "Fine",
+            },
+            "Boom": {"Type": "Fail", "Error": "AgentFailed", "Cause": "agent exited with status 1"},
+            "Fine": {"Type": "Pass", "End": True},
+        },
+        **map_extra,
+    )
 
 
 def _run(
@@ -112,34 +117,13 @@ def test_threshold_rule(
     assert threshold_exceeded(failed, total, count, percentage) is exceeded
 
 
-def _waiting_definition(queue_url: str) -> dict[str, Any]:
-    """A Distributed Map whose items each wait on a task token sent to a queue; a catch after it."""
+def _token_task(queue_url: str) -> dict[str, Any]:
+    """A task that sends its token to a queue and waits for it."""
     return {
-        "StartAt": "Fleet",
-        "States": {
-            "Fleet": {
-                "Type": "Map",
-                "ItemsPath": "$.items",
-                "ItemProcessor": {
-                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
-                    "StartAt": "Slot",
-                    "States": {
-                        "Slot": {
-                            "Type": "Task",
-                            "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
-                            "Parameters": {
-                                "QueueUrl": queue_url,
-                                "MessageBody": {"token.$": "$$.Task.Token"},
-                            },
-                            "End": True,
-                        }
-                    },
-                },
-                "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}],
-                "End": True,
-            },
-            "Caught": {"Type": "Pass", "End": True},
-        },
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {"QueueUrl": queue_url, "MessageBody": {"token.$": "$$.Task.Token"}},
+        "End": True,
     }
 
 
@@ -150,7 +134,9 @@ def test_stop_execution_aborts_a_map_waiting_on_task_tokens_for_good(
     sqs, sfn = aws_client("sqs"), aws_client("stepfunctions")
     queue = sqs.create_queue(QueueName=f"tokens-{unique}")["QueueUrl"]
     machine = sfn.create_state_machine(
-        name=f"stop-{unique}", definition=json.dumps(_waiting_definition(queue)), roleArn=ROLE
+        name=f"stop-{unique}",
+        definition=json.dumps(_map_machine("Slot", {"Slot": _token_task(queue)})),
+        roleArn=ROLE,
     )["stateMachineArn"]
     arn = sfn.start_execution(stateMachineArn=machine, input=json.dumps({"items": [1, 2]}))[
         "executionArn"
@@ -195,7 +181,7 @@ def _caught_task(
     the error at `$.error`. Returns the execution arn and the message carrying the token."""
     sqs, sfn = aws_client("sqs"), aws_client("stepfunctions")
     queue = sqs.create_queue(QueueName=f"task-{unique}")["QueueUrl"]
-    slot = _waiting_definition(queue)["States"]["Fleet"]["ItemProcessor"]["States"]["Slot"]
+    slot = _token_task(queue)
     definition = {
         "StartAt": "Slot",
         "States": {
