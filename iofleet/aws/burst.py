@@ -31,6 +31,7 @@ from typing import Any
 from iofleet import metrics
 from iofleet.aws import keys
 from iofleet.aws.curate import jsonl
+from iofleet.aws.ddb import query_items
 from iofleet.aws.plan import load_manifest
 from iofleet.schema import BURST_METRICS
 
@@ -66,19 +67,10 @@ class BurstCollection:
 
 def run_items(ddb: Any, table: str, run_id: str) -> list[dict[str, Any]]:
     """Every item of the run (run, cell#..., slot#...), attribute values unwrapped."""
-    out: list[dict[str, Any]] = []
-    args: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"run#{run_id}"}},
-    }
-    while True:
-        page = ddb.query(**args)
-        for item in page["Items"]:
-            out.append({k: next(iter(v.values())) for k, v in item.items()})
-        if "LastEvaluatedKey" not in page:
-            return out
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [
+        {k: next(iter(v.values())) for k, v in item.items()}
+        for item in query_items(ddb, table, f"run#{run_id}")
+    ]
 
 
 def _when(value: str) -> datetime:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from iofleet.aws import keys
-from iofleet.aws.ddb import set_attributes
+from iofleet.aws.ddb import query_items, set_attributes
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 # what a Distributed Map fails with once a child fails (the fleet tolerates none)
@@ -88,24 +88,10 @@ def record_slot_failure(event: dict[str, Any], *, ddb: Any, table: str) -> dict[
 def failed_slots(ddb: Any, table: str, run_id: str, cell_id: str) -> list[str]:
     """'slot-NNNN: <reason>' for each slot of the cell whose task failed, in slot order."""
     out: list[str] = []
-    args: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :slot)",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": f"run#{run_id}"},
-            ":slot": {"S": f"slot#{cell_id}#"},
-        },
-        "ConsistentRead": True,
-    }
-    while True:
-        page = ddb.query(**args)
-        for item in page["Items"]:
-            if "task_error" in item:
-                index = int(item["sk"]["S"].rsplit("#", 1)[1])
-                out.append(f"{keys.slot_name(index)}: {item['task_error']['S']}")
-        if "LastEvaluatedKey" not in page:
-            break
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    for item in query_items(ddb, table, f"run#{run_id}", f"slot#{cell_id}#", consistent=True):
+        if "task_error" in item:
+            index = int(item["sk"]["S"].rsplit("#", 1)[1])
+            out.append(f"{keys.slot_name(index)}: {item['task_error']['S']}")
     return sorted(out)
 
 
@@ -145,22 +131,9 @@ def cleanup_cell(
 def failed_cells(ddb: Any, table: str, run_id: str) -> str | None:
     """'N of M cells failed: <cell>: <reason>; ...' from the cell items, or None if none failed."""
     cells: list[tuple[str, str, str]] = []
-    args: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :cell)",
-        "ExpressionAttributeValues": {":pk": {"S": f"run#{run_id}"}, ":cell": {"S": "cell#"}},
-        "ConsistentRead": True,
-    }
-    while True:
-        page = ddb.query(**args)
-        for item in page["Items"]:
-            status = item.get("status", {}).get("S", "UNKNOWN")
-            cells.append(
-                (item["sk"]["S"][len("cell#") :], status, item.get("error", {}).get("S", ""))
-            )
-        if "LastEvaluatedKey" not in page:
-            break
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    for item in query_items(ddb, table, f"run#{run_id}", "cell#", consistent=True):
+        status = item.get("status", {}).get("S", "UNKNOWN")
+        cells.append((item["sk"]["S"][len("cell#") :], status, item.get("error", {}).get("S", "")))
     failed = [
         f"{cell_id}: {why or status}"
         for cell_id, status, why in sorted(cells)

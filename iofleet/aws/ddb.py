@@ -1,8 +1,9 @@
-"""DynamoDB item updates shared by the Lambdas: SET the given attributes, skip None."""
+"""DynamoDB access shared by the Lambdas: SET the given attributes (skip None), and
+read the items of one partition page by page."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 
@@ -31,3 +32,28 @@ def set_attributes(
             f":v{i}": attribute_value(v) for i, (_, v) in enumerate(present)
         },
     )
+
+
+def query_items(
+    ddb: Any, table: str, pk: str, sk_prefix: str = "", *, consistent: bool = False
+) -> Iterator[dict[str, Any]]:
+    """Every item of partition `pk` whose sort key starts with `sk_prefix` (all of them
+    when empty), following LastEvaluatedKey; attribute values as DynamoDB returns them."""
+    values: dict[str, Any] = {":pk": {"S": pk}}
+    condition = "pk = :pk"
+    if sk_prefix:
+        condition += " AND begins_with(sk, :sk)"
+        values[":sk"] = {"S": sk_prefix}
+    args: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
+    if consistent:
+        args["ConsistentRead"] = True
+    while True:
+        page = ddb.query(**args)
+        yield from page["Items"]
+        if "LastEvaluatedKey" not in page:
+            return
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]

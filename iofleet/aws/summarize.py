@@ -11,6 +11,7 @@ from typing import Any
 from iofleet.aws import keys
 from iofleet.aws.athena import run_query
 from iofleet.aws.burst import collect_burst_metrics
+from iofleet.aws.ddb import query_items
 
 log = logging.getLogger(__name__)
 
@@ -18,19 +19,10 @@ REPORT_SQL = "SELECT * FROM cell_percentiles WHERE run_id = ? ORDER BY cell_inde
 
 
 def cell_outcomes(ddb: Any, table: str, run_id: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    args: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :cell)",
-        "ExpressionAttributeValues": {":pk": {"S": f"run#{run_id}"}, ":cell": {"S": "cell#"}},
+    return {
+        item["sk"]["S"][len("cell#") :]: item.get("status", {}).get("S", "UNKNOWN")
+        for item in query_items(ddb, table, f"run#{run_id}", "cell#")
     }
-    while True:
-        page = ddb.query(**args)
-        for item in page["Items"]:
-            out[item["sk"]["S"][len("cell#") :]] = item.get("status", {}).get("S", "UNKNOWN")
-        if "LastEvaluatedKey" not in page:
-            return out
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def run_status(outcomes: dict[str, str]) -> str:
