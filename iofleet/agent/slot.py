@@ -10,12 +10,14 @@ Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -474,16 +476,26 @@ def run_slot_file(path: Path) -> int:
         raise PayloadError(
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
+    with sigterm_interrupts():
         return run_slot(payload)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
+    """Inside the block SIGTERM stops the slot the way Ctrl-C does: KeyboardInterrupt, so
+    the running child's process group is killed and slot.json written. Once only: later
+    SIGTERMs are ignored, so that unwinding (and, on EC2, the upload after it) is not cut
+    short. On leaving, SIGTERM gets its previous handler back, or `after` when given."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _terminate(signum: int, frame: object) -> None:
-    # unwinds like Ctrl-C: the running child's process group is killed, slot.json written
-    raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, previous if after is None else after)
 
 
 def run_populate(payload: dict, workload_index: int) -> int:

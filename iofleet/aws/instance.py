@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from iofleet.agent.slot import EXIT_INTERRUPTED, sigterm_interrupts
 from iofleet.aws import barrier
 from iofleet.aws.store import S3ResultsStore
 
@@ -126,31 +127,21 @@ def run_agent(doc: dict[str, Any], results_root: Path) -> int:
     return run_slot(slot)
 
 
-EXIT_INTERRUPTED = 130  # iofleet.agent.slot.EXIT_INTERRUPTED
-
-
 def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
-    """run_agent, stopped by SIGTERM the way Ctrl-C stops it: the running workload's
-    process group is killed and slot.json written, so what was measured is still uploaded.
+    """run_agent, stopped by SIGTERM the way Ctrl-C stops it (`sigterm_interrupts`), so
+    what was measured is still uploaded.
 
     SIGTERM comes from the instance shutting down (TerminateInstances: the cell's
     cleanup, the abort rule, the janitor) or from `timeout` at the slot's time limit.
-    After the first one, SIGTERM is ignored until exit: the upload that follows must not
+    After the run, SIGTERM stays ignored until exit: the upload that follows must not
     be cut short by a second one (systemd and `timeout` may both send it); the OS's
     final SIGKILL still ends everything.
     """
-
-    def interrupt(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
     try:
-        return run_agent(doc, results_root)
+        with sigterm_interrupts(after=signal.SIG_IGN):
+            return run_agent(doc, results_root)
     except KeyboardInterrupt:  # before the agent's own handler was reached
         return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -> int:
