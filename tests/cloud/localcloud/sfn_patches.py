@@ -95,11 +95,12 @@ def threshold_exceeded(
     return percentage_set and total > 0 and 100.0 * failed / total > tolerated_percentage
 
 
-def _fail_past_threshold(original: Any) -> Any:
-    from moto.stepfunctions.parser.api import ExecutionFailedEventDetails, HistoryEventType
+def _states_failure(env: Any, error_type: str, event_type: str, **details: Any) -> Any:
+    """moto's FailureEvent for a `States.*` error (`error_type`: a StatesErrorNameType member
+    name, `event_type`: a HistoryEventType member name, `details`: EventDetails fields)."""
+    from moto.stepfunctions.parser.api import HistoryEventType
     from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
         FailureEvent,
-        FailureEventException,
     )
     from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
         StatesErrorName,
@@ -108,6 +109,20 @@ def _fail_past_threshold(original: Any) -> Any:
         StatesErrorNameType,
     )
     from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    return FailureEvent(
+        env=env,
+        error_name=StatesErrorName(typ=StatesErrorNameType[error_type]),
+        event_type=HistoryEventType[event_type],
+        event_details=EventDetails(**details),
+    )
+
+
+def _fail_past_threshold(original: Any) -> Any:
+    from moto.stepfunctions.parser.api import ExecutionFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEventException,
+    )
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded, ProgramStopped
 
     def _eval_job(self: Any, env: Any, job: Any) -> None:
@@ -122,16 +137,12 @@ def _fail_past_threshold(original: Any) -> Any:
         ):
             return
         job.job_output = FailureEventException(
-            failure_event=FailureEvent(
-                env=env,
-                error_name=StatesErrorName(
-                    typ=StatesErrorNameType.StatesExceedToleratedFailureThreshold
-                ),
-                event_type=HistoryEventType.MapRunFailed,
-                event_details=EventDetails(
-                    executionFailedEventDetails=ExecutionFailedEventDetails(
-                        error=EXCEEDED_ERROR, cause=EXCEEDED_CAUSE
-                    )
+            failure_event=_states_failure(
+                env,
+                "StatesExceedToleratedFailureThreshold",
+                "MapRunFailed",
+                executionFailedEventDetails=ExecutionFailedEventDetails(
+                    error=EXCEEDED_ERROR, cause=EXCEEDED_CAUSE
                 ),
             )
         )
@@ -192,30 +203,17 @@ def _send_task_failure_with_cause(original: Any) -> Any:
 
 
 def _heartbeat_timeout_named(original: Any) -> Any:
-    from moto.stepfunctions.parser.api import HistoryEventType, TaskTimedOutEventDetails
-    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
-        FailureEvent,
-    )
-    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
-        StatesErrorName,
-    )
-    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
-        StatesErrorNameType,
-    )
+    from moto.stepfunctions.parser.api import TaskTimedOutEventDetails
     from moto.stepfunctions.parser.asl.eval.callback.callback import HeartbeatTimeoutError
-    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 
     def from_error(self: Any, env: Any, ex: Exception) -> Any:
         if not isinstance(ex, HeartbeatTimeoutError):
             return original(self, env, ex)
-        name = StatesErrorNameType.StatesHeartbeatTimeout
-        return FailureEvent(
-            env=env,
-            error_name=StatesErrorName(typ=name),
-            event_type=HistoryEventType.TaskTimedOut,
-            event_details=EventDetails(
-                taskTimedOutEventDetails=TaskTimedOutEventDetails(error=name.to_name())
-            ),
+        return _states_failure(
+            env,
+            "StatesHeartbeatTimeout",
+            "TaskTimedOut",
+            taskTimedOutEventDetails=TaskTimedOutEventDetails(error="States.HeartbeatTimeout"),
         )
 
     return from_error
