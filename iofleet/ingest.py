@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from iofleet.agent.payload import CELL_FIELDS
 from iofleet.schema import (
     APP_RUNS,
     EXPECTATIONS,
@@ -242,15 +243,7 @@ _TARGET_FIELDS = {
     "target_device": "device",
     "mount_options": "mount_options",
 }
-_CELL_FIELDS = (
-    "cell_index",
-    "instance_type",
-    "storage_label",
-    "storage_type",
-    "storage_detail",
-    "fleet_size",
-    "repeat",
-)
+_CELL_FIELDS = tuple(f for f in CELL_FIELDS if f != "cell_id")  # cell_id: from the path
 
 
 def _slot_identity(pattern: re.Pattern[str], relpath: str) -> dict[str, object]:

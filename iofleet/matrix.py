@@ -31,6 +31,7 @@ from pydantic import (
     ValidationError,
 )
 
+from iofleet.agent.payload import CELL_FIELDS
 from iofleet.errors import Problem, UsageError, ValidationFailed
 
 # --------------------------------------------------------------------------- shapes
@@ -619,16 +620,7 @@ class Cell:
 
     def cell_info(self) -> dict[str, Any]:
         """The slot payload's "cell" object."""
-        return {
-            "cell_id": self.cell_id,
-            "cell_index": self.cell_index,
-            "instance_type": self.instance_type,
-            "storage_label": self.storage_label,
-            "storage_type": self.storage_type,
-            "storage_detail": self.storage_detail,
-            "fleet_size": self.fleet_size,
-            "repeat": self.repeat,
-        }
+        return {name: getattr(self, name) for name in CELL_FIELDS}
 
     def workload_payloads(self) -> list[dict[str, Any]]:
         """The slot payload's "workloads", app presets resolved."""

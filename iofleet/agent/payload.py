@@ -80,6 +80,20 @@ class Target:
     attach_wait_s: float = 120.0
 
 
+# The slot payload's "cell" object: the cell's identity, written by the plan (local) or
+# the launcher (AWS), copied into manifest.json, read back by ingest into `slots`.
+CELL_FIELDS = (
+    "cell_id",
+    "cell_index",
+    "instance_type",
+    "storage_label",
+    "storage_type",
+    "storage_detail",
+    "fleet_size",
+    "repeat",
+)
+
+
 @dataclass(frozen=True)
 class SlotPayload:
     run_id: str

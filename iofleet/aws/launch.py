@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from iofleet.agent.payload import CELL_FIELDS
 from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
 from iofleet.aws.plan import find_cell, load_manifest
@@ -50,19 +51,7 @@ def instance_payload(
     slot = {
         "version": 1,
         "run_id": manifest["run_id"],
-        "cell": {
-            k: cell[k]
-            for k in (
-                "cell_id",
-                "cell_index",
-                "instance_type",
-                "storage_label",
-                "storage_type",
-                "storage_detail",
-                "fleet_size",
-                "repeat",
-            )
-        },
+        "cell": {k: cell[k] for k in CELL_FIELDS},
         "slot_index": slot_index,
         "platform": "aws",
         "target": ec2_spec.target_for(cell["storage"], storage.get("mount")),
