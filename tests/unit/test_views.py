@@ -56,6 +56,33 @@ def _add_slots(wh: Warehouse, run_id: str, n: int, cell_id: str = "c000") -> Non
     )
 
 
+def _fio_row(run_id: str, slot_index: int, **values: object) -> dict[str, object]:
+    """A fio_results row of cell c000, workload 0 ("w"), job "j" #0, direction read;
+    `values` sets the measurements and overrides any of those."""
+    key: dict[str, object] = {
+        "cell_id": "c000",
+        "workload_index": 0,
+        "workload": "w",
+        "job": "j",
+        "job_index": 0,
+        "direction": "read",
+        "error": 0,
+    }
+    return FIO_RESULTS.row(run_id=run_id, slot_index=slot_index, **{**key, **values})
+
+
+def _assert_cell_percentiles(
+    wh: Warehouse, run_id: str, metric: str, expected: list[float]
+) -> dict[str, object]:
+    """The run's one cell_percentiles row for `metric`: P0..P100 equal numpy's linear percentiles."""
+    (row,) = wh.query(
+        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = ?", [run_id, metric]
+    )
+    for p in PCTS:
+        _assert_close(row[f"p{p}"], float(np.percentile(expected, p)), max(expected))
+    return row
+
+
 def _assert_close(got: float, want: float, scale: float) -> None:
     assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9 * scale), (got, want)
 
@@ -85,31 +112,11 @@ def test_cell_percentiles_equal_numpy_linear_over_fio_slot_values(
     _add_slots(wh, run_id, len(values))
     wh.insert_rows(
         FIO_RESULTS,
-        [
-            FIO_RESULTS.row(
-                run_id=run_id,
-                cell_id="c000",
-                slot_index=i,
-                workload_index=0,
-                workload="w",
-                job="j",
-                job_index=0,
-                direction="read",
-                iops=v,
-                error=0,
-            )
-            for i, v in enumerate(values)
-        ],
+        [_fio_row(run_id, i, iops=v) for i, v in enumerate(values)],
     )
-    # when
-    (row,) = wh.query(
-        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = 'iops'", [run_id]
-    )
-    # then
+    # when / then
+    row = _assert_cell_percentiles(wh, run_id, "iops", values)
     assert row["slots"] == len(values)
-    scale = max(values)
-    for p in PCTS:
-        _assert_close(row[f"p{p}"], float(np.percentile(values, p)), scale)
 
 
 @settings(
@@ -137,12 +144,8 @@ def test_cell_percentiles_equal_numpy_linear_over_app_wall_seconds(
             for i, v in enumerate(values)
         ],
     )
-    (row,) = wh.query(
-        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = 'wall_seconds'", [run_id]
-    )
+    row = _assert_cell_percentiles(wh, run_id, "wall_seconds", values)
     assert (row["metric_source"], row["workload"], row["unit"]) == ("app", "build", "s")
-    for p in PCTS:
-        _assert_close(row[f"p{p}"], float(np.percentile(values, p)), max(values))
 
 
 @settings(
@@ -177,12 +180,9 @@ def test_ioping_slot_median_is_numpy_median_and_spread_across_slots_is_linear(
             for k, t in enumerate(times)
         ],
     )
-    (row,) = wh.query(
-        "SELECT * FROM cell_percentiles WHERE run_id = ? AND metric = 'lat_median_ns'", [run_id]
+    _assert_cell_percentiles(
+        wh, run_id, "lat_median_ns", [float(np.median(times)) for times in per_slot]
     )
-    medians = [float(np.median(times)) for times in per_slot]
-    for p in PCTS:
-        _assert_close(row[f"p{p}"], float(np.percentile(medians, p)), max(medians))
 
 
 def test_fio_rows_with_an_error_are_left_out_of_cell_percentiles(wh: Warehouse) -> None:
@@ -191,18 +191,7 @@ def test_fio_rows_with_an_error_are_left_out_of_cell_percentiles(wh: Warehouse) 
     wh.insert_rows(
         FIO_RESULTS,
         [
-            FIO_RESULTS.row(
-                run_id=run_id,
-                cell_id="c000",
-                slot_index=i,
-                workload_index=0,
-                workload="w",
-                job="j",
-                job_index=0,
-                direction="write",
-                iops=iops,
-                error=err,
-            )
+            _fio_row(run_id, i, direction="write", iops=iops, error=err)
             for i, (iops, err) in enumerate([(100.0, 0), (5.0, 28), (300.0, 0)])
         ],
     )
@@ -219,18 +208,7 @@ def test_separate_numjobs_entries_sum_iops_within_a_slot(wh: Warehouse) -> None:
     wh.insert_rows(
         FIO_RESULTS,
         [
-            FIO_RESULTS.row(
-                run_id=run_id,
-                cell_id="c000",
-                slot_index=0,
-                workload_index=0,
-                workload="w",
-                job="j",
-                job_index=k,
-                direction="write",
-                iops=10.0 * (k + 1),
-                error=0,
-            )
+            _fio_row(run_id, 0, job_index=k, direction="write", iops=10.0 * (k + 1))
             for k in range(3)
         ],
     )
