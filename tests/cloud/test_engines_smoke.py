@@ -153,20 +153,8 @@ def test_trino_athena_catalog_name_sees_the_same_table(
     assert count == len(ROWS)
 
 
-def test_trino_reads_injected_partition_projection_without_glue_partitions(
-    catalog: Catalog, aws_client: Callable[[str], Any], trino: TrinoClient, unique: str
-) -> None:
-    # given: objects under run_id=... prefixes and a projected table, no partitions registered
-    s3, glue = aws_client("s3"), aws_client("glue")
-    prefix = f"curated/projected_{unique}"
-    unpartitioned = [{k: v for k, v in row.items() if k != "run_id"} for row in ROWS]
-    s3.put_object(
-        Bucket=catalog.bucket, Key=f"{prefix}/run_id=r1/a.json", Body=json_lines(unpartitioned)
-    )
-    s3.put_object(
-        Bucket=catalog.bucket, Key=f"{prefix}/run_id=r2/a.json", Body=json_lines(unpartitioned[:1])
-    )
-    location = f"s3://{catalog.bucket}/{prefix}/"
+def _create_projected_table(glue: Any, catalog: Catalog, unique: str, location: str) -> None:
+    """Table projected_<unique>: fio_results partitioned by run_id, an injected projection at `location`."""
     glue.create_table(
         DatabaseName=catalog.database,
         TableInput=glue_table_input(
@@ -181,6 +169,22 @@ def test_trino_reads_injected_partition_projection_without_glue_partitions(
             },
         ),
     )
+
+
+def test_trino_reads_injected_partition_projection_without_glue_partitions(
+    catalog: Catalog, aws_client: Callable[[str], Any], trino: TrinoClient, unique: str
+) -> None:
+    # given: objects under run_id=... prefixes and a projected table, no partitions registered
+    s3, glue = aws_client("s3"), aws_client("glue")
+    prefix = f"curated/projected_{unique}"
+    unpartitioned = [{k: v for k, v in row.items() if k != "run_id"} for row in ROWS]
+    s3.put_object(
+        Bucket=catalog.bucket, Key=f"{prefix}/run_id=r1/a.json", Body=json_lines(unpartitioned)
+    )
+    s3.put_object(
+        Bucket=catalog.bucket, Key=f"{prefix}/run_id=r2/a.json", Body=json_lines(unpartitioned[:1])
+    )
+    _create_projected_table(glue, catalog, unique, f"s3://{catalog.bucket}/{prefix}/")
     # when
     result = trino.execute(
         f"SELECT run_id, count(*) FROM {catalog.database}.projected_{unique} "
@@ -199,20 +203,8 @@ def test_trino_reads_injected_partition_projection_without_glue_partitions(
 def test_trino_refuses_injected_projection_without_a_run_id_predicate(
     catalog: Catalog, aws_client: Callable[[str], Any], trino: TrinoClient, unique: str
 ) -> None:
-    location = f"s3://{catalog.bucket}/curated/projected_{unique}/"
-    aws_client("glue").create_table(
-        DatabaseName=catalog.database,
-        TableInput=glue_table_input(
-            f"projected_{unique}",
-            FIO_RESULTS,
-            location,
-            partition_keys=("run_id",),
-            parameters={
-                "projection.enabled": "true",
-                "projection.run_id.type": "injected",
-                "storage.location.template": location + "run_id=${run_id}/",
-            },
-        ),
+    _create_projected_table(
+        aws_client("glue"), catalog, unique, f"s3://{catalog.bucket}/curated/projected_{unique}/"
     )
     with pytest.raises(TrinoError, match="INVALID_COLUMN_PROPERTY"):
         trino.execute(f"SELECT count(*) FROM {catalog.database}.projected_{unique}")
