@@ -91,6 +91,42 @@ def _instances(
     return [i for r in res for i in r["Instances"]]
 
 
+def _launch_slot(
+    context: FakeLambdaContext, run: dict[str, Any], cell: dict[str, Any], slot: int
+) -> dict[str, Any]:
+    """The RunSlot task's launch for one slot of a cell, no storage to mount."""
+    out: dict[str, Any] = launch.handler(
+        {
+            "mode": "slot",
+            "run_id": run["run_id"],
+            "cell_id": cell["cell_id"],
+            "slot_index": slot,
+            "storage": {},
+            "task_token": TOKEN,
+        },
+        context,
+    )
+    return out
+
+
+def _cleanup_failed_cell(
+    context: FakeLambdaContext, run: dict[str, Any], cell: dict[str, Any], error: dict[str, str]
+) -> dict[str, Any]:
+    """CleanupFailedCell with the error its catch received."""
+    out: dict[str, Any] = cleanup.handler(
+        {
+            "scope": "cell",
+            "outcome": "FAILED",
+            "run_id": run["run_id"],
+            "cell": cell,
+            "prepared": {},
+            "error": error,
+        },
+        context,
+    )
+    return out
+
+
 def test_prepare_ebs_cell_is_ready_with_barrier_and_slots(
     cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
 ) -> None:
@@ -185,17 +221,7 @@ def test_launch_maps_the_volume_under_test_encrypted(
 ) -> None:
     run = _planned(context, _seed000(network["ami"]))
     cell = run["cells"][0]
-    launch.handler(
-        {
-            "mode": "slot",
-            "run_id": run["run_id"],
-            "cell_id": cell["cell_id"],
-            "slot_index": 0,
-            "storage": {},
-            "task_token": TOKEN,
-        },
-        context,
-    )
+    _launch_slot(context, run, cell, 0)
     (inst,) = _instances(cloud, run["run_id"])
     devices = {m["DeviceName"]: m["Ebs"]["VolumeId"] for m in inst["BlockDeviceMappings"]}
     vol = cloud.client("ec2").describe_volumes(VolumeIds=[devices["/dev/sdf"]])["Volumes"][0]
@@ -210,29 +236,9 @@ def test_cleanup_cell_terminates_its_instances_and_records_the_reason(
     cell = run["cells"][0]
     prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
     for slot in (0, 1):
-        launch.handler(
-            {
-                "mode": "slot",
-                "run_id": run["run_id"],
-                "cell_id": cell["cell_id"],
-                "slot_index": slot,
-                "storage": {},
-                "task_token": TOKEN,
-            },
-            context,
-        )
+        _launch_slot(context, run, cell, slot)
     error = {"Error": "States.HeartbeatTimeout", "Cause": "no heartbeat from slot-0001"}
-    out = cleanup.handler(
-        {
-            "scope": "cell",
-            "outcome": "FAILED",
-            "run_id": run["run_id"],
-            "cell": cell,
-            "prepared": {},
-            "error": error,
-        },
-        context,
-    )
+    out = _cleanup_failed_cell(context, run, cell, error)
     assert out["terminated"] == 2
     assert _instances(cloud, run["run_id"]) == []
     item = cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")
@@ -251,17 +257,7 @@ def test_failed_run_without_an_error_records_its_failed_cells(
         "Error": "States.ExceedToleratedFailureThreshold",
         "Cause": "The specified tolerated failure threshold was exceeded",
     }
-    cleanup.handler(
-        {
-            "scope": "cell",
-            "outcome": "FAILED",
-            "run_id": run["run_id"],
-            "cell": cell,
-            "prepared": {},
-            "error": error,
-        },
-        context,
-    )
+    _cleanup_failed_cell(context, run, cell, error)
     # when
     out = cleanup.handler({"scope": "run", "outcome": "FAILED", "run_id": run["run_id"]}, context)
     # then: the run item says which cell failed and why
@@ -298,19 +294,14 @@ def test_failed_slot_keeps_its_reason_and_the_cell_names_it(
     assert slot is not None
     assert slot["task_error"]["S"] == "States.HeartbeatTimeout: no heartbeat for 20 s"
     # when: the fleet's Map then fails its threshold and the cell's cleanup runs
-    cleanup.handler(
-        {
-            "scope": "cell",
-            "outcome": "FAILED",
-            "run_id": run["run_id"],
-            "cell": cell,
-            "prepared": {},
-            "error": {
-                "Error": "States.ExceedToleratedFailureThreshold",
-                "Cause": "The specified tolerated failure threshold was exceeded",
-            },
-        },
+    _cleanup_failed_cell(
         context,
+        run,
+        cell,
+        {
+            "Error": "States.ExceedToleratedFailureThreshold",
+            "Cause": "The specified tolerated failure threshold was exceeded",
+        },
     )
     # then: the cell's reason names the slot and its own error
     item = cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")
@@ -342,17 +333,7 @@ def test_abort_event_terminates_the_run_and_marks_it_aborted(
     matrix = _seed000(network["ami"])
     run = _planned(context, matrix)
     cell = run["cells"][0]
-    launch.handler(
-        {
-            "mode": "slot",
-            "run_id": run["run_id"],
-            "cell_id": cell["cell_id"],
-            "slot_index": 0,
-            "storage": {},
-            "task_token": TOKEN,
-        },
-        context,
-    )
+    _launch_slot(context, run, cell, 0)
     event = {
         "source": "aws.states",
         "detail-type": "Step Functions Execution Status Change",
