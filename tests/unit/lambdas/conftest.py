@@ -131,6 +131,21 @@ def cloud(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Cloud:
 
 
 @pytest.fixture
+def workgroup(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An Athena workgroup writing results to the test bucket; the Lambdas' env points at it."""
+    name = f"wg-{cloud.table}"
+    cloud.client("athena").create_work_group(
+        Name=name,
+        Configuration={
+            "ResultConfiguration": {"OutputLocation": f"s3://{cloud.bucket}/athena-results/"}
+        },
+    )
+    monkeypatch.setenv("ATHENA_WORKGROUP", name)
+    monkeypatch.setenv("ATHENA_DATABASE", "iofleet")
+    return name
+
+
+@pytest.fixture
 def context() -> FakeLambdaContext:
     return FakeLambdaContext()
 

@@ -19,20 +19,6 @@ from lambdas.summarize import handler as summarize
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 
 
-@pytest.fixture
-def workgroup(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> str:
-    name = f"wg-{cloud.table}"
-    cloud.client("athena").create_work_group(
-        Name=name,
-        Configuration={
-            "ResultConfiguration": {"OutputLocation": f"s3://{cloud.bucket}/athena-results/"}
-        },
-    )
-    monkeypatch.setenv("ATHENA_WORKGROUP", name)
-    monkeypatch.setenv("ATHENA_DATABASE", "iofleet")
-    return name
-
-
 def test_views_resource_creates_every_view_and_answers_cloudformation(
     cloud: Cloud, workgroup: str
 ) -> None:

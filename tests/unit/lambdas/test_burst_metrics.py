@@ -32,20 +32,6 @@ def _hex(n: int) -> str:
 
 
 @pytest.fixture
-def workgroup(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> str:
-    name = f"wg-{cloud.table}"
-    cloud.client("athena").create_work_group(
-        Name=name,
-        Configuration={
-            "ResultConfiguration": {"OutputLocation": f"s3://{cloud.bucket}/athena-results/"}
-        },
-    )
-    monkeypatch.setenv("ATHENA_WORKGROUP", name)
-    monkeypatch.setenv("ATHENA_DATABASE", "iofleet")
-    return name
-
-
-@pytest.fixture
 def run(cloud: Cloud, context: FakeLambdaContext) -> dict[str, Any]:
     """A planned run: cells on gp2, gp3 and a bursting EFS created for the run."""
     matrix = {
