@@ -13,7 +13,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iofleet.errors import UsageError, ValidationFailed
+from iofleet.errors import (
+    EXIT_BUSY,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    EnvironmentProblem,
+    OutputBusy,
+    UsageError,
+    ValidationFailed,
+)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -141,13 +151,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationFailed as exc:
         for line in exc.lines():
             print(line, file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except UsageError as exc:
         print(f"iofleet: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except EnvironmentProblem as exc:
+        print(f"iofleet: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except OutputBusy as exc:
+        print(f"iofleet: {exc}", file=sys.stderr)
+        return EXIT_BUSY
     except KeyboardInterrupt:
         print("iofleet: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback by default
@@ -163,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(set IOFLEET_DEBUG=1 for a traceback)",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -26,3 +26,21 @@ class ValidationFailed(Exception):
 
 class UsageError(Exception):
     """A bad command line or missing file; one line, exit 2."""
+
+
+# Exit statuses of the `iofleet` command (README "Exit status"). 2 means bad input, only.
+EXIT_OK = 0
+EXIT_FAILED = 1  # a slot or workload failed: partial results kept and reported
+EXIT_USAGE = 2  # bad input: matrix, command line, payload, a file given to parse
+EXIT_ENVIRONMENT = 3  # the machine, not the input: --out not writable or full, a tool missing
+EXIT_BUSY = 4  # --out is in use by another run
+EXIT_INTERNAL = 70  # a bug in iofleet (EX_SOFTWARE); IOFLEET_DEBUG=1 shows the traceback
+EXIT_INTERRUPTED = 130  # SIGINT / SIGTERM / SIGHUP
+
+
+class EnvironmentProblem(Exception):
+    """The machine cannot do what was asked (disk full, permission, tool missing); exit 3."""
+
+
+class OutputBusy(Exception):
+    """The output directory is in use by another run; exit 4."""
