@@ -19,7 +19,13 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 RUN_TOOLS := fio ioping
 TEST_TOOLS := $(RUN_TOOLS) shellcheck mkfs.xfs:xfsprogs
 
-bootstrap: $(STAMP) tools
+# npm tools from the committed lockfile: the pinned CDK CLI (`npx cdk ...`) and
+# asl-validator for the infra gates
+NODE_STAMP := node_modules/.package-lock.json
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+bootstrap: $(STAMP) tools $(NODE_STAMP)
 
 tools:
 	@scripts/ensure-tools.sh $(RUN_TOOLS)
@@ -33,11 +39,6 @@ demo: bootstrap
 lint: $(STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
-
-# npm dev tools (asl-validator) for the infra gates, from the committed lockfile
-NODE_STAMP := node_modules/.package-lock.json
-$(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
 
 test: bootstrap test-tools $(NODE_STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
