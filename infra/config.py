@@ -18,6 +18,7 @@ KEYS = (
     "stack_name",
     "powertools_layer_version",
     "projection_start",
+    "ingest_concurrency",
 )
 
 
@@ -35,6 +36,7 @@ class DeployConfig:
     alarm_email: str | None = None
     powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
     projection_start: str = "2024-01-01"  # first `dt` day Athena's partition projection lists
+    ingest_concurrency: int = 10  # reserved concurrency of the ingest Lambda = SQS max concurrency
 
     @property
     def quicksight_enabled(self) -> bool:
@@ -85,6 +87,7 @@ class DeployConfig:
         integer("results_retention_days", 1, 3650)
         integer("max_instances_per_run", 1, 5000)
         integer("powertools_layer_version", 1, 10000)
+        integer("ingest_concurrency", 2, 1000)  # SQS event sources take 2..1000
         if problems:
             raise ConfigError("\n".join(problems))
         return cls(**values)

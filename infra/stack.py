@@ -68,6 +68,7 @@ class IofleetStack(Stack):
             table=self.storage.table,
             staging_root=staging_root,
             layer_version=layer,
+            concurrency=config.ingest_concurrency,
         )
         self.alarms = Alarms(
             self,

@@ -32,6 +32,7 @@ class IofleetFunction(Construct):
         timeout: Duration | None = None,
         memory_size: int = 512,
         description: str = "",
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.log_group = logs.LogGroup(
@@ -76,6 +77,7 @@ class IofleetFunction(Construct):
             environment=env,
             timeout=timeout or Duration.seconds(60),
             memory_size=memory_size,
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             description=description or f"iofleet {name}",
         )

@@ -28,6 +28,7 @@ class Ingest(Construct):
         table: dynamodb.ITableV2,
         staging_root: Path,
         layer_version: int,
+        concurrency: int,
     ) -> None:
         super().__init__(scope, id)
         self.dlq = sqs.Queue(
@@ -70,6 +71,8 @@ class Ingest(Construct):
             timeout=Duration.minutes(1),
             memory_size=1024,
             description="iofleet: raw artifacts -> curated JSON lines + slot summaries",
+            # a burst of thousands of raw objects must not take the account's Lambda concurrency
+            reserved_concurrency=concurrency,
         )
         self.function.fn.add_event_source(
             sources.SqsEventSource(
@@ -77,6 +80,7 @@ class Ingest(Construct):
                 batch_size=10,
                 max_batching_window=Duration.seconds(5),
                 report_batch_item_failures=True,
+                max_concurrency=concurrency,  # no more pollers than reserved instances
             )
         )
         role = self.function.role

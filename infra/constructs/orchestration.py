@@ -328,7 +328,11 @@ class Orchestration(Construct):
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
-        common_env = {"RESULTS_BUCKET": bucket.bucket_name, "STATE_TABLE": table.table_name}
+        common_env = {
+            "RESULTS_BUCKET": bucket.bucket_name,
+            "STATE_TABLE": table.table_name,
+            keys.STACK_ENV: stack.stack_name,  # the iofleet:stack tag on what this stack creates
+        }
 
         def fn(
             name: str, description: str, timeout: Duration | None = None, **env: str
@@ -485,8 +489,10 @@ class Orchestration(Construct):
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(definition),
             tracing_enabled=True,
+            # every event, without execution data: state inputs, outputs and task parameters
+            # carry task tokens and whole matrices, which do not belong in CloudWatch Logs
             logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
             ),
             timeout=Duration.days(7),
             comment="iofleet: a benchmark matrix over an EC2 fleet",
@@ -515,6 +521,89 @@ class Orchestration(Construct):
             description="iofleet: hourly sweep of expired iofleet:* resources",
             schedule=events.Schedule.rate(Duration.hours(1)),
             targets=[targets.LambdaFunction(self.janitor.fn, retry_attempts=2)],
+        )
+
+    def _grant_run_instances(self, stack: Stack, fleet: Fleet) -> None:
+        """RunInstances only through this stack's launch template, into its subnets and
+        security group, for instances and volumes tagged with this stack; CreateTags only
+        as part of that RunInstances call."""
+        role = self.launch.role
+
+        def arn(resource: str, name: str, account: bool = True) -> str:
+            return stack.format_arn(
+                service="ec2",
+                resource=resource,
+                resource_name=name,
+                account=None if account else "",
+            )
+
+        template_arn = arn("launch-template", fleet.launch_template.launch_template_id or "")
+        from_template = {"ec2:LaunchTemplate": template_arn}
+        tag_keys = [
+            "Name",
+            keys.TAG_RUN,
+            keys.TAG_CELL,
+            keys.TAG_SLOT,
+            keys.TAG_EXPIRES,
+            keys.TAG_STACK,
+        ]
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="RunInstancesTaggedForThisStack",
+                actions=["ec2:RunInstances"],
+                resources=[arn("instance", "*"), arn("volume", "*")],
+                conditions={
+                    "ArnEquals": from_template,
+                    "StringEquals": {f"aws:RequestTag/{keys.TAG_STACK}": stack.stack_name},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": tag_keys},
+                },
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="RunInstancesWithThisStacksNetwork",
+                actions=["ec2:RunInstances"],
+                resources=[
+                    template_arn,
+                    arn("security-group", fleet.security_group.security_group_id),
+                    *(arn("subnet", s.subnet_id) for s in fleet.subnets.subnets),
+                    arn("network-interface", "*"),
+                    arn("image", "*", account=False),
+                ],
+                conditions={"ArnEquals": from_template},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="TagOnlyAtLaunch",
+                actions=["ec2:CreateTags"],
+                resources=[arn("instance", "*"), arn("volume", "*")],
+                conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+            )
+        )
+        for kind, why in (
+            (
+                "instance",
+                "instance ids exist only after RunInstances; the statement requires this stack's launch template and iofleet:stack request tag",
+            ),
+            (
+                "volume",
+                "volume ids exist only after RunInstances; the statement requires this stack's launch template and iofleet:stack request tag",
+            ),
+            (
+                "network-interface",
+                "the instance's network interface is created by RunInstances in this stack's subnets, through its launch template",
+            ),
+        ):
+            ack(
+                role,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:{kind}/*]",
+                why,
+            )
+        ack(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>::image/*]",
+            "the Ubuntu AMI id comes from Canonical's SSM parameter at launch time and changes with every release; launches are limited to this stack's launch template",
         )
 
     def _ack_state_machine(self) -> None:
@@ -601,13 +690,7 @@ class Orchestration(Construct):
             ["s3:GetObject", "s3:PutObject"],
             "plan in, instance payloads out",
         )
-        self.launch.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="RunInstances",
-                actions=["ec2:RunInstances", "ec2:CreateTags"],
-                resources=["*"],
-            )
-        )
+        self._grant_run_instances(stack, fleet)
         self.launch.role.add_to_policy(
             iam.PolicyStatement(
                 sid="PassInstanceRole", actions=["iam:PassRole"], resources=[fleet.role.role_arn]
@@ -625,15 +708,11 @@ class Orchestration(Construct):
 
         ack(
             self.launch.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "RunInstances touches instance, volume, network-interface and subnet ARNs created at launch; tags are applied in the same call",
-        )
-        ack(
-            self.launch.role,
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*]",
             "Canonical's public Ubuntu 24.04 AMI parameters, one per architecture (amd64, arm64)",
         )
         table.grant(self.cleanup.role, "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query")
+        own_tag = f"aws:ResourceTag/{keys.TAG_STACK}"
         for role in (self.cleanup.role, self.janitor.role):
             role.add_to_policy(
                 iam.PolicyStatement(
@@ -651,7 +730,7 @@ class Orchestration(Construct):
                     sid="TerminateIofleetInstances",
                     actions=["ec2:TerminateInstances"],
                     resources=["*"],
-                    conditions={"StringLike": {"aws:ResourceTag/iofleet:run-id": "*"}},
+                    conditions={"StringEquals": {own_tag: stack.stack_name}},
                 )
             )
             role.add_to_policy(
@@ -662,7 +741,7 @@ class Orchestration(Construct):
                         "elasticfilesystem:DeleteMountTarget",
                     ],
                     resources=["*"],
-                    conditions={"StringLike": {"aws:ResourceTag/iofleet:run-id": "*"}},
+                    conditions={"StringEquals": {own_tag: stack.stack_name}},
                 )
             )
 
@@ -670,7 +749,7 @@ class Orchestration(Construct):
             ack(
                 role,
                 "AwsSolutions-IAM5[Resource::*]",
-                "Describe calls support no resource-level permissions; Terminate/Delete are limited by the iofleet:run-id tag condition",
+                "Describe calls support no resource-level permissions; Terminate/Delete are limited to resources tagged with this stack's iofleet:stack",
             )
         table.grant(self.summarize.role, "dynamodb:UpdateItem", "dynamodb:Query")
         allow_objects(

@@ -35,7 +35,9 @@ class Storage(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
-            versioned=False,
+            # an overwritten or deleted raw object keeps its earlier version: nothing a
+            # retried or misbehaving writer does replaces a result silently
+            versioned=True,
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="results/",
             removal_policy=RemovalPolicy.RETAIN,
@@ -62,6 +64,10 @@ class Storage(Construct):
                 ),
                 s3.LifecycleRule(
                     id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
+                s3.LifecycleRule(
+                    id="noncurrent-versions",
+                    noncurrent_version_expiration=Duration.days(retention_days),
                 ),
             ],
         )

@@ -85,6 +85,7 @@ def shared_storage(
                 {"Key": keys.TAG_RUN, "Value": run_id},
                 {"Key": keys.TAG_CELL, "Value": cell_id},
                 {"Key": keys.TAG_EXPIRES, "Value": expires_at},
+                {"Key": keys.TAG_STACK, "Value": keys.stack_name()},
             ],
         }
         if args["ThroughputMode"] == "provisioned":

@@ -23,8 +23,10 @@ def _now() -> str:
 
 
 def tagged_instances(ec2: Any, filters: dict[str, str]) -> list[str]:
+    """Live instances of this stack carrying every tag in `filters`."""
     ids: list[str] = []
-    flt = [{"Name": f"tag:{k}", "Values": [v]} for k, v in filters.items()]
+    wanted = {**filters, keys.TAG_STACK: keys.stack_name()}
+    flt = [{"Name": f"tag:{k}", "Values": [v]} for k, v in wanted.items()]
     flt.append({"Name": "instance-state-name", "Values": LIVE_STATES})
     for page in ec2.get_paginator("describe_instances").paginate(Filters=flt):
         for res in page["Reservations"]:
@@ -152,7 +154,7 @@ def cleanup_run(
     for page in efs.get_paginator("describe_file_systems").paginate():
         for fs in page["FileSystems"]:
             tags = {t["Key"]: t["Value"] for t in fs.get("Tags", [])}
-            if tags.get(keys.TAG_RUN) == run_id:
+            if tags.get(keys.TAG_RUN) == run_id and tags.get(keys.TAG_STACK) == keys.stack_name():
                 file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
     why = reason(error)
     if (

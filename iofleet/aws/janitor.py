@@ -1,4 +1,8 @@
-"""Janitor logic: terminate / delete anything tagged iofleet:* past its iofleet:expires-at."""
+"""Janitor logic: terminate / delete this stack's resources past their iofleet:expires-at.
+
+Only resources tagged with this stack's `iofleet:stack` are considered, and an expiry
+that cannot be read is "not mine": the janitor never deletes what it cannot vouch for.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,13 @@ from iofleet.aws.cleanup import LIVE_STATES, delete_file_system, terminate
 
 
 def expired(value: str | None, now: datetime) -> bool:
+    """True only for a readable expiry at or before `now`."""
     if not value:
         return False
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        return True  # an unreadable expiry on an iofleet resource: treat as expired
+        return False  # unreadable: not an expiry we wrote, so not ours to delete
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when <= now
@@ -27,6 +32,7 @@ def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[
             {"Name": "tag-key", "Values": [keys.TAG_EXPIRES]},
+            {"Name": f"tag:{keys.TAG_STACK}", "Values": [keys.stack_name()]},
             {"Name": "instance-state-name", "Values": LIVE_STATES},
         ]
     )
@@ -41,6 +47,7 @@ def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
     for page in efs.get_paginator("describe_file_systems").paginate():
         for fs in page["FileSystems"]:
             tags = {t["Key"]: t["Value"] for t in fs.get("Tags", [])}
-            if keys.TAG_RUN in tags and expired(tags.get(keys.TAG_EXPIRES), now):
+            mine = keys.TAG_RUN in tags and tags.get(keys.TAG_STACK) == keys.stack_name()
+            if mine and expired(tags.get(keys.TAG_EXPIRES), now):
                 file_systems[fs["FileSystemId"]] = delete_file_system(efs, fs["FileSystemId"])
     return {"terminated": doomed, "file_systems": file_systems}

@@ -5,6 +5,7 @@ Stdlib only (used by the agent wrapper on EC2 and by every Lambda).
 
 from __future__ import annotations
 
+import os
 import re
 
 RAW_PREFIX = "raw/"
@@ -17,6 +18,16 @@ TAG_RUN = "iofleet:run-id"
 TAG_CELL = "iofleet:cell"
 TAG_EXPIRES = "iofleet:expires-at"
 TAG_SLOT = "iofleet:slot"
+# which stack launched it: cleanup and the janitor touch only their own stack's resources,
+# and their IAM policies are conditioned on this tag (infra/constructs/orchestration.py)
+TAG_STACK = "iofleet:stack"
+STACK_ENV = "IOFLEET_STACK"
+DEFAULT_STACK = "IofleetStack"
+
+
+def stack_name() -> str:
+    """This deployment's stack name (the Lambdas' IOFLEET_STACK), the TAG_STACK value."""
+    return os.environ.get(STACK_ENV) or DEFAULT_STACK
 
 _STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})t\d{6}z?$", re.IGNORECASE)
 

@@ -120,6 +120,7 @@ def launch(
         {"Key": keys.TAG_CELL, "Value": cell_id},
         {"Key": keys.TAG_SLOT, "Value": name},
         {"Key": keys.TAG_EXPIRES, "Value": expiry},
+        {"Key": keys.TAG_STACK, "Value": keys.stack_name()},
     ]
     index = 0 if populate else int(event["slot_index"])
     out = ec2.run_instances(

@@ -423,3 +423,103 @@ def test_quicksight_when_a_principal_is_given(synth_quicksight: Synth) -> None:
     (ds,) = synth_quicksight.resources("AWS::QuickSight::DataSet").values()
     table = next(iter(ds["Properties"]["PhysicalTableMap"].values()))["RelationalTable"]
     assert (table["Schema"], table["Name"]) == ("iofleet", "cell_percentiles")
+
+
+# --- least privilege (issue 11, part 5) --------------------------------------------
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def test_run_instances_only_through_the_launch_template_with_this_stacks_tag(
+    synth: Synth,
+) -> None:
+    statements = _policy_statements(synth, "LaunchFnRole")
+    runs = [s for s in statements if "ec2:RunInstances" in _actions(s)]
+    assert runs, "the launch role must be able to run instances"
+    for s in runs:
+        # never on `*`, always tied to this stack's launch template
+        assert s["Resource"] != "*" and "*" not in (
+            s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+        )
+        assert "ec2:LaunchTemplate" in dump(s["Condition"]), s
+        assert "LaunchTemplate" in dump(s["Condition"]["ArnEquals"])
+    created = next(s for s in runs if ":instance/*" in dump(s["Resource"]))
+    assert ":volume/*" in dump(created["Resource"])
+    assert created["Condition"]["StringEquals"] == {
+        "aws:RequestTag/iofleet:stack": synth.stack.stack_name
+    }
+    assert "iofleet:run-id" in created["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]
+    network = next(s for s in runs if ":subnet/" in dump(s["Resource"]))
+    assert ":security-group/" in dump(network["Resource"])
+    assert ":subnet/*" not in dump(network["Resource"])
+
+
+def test_create_tags_only_inside_run_instances(synth: Synth) -> None:
+    statements = _policy_statements(synth, "LaunchFnRole")
+    tags = [s for s in statements if "ec2:CreateTags" in _actions(s)]
+    assert tags
+    for s in tags:
+        assert _actions(s) == ["ec2:CreateTags"]
+        assert s["Condition"] == {"StringEquals": {"ec2:CreateAction": "RunInstances"}}
+
+
+def test_cleanup_and_janitor_delete_only_this_stacks_resources(synth: Synth) -> None:
+    for fn in ("Cleanup", "Janitor"):
+        statements = _policy_statements(synth, f"{fn}FnRole")
+        destructive = [
+            s
+            for s in statements
+            if {"ec2:TerminateInstances", "elasticfilesystem:DeleteFileSystem"} & set(_actions(s))
+        ]
+        assert len(destructive) == 2, fn
+        for s in destructive:
+            assert s["Condition"] == {
+                "StringEquals": {"aws:ResourceTag/iofleet:stack": synth.stack.stack_name}
+            }
+
+
+def test_functions_know_their_stack_for_the_tag(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Description": "iofleet: terminate anything tagged iofleet:* past its expiry",
+            "Environment": {"Variables": Match.object_like({"IOFLEET_STACK": "IofleetStack"})},
+        },
+    )
+
+
+def test_state_machine_logs_carry_no_execution_data(template: Any) -> None:
+    # inputs, outputs and task parameters hold task tokens and matrices
+    template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {"LoggingConfiguration": Match.object_like({"IncludeExecutionData": False})},
+    )
+
+
+def test_ingest_has_reserved_concurrency_and_a_matching_sqs_cap(synth: Synth) -> None:
+    ingest = [
+        r
+        for r in synth.resources("AWS::Lambda::Function").values()
+        if "raw artifacts" in r["Properties"].get("Description", "")
+    ]
+    assert len(ingest) == 1
+    reserved = ingest[0]["Properties"]["ReservedConcurrentExecutions"]
+    assert reserved == 10
+    (mapping,) = synth.resources("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": reserved}
+
+
+def test_results_bucket_keeps_replaced_objects(synth: Synth) -> None:
+    results = [
+        r
+        for r in synth.resources("AWS::S3::Bucket").values()
+        if "LoggingConfiguration" in r["Properties"]
+    ]
+    assert len(results) == 1
+    props = results[0]["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    rules = props["LifecycleConfiguration"]["Rules"]
+    assert any("NoncurrentVersionExpiration" in r for r in rules)

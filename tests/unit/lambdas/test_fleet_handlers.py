@@ -348,6 +348,32 @@ def test_abort_event_terminates_the_run_and_marks_it_aborted(
     assert cloud.item(f"run#{run['run_id']}", "run")["status"]["S"] == "ABORTED"  # type: ignore[index]
 
 
+def test_run_cleanup_leaves_another_stacks_instance_with_the_same_run_id(
+    cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
+) -> None:
+    matrix = _seed000(network["ami"])
+    run = _planned(context, matrix)
+    _launch_slot(context, run, run["cells"][0], 0)
+    ec2 = cloud.client("ec2")
+    # given: a second deployment's instance that happens to carry the same run id
+    other_tags = [
+        {"Key": keys.TAG_RUN, "Value": run["run_id"]},
+        {"Key": keys.TAG_STACK, "Value": "SomeoneElsesStack"},
+    ]
+    other = ec2.run_instances(
+        ImageId=network["ami"],
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": other_tags}],
+    )["Instances"][0]["InstanceId"]
+    # when
+    out = cleanup.handler({"scope": "run", "run_id": run["run_id"], "outcome": "ABORTED"}, context)
+    # then: ours is gone, theirs still runs
+    assert out["terminated"] == 1
+    left = _instances(cloud, run["run_id"])
+    assert [i["InstanceId"] for i in left] == [other]
+
+
 def test_abort_of_an_execution_that_failed_in_plan_is_a_no_op(
     cloud: Cloud, context: FakeLambdaContext
 ) -> None:
@@ -361,16 +387,17 @@ def test_abort_of_an_execution_that_failed_in_plan_is_a_no_op(
     assert "skipped" in cleanup.handler(event, context)
 
 
-def test_janitor_terminates_only_expired_instances(
+def test_janitor_terminates_only_this_stacks_expired_instances(
     cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
 ) -> None:
     ec2 = cloud.client("ec2")
     now = datetime.now(UTC)
 
-    def start(expiry: datetime) -> str:
+    def start(expiry: str, stack: str = keys.stack_name()) -> str:
         tags = [
             {"Key": keys.TAG_RUN, "Value": f"janitor-{cloud.table}"},
-            {"Key": keys.TAG_EXPIRES, "Value": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            {"Key": keys.TAG_EXPIRES, "Value": expiry},
+            {"Key": keys.TAG_STACK, "Value": stack},
         ]
         out = ec2.run_instances(
             ImageId=network["ami"],
@@ -380,15 +407,27 @@ def test_janitor_terminates_only_expired_instances(
         )
         return str(out["Instances"][0]["InstanceId"])
 
-    old, fresh = start(now - timedelta(hours=1)), start(now + timedelta(hours=1))
+    def stamp(when: datetime) -> str:
+        return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    # given: one expired instance of ours, and four that are not ours to delete
+    old = start(stamp(now - timedelta(hours=1)))
+    fresh = start(stamp(now + timedelta(hours=1)))
+    unreadable = start("next tuesday")
+    other_stack = start(stamp(now - timedelta(hours=1)), stack="SomeoneElsesStack")
+    # when
     out = janitor.handler({}, context)
-    assert old in out["terminated"] and fresh not in out["terminated"]
+    # then: only ours, expired, is terminated; the others still run
+    assert out["terminated"] == [old]
     states = {
         i["InstanceId"]: i["State"]["Name"]
-        for r in ec2.describe_instances(InstanceIds=[old, fresh])["Reservations"]
+        for r in ec2.describe_instances(InstanceIds=[old, fresh, unreadable, other_stack])[
+            "Reservations"
+        ]
         for i in r["Instances"]
     }
-    assert states[fresh] == "running" and states[old] in ("shutting-down", "terminated")
+    assert states[old] in ("shutting-down", "terminated")
+    assert {states[i] for i in (fresh, unreadable, other_stack)} == {"running"}
 
 
 def test_barrier_counts_each_slot_once(cloud: Cloud) -> None:
