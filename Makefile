@@ -27,6 +27,13 @@ $(NODE_STAMP): package.json package-lock.json
 
 bootstrap: $(STAMP) tools $(NODE_STAMP)
 
+# the template security scanner, in a venv of its own (checkov pins many packages)
+SCAN_STAMP := .venv-scan/.installed-stamp
+$(SCAN_STAMP): requirements-scan.txt
+	@test -x .venv-scan/bin/python || $(PYTHON) -m venv .venv-scan
+	.venv-scan/bin/pip install -q -r requirements-scan.txt
+	@touch $@
+
 tools:
 	@scripts/ensure-tools.sh $(RUN_TOOLS)
 
@@ -40,7 +47,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
 
-test: bootstrap test-tools $(NODE_STAMP)
+test: bootstrap test-tools $(NODE_STAMP) $(SCAN_STAMP)
 	$(BIN)/ruff check iofleet lambdas infra tests bench scripts app.py
 	$(BIN)/mypy
 	$(BIN)/pytest tests/unit tests/integration
@@ -48,7 +55,7 @@ test: bootstrap test-tools $(NODE_STAMP)
 	$(BIN)/python scripts/engines/engines.py install
 	$(BIN)/pytest tests/cloud
 
-test-infra: $(STAMP) test-tools $(NODE_STAMP)
+test-infra: $(STAMP) test-tools $(NODE_STAMP) $(SCAN_STAMP)
 	$(BIN)/pytest tests/infra
 
 test-unit: $(STAMP)
@@ -71,4 +78,4 @@ bench: bootstrap
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf cdk.out node_modules demo-out .pytest_cache .ruff_cache .mypy_cache
+	rm -rf cdk.out node_modules demo-out .venv-scan .pytest_cache .ruff_cache .mypy_cache

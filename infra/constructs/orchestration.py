@@ -523,6 +523,81 @@ class Orchestration(Construct):
             targets=[targets.LambdaFunction(self.janitor.fn, retry_attempts=2)],
         )
 
+    def _grant_shared_storage(self, stack: Stack, fleet: Fleet) -> None:
+        """EFS file systems created only with this stack's tag, mount targets only on them,
+        their network interfaces only in this stack's subnets and storage security group."""
+        role = self.prepare.role
+        file_systems = stack.format_arn(
+            service="elasticfilesystem", resource="file-system", resource_name="*"
+        )
+        own = {"StringEquals": {f"aws:ResourceTag/{keys.TAG_STACK}": stack.stack_name}}
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DescribeSharedStorage",
+                actions=[
+                    "elasticfilesystem:DescribeFileSystems",
+                    "elasticfilesystem:DescribeMountTargets",
+                    "fsx:DescribeFileSystems",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeNetworkInterfaces",
+                ],
+                resources=["*"],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CreateFileSystemTaggedForThisStack",
+                actions=["elasticfilesystem:CreateFileSystem", "elasticfilesystem:TagResource"],
+                resources=[file_systems],
+                conditions={"StringEquals": {f"aws:RequestTag/{keys.TAG_STACK}": stack.stack_name}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="MountTargetsOnThisStacksFileSystems",
+                actions=["elasticfilesystem:CreateMountTarget"],
+                resources=[file_systems],
+                conditions=own,
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="MountTargetNetworkInterfaces",
+                actions=["ec2:CreateNetworkInterface"],
+                resources=[
+                    *(
+                        stack.format_arn(
+                            service="ec2", resource="subnet", resource_name=s.subnet_id
+                        )
+                        for s in fleet.subnets.subnets
+                    ),
+                    stack.format_arn(
+                        service="ec2",
+                        resource="security-group",
+                        resource_name=fleet.storage_security_group.security_group_id,
+                    ),
+                    stack.format_arn(
+                        service="ec2", resource="network-interface", resource_name="*"
+                    ),
+                ],
+            )
+        )
+        ack(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "EFS, FSx and EC2 Describe calls support no resource-level permissions",
+        )
+        ack(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:elasticfilesystem:<AWS::Region>:<AWS::AccountId>:file-system/*]",
+            "file system ids exist only after CreateFileSystem; creation requires this stack's iofleet:stack request tag and mount targets its resource tag",
+        )
+        ack(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*]",
+            "a mount target's network interface is created by CreateMountTarget, only in this stack's subnets and storage security group",
+        )
+
     def _grant_run_instances(self, stack: Stack, fleet: Fleet) -> None:
         """RunInstances only through this stack's launch template, into its subnets and
         security group, for instances and volumes tagged with this stack; CreateTags only
@@ -659,29 +734,7 @@ class Orchestration(Construct):
             ["s3:GetObject"],
             "reads the plan manifest",
         )
-        self.prepare.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="SharedStorage",
-                actions=[
-                    "elasticfilesystem:CreateFileSystem",
-                    "elasticfilesystem:CreateMountTarget",
-                    "elasticfilesystem:DescribeFileSystems",
-                    "elasticfilesystem:DescribeMountTargets",
-                    "elasticfilesystem:TagResource",
-                    "fsx:DescribeFileSystems",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:CreateNetworkInterface",
-                ],
-                resources=["*"],
-            )
-        )
-
-        ack(
-            self.prepare.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "EFS CreateFileSystem/Describe*, FSx Describe and EC2 Describe/CreateNetworkInterface for mount targets take no resource ARN before the file system exists",
-        )
+        self._grant_shared_storage(stack, fleet)
         table.grant(self.launch.role, "dynamodb:PutItem")
         allow_objects(
             self.launch.role,
