@@ -621,12 +621,20 @@ def _finish(
     report_format: str,
     progress: Progress,
 ) -> int:
-    from iofleet.report.cli import report_command
+    import duckdb
+
+    from iofleet.report.cli import MACHINE_ERRORS, report_command
     from iofleet.warehouse import Warehouse
 
     warehouse_path = out_dir / "warehouse.duckdb"
-    with Warehouse(warehouse_path) as wh:
-        stats = wh.ingest_dir(raw_root)
+    try:
+        with Warehouse(warehouse_path) as wh:
+            stats = wh.ingest_dir(raw_root)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
+            raise EnvironmentProblem(f"{warehouse_path}: {first}") from None
+        raise
     progress.done(f"ingested into {warehouse_path}: {stats}")
     html = out_dir / "report.html"
     rc = report_command(warehouse_path, run_id=run_id, fmt=report_format, html=str(html))
