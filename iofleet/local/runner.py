@@ -10,7 +10,6 @@ Athena, a file barrier instead of DynamoDB.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import json
@@ -27,12 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from iofleet.agent.reaper import agent_death, die_with_parent, kill_orphans, set_subreaper
+from iofleet.agent.reaper import record_dead_agent as _record
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 
 BARRIER_TIMEOUT_S = 600
 LOCK_NAME = ".iofleet.lock"
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 # errors of the machine, not of the input: exit 3 (EnvironmentProblem)
 _ENVIRONMENT_ERRNOS = {
     errno.ENOSPC,
@@ -140,25 +139,6 @@ def _agent_command(payload_path: Path) -> list[str]:
     return [sys.executable, "-m", "iofleet.cli", "agent", "--slot", str(payload_path)]
 
 
-def _prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-def _die_with_runner(runner_pid: int) -> Any:
-    """preexec_fn of an agent: SIGTERM when the runner dies (by any signal, SIGKILL too),
-    which stops the agent the way Ctrl-C does: it kills its workload and writes slot.json."""
-
-    def setup() -> None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != runner_pid:  # the runner died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return setup
-
-
 def _start(slot: SlotProcess, cwd: Path, keep_fds: tuple[int, ...] = ()) -> None:
     slot.log_path.parent.mkdir(parents=True, exist_ok=True)
     with slot.log_path.open("wb") as log:
@@ -168,7 +148,7 @@ def _start(slot: SlotProcess, cwd: Path, keep_fds: tuple[int, ...] = ()) -> None
             stderr=subprocess.STDOUT,
             cwd=cwd,
             start_new_session=True,  # own process group: we can stop it cleanly
-            preexec_fn=_die_with_runner(os.getpid()),  # noqa: PLW1509 - single-threaded runner
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - single-threaded runner
             pass_fds=keep_fds,  # the --out lock: held until the last agent has exited
         )
 
@@ -192,107 +172,16 @@ def _stop_all(slots: list[SlotProcess]) -> None:
                 slot.proc.wait()
 
 
-def kill_orphans(keep: set[int]) -> int:
-    """SIGKILL every process below us that is not a live agent in `keep` or below one.
-
-    The runner is a child subreaper: when an agent dies, its workload guardian (and
-    anything that escaped it) is reparented to us, not to init. Returns how many were
-    killed. Only Popen-less orphans are reaped here; agents are waited for by Popen.
-    """
-    from iofleet.agent.guard import descendants
-
-    me = os.getpid()
-    killed = 0
-    for _ in range(200):
-        protected: set[int] = set()
-        for pid in keep:
-            protected.add(pid)
-            protected.update(descendants(pid))
-        orphans = [p for p in descendants(me) if p not in protected]
-        _reap_orphans(keep)
-        if not orphans:
-            return killed
-        for pid in orphans:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-        time.sleep(0.01)  # let the kernel finish the deaths before the next pass
-    return killed
-
-
-def _reap_orphans(keep: set[int]) -> None:
-    """waitpid the zombie children that are not agents (Popen waits for those)."""
-    me = str(os.getpid())
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in keep:
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
-        except OSError:
-            continue
-        rest = stat[stat.rindex(b")") + 2 :].split()
-        if rest[1].decode() == me and rest[0] in (b"Z", b"X"):
-            try:
-                os.waitpid(int(entry), os.WNOHANG)
-            except ChildProcessError:
-                pass
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
 def record_dead_agent(slot: SlotProcess, run_id: str, target: Path, why: str) -> bool:
-    """An agent that exited without writing slot.json: write it for the agent (FAILED,
-    with the reason) and remove the slot's leftover files in the target. True if written."""
-    from iofleet.agent.target import remove_workdir
-
-    record = slot.raw_dir / "slot.json"
-    if record.exists():
-        return False
-    started_at = None
-    try:
-        manifest = json.loads((slot.raw_dir / "manifest.json").read_text(encoding="utf-8"))
-        started_at = manifest.get("started_at") if isinstance(manifest, dict) else None
-    except (OSError, ValueError):
-        pass
-    cleanup_problem = remove_workdir(target, run_id, slot.cell_id, f"slot-{slot.slot_index:04d}")
-    artifacts = (
-        sorted(p.name for p in slot.raw_dir.iterdir() if p.name.startswith("w"))
-        if slot.raw_dir.is_dir()
-        else []
+    return _record(
+        slot.raw_dir,
+        run_id=run_id,
+        cell_id=slot.cell_id,
+        slot_index=slot.slot_index,
+        why=why,
+        exit_code=slot.exit_code,
+        target=target,
     )
-    code = slot.exit_code
-    _write_json(
-        record,
-        {
-            "version": 1,
-            "run_id": run_id,
-            "cell_id": slot.cell_id,
-            "slot_index": slot.slot_index,
-            "status": "FAILED",
-            "exit_code": (128 - code) if code is not None and code < 0 else code,
-            "error": why,
-            "started_at": started_at,
-            "finished_at": iso(utc_now()),
-            "recorded_by": "runner",
-            "artifacts_kept": artifacts,
-            "cleanup_problem": cleanup_problem,
-            "workloads": [],
-        },
-    )
-    return True
-
-
-def _agent_death(code: int) -> str:
-    if code < 0:
-        return f"agent killed by {_signal_name(code)}"
-    return f"agent exited with status {code} without recording the slot"
 
 
 def _run_cell_slots(
@@ -516,7 +405,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
     )
 
     previous = _stop_signals_interrupt()
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # a dead agent's workload comes to us, not to init
+    set_subreaper(True)  # a dead agent's workload comes to us, not to init
     try:
         cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
         for cell in plan.cells:
@@ -529,7 +418,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
         summary.aborted = True
         progress.done("interrupted: stopped every slot; ingesting what was measured")
     finally:
-        _prctl(PR_SET_CHILD_SUBREAPER, 0)
+        set_subreaper(False)
         kill_orphans(set())
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -599,7 +488,7 @@ def _run_cell(
         if slot.exit_code == 0 or (slot.raw_dir / "slot.json").exists():
             return
         kill_orphans(live)  # its workload, before its files are removed from the target
-        why = _agent_death(slot.exit_code or 0)
+        why = agent_death(slot.exit_code or 0)
         record_dead_agent(slot, run_id, target, why)
         progress.done(f"{label}: slot {slot.slot_index}: {why}; recorded FAILED")
 

@@ -282,3 +282,45 @@ def test_sigkill_of_the_runner_stops_every_agent_and_the_next_run_reports_it(
     assert statuses == ["FAILED", "FAILED"]
     assert _scalar(out, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{old_run}'") == 4
     assert files_under(tmp_path / "target") == []
+
+
+# --- on EC2: the instance program outlives its agent and records it ------------------
+
+
+def test_instance_program_records_a_killed_agent_and_removes_its_files(tmp_path: Path) -> None:
+    # given the instance program (iofleet.aws.instance.run_interruptible) whose agent has
+    # measured ioping and is in an app with a background job and a setsid daemon
+    pids_dir, release = tmp_path / "pids", tmp_path / "release"
+    app = {"kind": "app", **_daemon_app(pids_dir, release)["app"]}
+    payload = json.loads(
+        _slot_payload(tmp_path, [{"kind": "ioping", "count": 3, "interval_ms": 0}, app]).read_text()
+    )
+    doc_file = tmp_path / "instance.json"
+    doc_file.write_text(json.dumps({"mode": "slot", "slot": payload}))
+    results = tmp_path / "results"
+    script = (
+        "import json, sys; from pathlib import Path; "
+        "from iofleet.aws.instance import run_interruptible; "
+        "sys.exit(run_interruptible(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])) & 255)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(doc_file), str(results)])
+    try:
+        wait_for(lambda: (pids_dir / "0" / "ready").exists(), 60, "the app's daemon")
+        agents = [p for p in pids_with_cmdline("--run-agent") if p in tree(proc.pid)]
+        assert len(agents) == 1
+        procs = tree(agents[0])
+        # when: the agent is killed with SIGKILL
+        os.kill(agents[0], signal.SIGKILL)
+        proc.wait(timeout=60)
+        # then: its whole tree is gone
+        wait_for(lambda: not alive(procs), 30, f"{sorted(alive(procs))} to die")
+    finally:
+        release.touch()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (-signal.SIGKILL) & 255
+    slot_dir = results / payload["run_id"] / payload["cell"]["cell_id"] / "slot-0000"
+    record = json.loads((slot_dir / "slot.json").read_text())
+    assert (record["status"], record["error"]) == ("FAILED", "agent killed by SIGKILL")
+    assert (slot_dir / "w00-ioping.json").exists()  # what it measured is uploaded
+    assert files_under(tmp_path / "target") == []
