@@ -71,9 +71,26 @@ def _reap_zombies(keep: set[int]) -> None:
                 pass
 
 
+def children() -> set[int]:
+    """Our live child processes now: pass them to `kill_orphans` as `keep` when taken
+    before starting agents, so that only what the agents left behind is killed (not,
+    say, a server the embedding program started)."""
+    me = os.getpid()
+    found = set()
+    for pid in descendants(me):
+        try:
+            data = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            continue
+        if int(data[data.rindex(b")") + 2 :].split()[1]) == me:
+            found.add(pid)
+    return found
+
+
 def kill_orphans(keep: set[int]) -> int:
-    """SIGKILL every process below us that is neither in `keep` (live agents) nor below
-    one of them, until none is left. Returns how many signals were sent."""
+    """SIGKILL every process below us that is neither in `keep` (live agents, children
+    that were there before the agents) nor below one of them, until none is left.
+    Returns how many signals were sent."""
     me = os.getpid()
     killed = 0
     for _ in range(200):

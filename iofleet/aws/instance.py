@@ -151,7 +151,7 @@ def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
     behind, removes the slot's files from a directory target and writes slot.json
     (FAILED, "agent killed by SIGKILL"). If this program dies, the agent gets SIGTERM.
     """
-    from iofleet.agent.reaper import kill_orphans, set_subreaper
+    from iofleet.agent.reaper import children, kill_orphans, set_subreaper
 
     stopping: list[int] = []
     child: list[subprocess.Popen[bytes]] = []
@@ -169,6 +169,7 @@ def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
         package_parent = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
         signal.signal(signal.SIGTERM, forward)
+        others = children()  # not ours to kill
         set_subreaper(True)
         try:
             proc = subprocess.Popen(  # noqa: S603 - this program, argv list
@@ -190,7 +191,7 @@ def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
             code = proc.wait()
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            kill_orphans(set())
+            kill_orphans(others)
             set_subreaper(False)
     if code != 0 and doc.get("mode", "slot") == "slot":
         _record_dead_agent(doc, results_root, code)

@@ -26,7 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from iofleet.agent.reaper import agent_death, die_with_parent, kill_orphans, set_subreaper
+from iofleet.agent.reaper import (
+    agent_death,
+    children,
+    die_with_parent,
+    kill_orphans,
+    set_subreaper,
+)
 from iofleet.agent.reaper import record_dead_agent as _record
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 
@@ -405,6 +411,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
     )
 
     previous = _stop_signals_interrupt()
+    others = children()  # not ours to kill
     set_subreaper(True)  # a dead agent's workload comes to us, not to init
     try:
         cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
@@ -412,14 +419,24 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
             summary.slots += cell.fleet_size
             burst = cell_docs[cell.cell_id].get("burst")
             _run_cell(
-                cell, plan, run_id, base, out_dir, raw_root, progress, summary, burst, (lock_fd,)
+                cell,
+                plan,
+                run_id,
+                base,
+                out_dir,
+                raw_root,
+                progress,
+                summary,
+                burst,
+                (lock_fd,),
+                others,
             )
     except KeyboardInterrupt:
         summary.aborted = True
         progress.done("interrupted: stopped every slot; ingesting what was measured")
     finally:
         set_subreaper(False)
-        kill_orphans(set())
+        kill_orphans(others)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -428,9 +445,19 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
     return _finish(out_dir, raw_root, run_id, summary, report_format, progress)
 
 
-def _run_cell(
-    cell, plan, run_id, base, out_dir, raw_root, progress, summary, burst=None, keep_fds=()
-) -> None:  # type: ignore[no-untyped-def]
+def _run_cell(  # type: ignore[no-untyped-def]
+    cell,
+    plan,
+    run_id,
+    base,
+    out_dir,
+    raw_root,
+    progress,
+    summary,
+    burst=None,
+    keep_fds=(),
+    others=frozenset(),
+) -> None:
     from iofleet.agent.slot import run_populate
     from iofleet.agent.target import remove_workdir
 
@@ -487,7 +514,7 @@ def _run_cell(
     def on_exit(slot: SlotProcess, live: set[int]) -> None:
         if slot.exit_code == 0 or (slot.raw_dir / "slot.json").exists():
             return
-        kill_orphans(live)  # its workload, before its files are removed from the target
+        kill_orphans(live | others)  # its workload, before its files leave the target
         why = agent_death(slot.exit_code or 0)
         record_dead_agent(slot, run_id, target, why)
         progress.done(f"{label}: slot {slot.slot_index}: {why}; recorded FAILED")
