@@ -233,8 +233,9 @@ def test_local_run_records_a_killed_agent_failed_and_leaves_nothing(
 # --- iofleet local: a dead runner takes its agents with it ---------------------------
 
 
+@pytest.mark.parametrize("agents_too", [False, True], ids=["runner", "runner-and-agents"])
 def test_sigkill_of_the_runner_stops_every_agent_and_the_next_run_reports_it(
-    tmp_path: Path,
+    tmp_path: Path, agents_too: bool
 ) -> None:
     # given a run whose 2 slots have measured ioping and are in a long fio
     matrix = _matrix(tmp_path, [IOPING, _long_fio(120)])
@@ -248,7 +249,14 @@ def test_sigkill_of_the_runner_stops_every_agent_and_the_next_run_reports_it(
         procs = wait_for(lambda: _fio_running(run.pid, 6), 60, "both slots' fio")
         assert isinstance(procs, dict)
         old_run = next((tmp_path / "out" / "raw").iterdir()).name
-        # when
+        # when: the runner is killed; in the second case its agents too, before either
+        # could write anything (the runner is stopped first so it cannot react)
+        if agents_too:
+            agents = [_agent_pid(tmp_path, 0), _agent_pid(tmp_path, 1)]
+            run.send_signal(signal.SIGSTOP)
+            for agent in agents:
+                os.kill(agent, signal.SIGKILL)
+            wait_for(lambda: not alive({a: procs[a] for a in agents}), 30, "the agents to die")
         run.kill()
         run.communicate(timeout=30)
         # then: no agent, guardian or fio of that run is left
@@ -273,15 +281,19 @@ def test_sigkill_of_the_runner_stops_every_agent_and_the_next_run_reports_it(
     assert nxt.returncode == 0, nxt.stderr
     lines = [line for line in nxt.stderr.splitlines() if old_run in line]
     assert len(lines) == 1, nxt.stderr
-    assert f"runner exited without finishing (pid {run.pid})" in lines[0]
+    gone = f"runner exited without finishing (pid {run.pid})"
+    assert gone in lines[0]
     out = tmp_path / "out"
     assert _scalar(out, f"SELECT status FROM runs WHERE run_id = '{old_run}'") == "ABORTED"
-    statuses = _scalar(
-        out, f"SELECT list(status ORDER BY slot_index) FROM slots WHERE run_id = '{old_run}'"
+    slots = _scalar(
+        out,
+        f"SELECT list((status, error) ORDER BY slot_index) FROM slots WHERE run_id = '{old_run}'",
     )
-    assert statuses == ["FAILED", "FAILED"]
+    why = f"agent did not finish: {gone}" if agents_too else "slot interrupted by a signal"
+    assert [tuple(r) for r in slots] == [("FAILED", why)] * 2
     assert _scalar(out, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{old_run}'") == 4
     assert files_under(tmp_path / "target") == []
+    assert list((tmp_path / "target").iterdir()) == []
 
 
 # --- on EC2: the instance program outlives its agent and records it ------------------
