@@ -1,8 +1,13 @@
-"""Run one child process in its own process group, with a deadline.
+"""Run one child process under a guardian, with a deadline.
 
 Output goes to temporary files outside the storage under test (so logging
 does not add I/O to the measurement, and a chatty build cannot fill memory).
-At the deadline the whole group gets SIGTERM, then SIGKILL after a grace.
+The child runs below `guard.py` (its own session): at the deadline, or when
+the agent is interrupted, the guardian gets SIGTERM and stops every process
+the child started (SIGTERM, then SIGKILL after a grace); when the agent dies
+by any signal, SIGKILL included, the kernel closes the agent's end of the
+guardian's life pipe and the guardian SIGKILLs them all. No workload process
+outlives its agent.
 
 Stdlib only.
 """
@@ -12,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -20,7 +26,9 @@ from pathlib import Path
 from typing import IO
 
 TAIL_CHARS = 4000
-KILL_GRACE_S = 5.0
+KILL_GRACE_S = 5.0  # the guardian's SIGTERM -> SIGKILL grace (guard.KILL_GRACE_S)
+GUARD = Path(__file__).with_name("guard.py")
+GUARD_EXEC_FAILED = "iofleet-guard: cannot run "  # guard.EXEC_FAILED
 
 
 @dataclass(frozen=True)
@@ -50,20 +58,20 @@ def _read(handle: IO[bytes], keep_all: bool) -> str:
     return text if keep_all else tail(text)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the guardian: it stops the child's whole tree, then exits."""
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.send_signal(signal.SIGTERM)
     except ProcessLookupError:
         pass
-    proc.wait()
+    try:
+        proc.wait(timeout=KILL_GRACE_S * 2)
+    except subprocess.TimeoutExpired:  # a stuck guardian: its group goes the hard way
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 def run_child(
@@ -77,45 +85,51 @@ def run_child(
     """Run argv until it exits or time.monotonic() reaches deadline."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        life_r, life_w = os.pipe()  # the agent keeps life_w (close-on-exec) until the end
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return ChildResult(
-                127,
-                "",
-                "",
-                False,
-                time.monotonic() - started,
-                error=f"cannot run {argv[0]}: {exc.strerror or exc}",
-            )
-        timed_out = False
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:
-            _kill_group(proc)
-            raise
-        else:
-            # stragglers left in the group (background jobs of a build script) go too
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+                proc = subprocess.Popen(  # noqa: S603 - our guardian, argv list
+                    [sys.executable, "-I", str(GUARD), str(life_r), "--", *argv],
+                    cwd=cwd,
+                    env=dict(env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                    pass_fds=(life_r,),
+                )
+            except OSError as exc:
+                return ChildResult(
+                    127,
+                    "",
+                    "",
+                    False,
+                    time.monotonic() - started,
+                    error=f"cannot run {argv[0]}: {exc.strerror or exc}",
+                )
+            finally:
+                os.close(life_r)
+            timed_out = False
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _stop(proc)
+            except BaseException:
+                _stop(proc)
+                raise
+        finally:
+            os.close(life_w)
         seconds = time.monotonic() - started
+        stderr_tail = _read(err, False)
+        error = None
+        if proc.returncode == 127 and stderr_tail.startswith(GUARD_EXEC_FAILED):
+            error = "cannot run " + stderr_tail[len(GUARD_EXEC_FAILED) :].strip()
         return ChildResult(
             proc.returncode,
             _read(out, keep_stdout),
-            _read(err, False),
+            stderr_tail,
             timed_out,
             seconds,
+            error=error,
         )

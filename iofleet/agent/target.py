@@ -1,8 +1,13 @@
 """Prepare the storage under test for one slot, and clean it up afterwards.
 
 Directory targets (a local path, an EFS or FSx mount point) get
-`<path>/iofleet-<cell_id>/<slot-NNNN | populate>` as the working directory and
-`<path>/iofleet-<cell_id>/shared` for IOFLEET_SHARED. Block targets are found
+`<path>/iofleet-<run_id>/<cell_id>/<slot-NNNN | populate>` as the working
+directory and `<path>/iofleet-<run_id>/<cell_id>/shared` for IOFLEET_SHARED:
+keyed by run id, so two runs on one path never share (or delete) a directory.
+Every directory below `<path>` is created and removed through directory file
+descriptors opened with O_NOFOLLOW: a symlink planted at any of those names (or
+inside the working directory) is refused or unlinked, never followed, so
+neither preparation nor cleanup writes or deletes outside `<path>`. Block targets are found
 by EBS volume id, checked by the device guard, then formatted and mounted (or
 used raw: fio and ioping on the device itself, no working directory there).
 
@@ -11,7 +16,10 @@ Stdlib only.
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +43,8 @@ class PreparedTarget:
     error: str | None = None
     _mounted: Path | None = field(default=None, repr=False)
     _own_workdir: bool = field(default=False, repr=False)
+    _cell_fd: int | None = field(default=None, repr=False)  # O_NOFOLLOW fd of the cell dir
+    _names: tuple[str, str, str] = field(default=("", "", ""), repr=False)  # run, cell, subdir
 
     def details(self) -> dict[str, object]:
         """The manifest's target fields."""
@@ -58,10 +68,109 @@ def _describe_mount(prepared: PreparedTarget, path: Path) -> None:
         prepared.mount_options = mount.options
 
 
-def _fresh_dir(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)  # a retried slot starts clean
-    path.mkdir(parents=True)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def run_dir_name(run_id: str) -> str:
+    return f"iofleet-{run_id}"
+
+
+def _open_child_dir(parent_fd: int, name: str, create: bool) -> int:
+    """Open `name` below parent_fd as a directory without following a symlink there."""
+    if create:
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(exc.errno, f"{name} is a symlink or not a directory") from None
+        raise
+
+
+def _open_cell_dir(root: Path, run_id: str, cell_id: str, create: bool) -> int:
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        run_fd = _open_child_dir(root_fd, run_dir_name(run_id), create)
+    finally:
+        os.close(root_fd)
+    try:
+        return _open_child_dir(run_fd, cell_id, create)
+    finally:
+        os.close(run_fd)
+
+
+def _remove_entry(parent_fd: int, name: str) -> None:
+    """Remove `name` below parent_fd: a directory tree (never following a symlink in it),
+    or a symlink / file itself (not what it points to)."""
+    try:
+        st = os.lstat(name, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=parent_fd)  # fd-based on Linux: symlinks are unlinked
+    else:
+        os.unlink(name, dir_fd=parent_fd)
+
+
+def _make_workdir(prepared: PreparedTarget, root: Path, payload: SlotPayload, subdir: str) -> None:
+    """Create a fresh `<root>/iofleet-<run>/<cell>/<subdir>` and `.../shared` (raises OSError)."""
+    cell_dir = root / run_dir_name(payload.run_id) / payload.cell_id
+    prepared.workdir = cell_dir / subdir
+    prepared.shared = cell_dir / "shared"
+    cell_fd = _open_cell_dir(root, payload.run_id, payload.cell_id, create=True)
+    try:
+        _remove_entry(cell_fd, subdir)  # a retried slot starts clean
+        os.mkdir(subdir, 0o755, dir_fd=cell_fd)
+        os.close(_open_child_dir(cell_fd, "shared", create=True))
+    except BaseException:
+        os.close(cell_fd)
+        raise
+    prepared._cell_fd = cell_fd
+    prepared._names = (payload.run_id, payload.cell_id, subdir)
+
+
+def remove_workdir(root: Path, run_id: str, cell_id: str, subdir: str) -> str | None:
+    """Remove `<root>/iofleet-<run_id>/<cell_id>/<subdir>` (and the cell and run
+    directories once empty) without following symlinks. Returns a problem, if any.
+    For the slot of an agent that died before its own cleanup."""
+    try:
+        cell_fd = _open_cell_dir(root, run_id, cell_id, create=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"could not remove {root / run_dir_name(run_id) / cell_id / subdir}: {exc.strerror}"
+    return _remove_workdir_at(cell_fd, root, run_id, cell_id, subdir)
+
+
+def _remove_workdir_at(
+    cell_fd: int, root: Path, run_id: str, cell_id: str, subdir: str
+) -> str | None:
+    problem = None
+    try:
+        _remove_entry(cell_fd, subdir)
+    except OSError as exc:
+        problem = f"could not remove {root / run_dir_name(run_id) / cell_id / subdir}: {exc.strerror or exc}"
+    finally:
+        os.close(cell_fd)
+    try:  # the cell dir, then the run dir, once nothing else is in them
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return problem
+    try:
+        run_fd = _open_child_dir(root_fd, run_dir_name(run_id), create=False)
+        try:
+            os.rmdir(cell_id, dir_fd=run_fd)
+        finally:
+            os.close(run_fd)
+        os.rmdir(run_dir_name(run_id), dir_fd=root_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(root_fd)
+    return problem
 
 
 def prepare_target(payload: SlotPayload, subdir: str) -> PreparedTarget:
@@ -70,17 +179,14 @@ def prepare_target(payload: SlotPayload, subdir: str) -> PreparedTarget:
     if spec.kind == "directory":
         assert spec.path is not None
         root = Path(spec.path)
-        prepared = PreparedTarget(
-            "directory", root, root / f"iofleet-{payload.cell_id}" / subdir, None
-        )
-        prepared.shared = root / f"iofleet-{payload.cell_id}" / "shared"
+        cell_dir = root / run_dir_name(payload.run_id) / payload.cell_id
+        prepared = PreparedTarget("directory", root, cell_dir / subdir, cell_dir / "shared")
         if not root.is_dir():
             prepared.error = f"target directory {root} does not exist"
             return prepared
         _describe_mount(prepared, root)
         try:
-            _fresh_dir(prepared.workdir)
-            prepared.shared.mkdir(parents=True, exist_ok=True)
+            _make_workdir(prepared, root, payload, subdir)
             prepared._own_workdir = True
         except OSError as exc:
             prepared.error = f"cannot create {prepared.workdir}: {exc.strerror or exc}"
@@ -114,12 +220,9 @@ def _prepare_block(payload: SlotPayload, subdir: str) -> PreparedTarget:
     shutil.rmtree(prepared.workdir, ignore_errors=True)
     root = done.mount_point
     prepared.root = root
-    prepared.workdir = root / f"iofleet-{payload.cell_id}" / subdir
-    prepared.shared = root / f"iofleet-{payload.cell_id}" / "shared"
     _describe_mount(prepared, root)
     try:
-        _fresh_dir(prepared.workdir)
-        prepared.shared.mkdir(parents=True, exist_ok=True)
+        _make_workdir(prepared, root, payload, subdir)
     except OSError as exc:
         prepared.error = f"cannot create {prepared.workdir}: {exc.strerror or exc}"
     return prepared
@@ -128,14 +231,14 @@ def _prepare_block(payload: SlotPayload, subdir: str) -> PreparedTarget:
 def cleanup_target(prepared: PreparedTarget) -> str | None:
     """Remove the slot's data files (and unmount what we mounted). Returns a problem, if any."""
     problem = None
-    if prepared._own_workdir and prepared.workdir.exists():
+    if prepared._cell_fd is not None:
+        assert prepared.root is not None
+        cell_fd, prepared._cell_fd = prepared._cell_fd, None
+        problem = _remove_workdir_at(cell_fd, prepared.root, *prepared._names)
+    elif prepared._own_workdir and prepared.workdir.exists():  # the temp cwd of a raw device
         shutil.rmtree(prepared.workdir, ignore_errors=True)
         if prepared.workdir.exists():
             problem = f"could not remove {prepared.workdir}"
-        try:
-            prepared.workdir.parent.rmdir()  # the cell dir, once nothing else is in it
-        except OSError:
-            pass
     if prepared._mounted is not None:
         try:
             devices.unmount(prepared._mounted)

@@ -127,21 +127,111 @@ def run_agent(doc: dict[str, Any], results_root: Path) -> int:
     return run_slot(slot)
 
 
-def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
+def run_in_process(doc: dict[str, Any], results_root: Path) -> int:
     """run_agent, stopped by SIGTERM the way Ctrl-C stops it (`sigterm_interrupts`), so
-    what was measured is still uploaded.
-
-    SIGTERM comes from the instance shutting down (TerminateInstances: the cell's
-    cleanup, the abort rule, the janitor) or from `timeout` at the slot's time limit.
-    After the run, SIGTERM stays ignored until exit: the upload that follows must not
-    be cut short by a second one (systemd and `timeout` may both send it); the OS's
-    final SIGKILL still ends everything.
-    """
+    what was measured is still written. The agent child of `run_interruptible`."""
     try:
         with sigterm_interrupts(after=signal.SIG_IGN):
             return run_agent(doc, results_root)
     except KeyboardInterrupt:  # before the agent's own handler was reached
         return EXIT_INTERRUPTED
+
+
+def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
+    """Run the agent in a child process and outlive it, so what was measured is uploaded
+    whatever happens to the agent.
+
+    SIGTERM comes from the instance shutting down (TerminateInstances: the cell's
+    cleanup, the abort rule, the janitor) or from `timeout` at the slot's time limit:
+    it is passed on to the agent once, which stops like Ctrl-C stops it and writes
+    slot.json. After that, SIGTERM stays ignored until exit: the upload that follows
+    must not be cut short by a second one (systemd and `timeout` may both send it); the
+    OS's final SIGKILL still ends everything. If the agent dies by any other signal
+    (SIGKILL, the OOM killer), this program, a child subreaper, kills what it left
+    behind, removes the slot's files from a directory target and writes slot.json
+    (FAILED, "agent killed by SIGKILL"). If this program dies, the agent gets SIGTERM.
+    """
+    from iofleet.agent.reaper import children, kill_orphans, set_subreaper
+
+    stopping: list[int] = []
+    child: list[subprocess.Popen[bytes]] = []
+
+    def forward(signum: int, frame: object) -> None:
+        if not stopping:
+            stopping.append(signum)
+            if child:
+                child[0].send_signal(signal.SIGTERM)
+
+    with tempfile.TemporaryDirectory(prefix="iofleet-doc-") as tmp:
+        doc_file = Path(tmp) / "instance.json"
+        doc_file.write_text(json.dumps(doc), encoding="utf-8")
+        env = dict(os.environ)
+        package_parent = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        signal.signal(signal.SIGTERM, forward)
+        others = children()  # not ours to kill
+        set_subreaper(True)
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - this program, argv list
+                [
+                    sys.executable,
+                    "-m",
+                    "iofleet.aws.instance",
+                    "--run-agent",
+                    str(doc_file),
+                    str(results_root),
+                    str(os.getpid()),
+                ],
+                env=env,
+                start_new_session=True,
+            )
+            child.append(proc)
+            if stopping:
+                proc.send_signal(signal.SIGTERM)
+            code = proc.wait()
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            kill_orphans(others)
+            set_subreaper(False)
+    if code != 0 and doc.get("mode", "slot") == "slot":
+        _record_dead_agent(doc, results_root, code)
+    return code
+
+
+def _record_dead_agent(doc: dict[str, Any], results_root: Path, code: int) -> None:
+    from iofleet.agent.reaper import agent_death, record_dead_agent
+
+    slot = doc.get("slot") or {}
+    try:
+        run_id, cell_id = str(slot["run_id"]), str(slot["cell"]["cell_id"])
+        index = int(slot["slot_index"])
+    except (KeyError, TypeError, ValueError):
+        return
+    target = slot.get("target") or {}
+    path = target.get("path") if target.get("kind") == "directory" else None
+    record_dead_agent(
+        results_root / run_id / cell_id / f"slot-{index:04d}",
+        run_id=run_id,
+        cell_id=cell_id,
+        slot_index=index,
+        why=agent_death(code),
+        exit_code=code,
+        target=Path(path) if path else None,
+    )
+
+
+def _run_agent_main(argv: list[str]) -> int:
+    """`python3 -m iofleet.aws.instance --run-agent DOC RESULTS PARENT_PID`: the agent
+    child. It gets SIGTERM when its parent dies (PR_SET_PDEATHSIG; set here rather than
+    in a preexec_fn because the parent has a heartbeat thread)."""
+    from iofleet.agent.reaper import PR_SET_PDEATHSIG, prctl
+
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_INTERRUPTED))
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(argv[2]):  # the parent died before prctl took effect
+        return EXIT_INTERRUPTED
+    doc = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    return run_in_process(doc, Path(argv[1]))
 
 
 def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -> int:
@@ -180,6 +270,11 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         return 1
     if code == 0:
         signals.success({"exit_code": 0, "objects": len(keys)})
+    elif code < 0:
+        from iofleet.agent.reaper import agent_death
+
+        signals.failure("AgentKilled", f"{agent_death(code)} ({len(keys)} raw objects kept)")
+        return 1
     elif code == EXIT_INTERRUPTED:
         signals.failure(
             "AgentInterrupted",
@@ -194,4 +289,6 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--run-agent"]:
+        sys.exit(_run_agent_main(sys.argv[2:]))
     sys.exit(main())

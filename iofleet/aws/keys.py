@@ -29,11 +29,13 @@ def stack_name() -> str:
     """This deployment's stack name (the Lambdas' IOFLEET_STACK), the TAG_STACK value."""
     return os.environ.get(STACK_ENV) or DEFAULT_STACK
 
-_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})t\d{6}z?$", re.IGNORECASE)
+# `<name>-<YYYYmmddtHHMMSSz>` (older ids) or `<name>-<stamp>-<hex>` (unique per run)
+_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})t\d{6}z?(?:-[0-9a-f]{1,16})?$", re.IGNORECASE)
 
 
 def run_date(run_id: str) -> str:
-    """The `dt` partition (YYYY-MM-DD) of a run, derived from the stamp ending its id.
+    """The `dt` partition (YYYY-MM-DD) of a run, derived from the stamp in its id
+    (at its end, or before the unique hex suffix).
 
     Derived from the id (not from the clock) so that re-ingesting a raw object
     always lands in the same curated key. Ids without a stamp go to 1970-01-01.

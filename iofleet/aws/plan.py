@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +24,22 @@ def run_stamp(started_at: str | None) -> str:
         except ValueError:
             pass
     return when.strftime("%Y%m%dt%H%M%Sz")
+
+
+def run_suffix(execution_arn: str | None) -> str:
+    """8 hex digits unique to this execution: a hash of its ARN (Step Functions keeps
+    execution names unique per state machine), so a retried Plan step gets the same run
+    id and two executions started in the same second get different ones. Without an
+    ARN (a direct invocation), random."""
+    if execution_arn:
+        return hashlib.sha256(execution_arn.encode()).hexdigest()[:8]
+    return secrets.token_hex(4)
+
+
+def new_run_id(matrix_name: str, started_at: str | None, execution_arn: str | None) -> str:
+    """`<matrix>-<YYYYmmddtHHMMSSz>-<8 hex>`; the `dt` partition comes from the stamp
+    (keys.run_date)."""
+    return f"{matrix_name}-{run_stamp(started_at)}-{run_suffix(execution_arn)}"
 
 
 def invalid(lines: list[str]) -> dict[str, Any]:
@@ -53,7 +71,7 @@ def plan_run(
                 f"deployment's max_instances_per_run of {max_instances}"
             ]
         )
-    run_id = f"{matrix.name}-{run_stamp(event.get('started_at'))}"
+    run_id = new_run_id(matrix.name, event.get("started_at"), event.get("execution_arn"))
     started_at = event.get("started_at") or datetime.now(UTC).isoformat()
     plan_doc = plan.to_dict()
     timeout_s = int(matrix.slot_timeout_s) + BOOT_MARGIN_S

@@ -10,20 +10,43 @@ Athena, a file barrier instead of DynamoDB.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from iofleet.errors import UsageError
+from iofleet.agent.reaper import (
+    agent_death,
+    children,
+    die_with_parent,
+    kill_orphans,
+    set_subreaper,
+)
+from iofleet.agent.reaper import record_dead_agent as _record
+from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 
 BARRIER_TIMEOUT_S = 600
+LOCK_NAME = ".iofleet.lock"
+# errors of the machine, not of the input: exit 3 (EnvironmentProblem)
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EIO,
+}
 
 
 @dataclass
@@ -68,7 +91,9 @@ def iso(ts: datetime) -> str:
 
 
 def new_run_id(name: str, now: datetime) -> str:
-    return f"{name}-{now.strftime('%Y%m%dt%H%M%Sz').lower()}"
+    """`<name>-<YYYYmmddtHHMMSSz>-<8 hex>`: the random part keeps runs started in the
+    same second apart (the `dt` partition comes from the stamp: aws.keys.run_date)."""
+    return f"{name}-{now.strftime('%Y%m%dt%H%M%Sz').lower()}-{secrets.token_hex(4)}"
 
 
 def resolve_local_path(raw: str, base: Path) -> Path:
@@ -120,7 +145,7 @@ def _agent_command(payload_path: Path) -> list[str]:
     return [sys.executable, "-m", "iofleet.cli", "agent", "--slot", str(payload_path)]
 
 
-def _start(slot: SlotProcess, cwd: Path) -> None:
+def _start(slot: SlotProcess, cwd: Path, keep_fds: tuple[int, ...] = ()) -> None:
     slot.log_path.parent.mkdir(parents=True, exist_ok=True)
     with slot.log_path.open("wb") as log:
         slot.proc = subprocess.Popen(  # noqa: S603 - our own agent, argv list
@@ -129,6 +154,8 @@ def _start(slot: SlotProcess, cwd: Path) -> None:
             stderr=subprocess.STDOUT,
             cwd=cwd,
             start_new_session=True,  # own process group: we can stop it cleanly
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - single-threaded runner
+            pass_fds=keep_fds,  # the --out lock: held until the last agent has exited
         )
 
 
@@ -151,11 +178,29 @@ def _stop_all(slots: list[SlotProcess]) -> None:
                 slot.proc.wait()
 
 
+def record_dead_agent(slot: SlotProcess, run_id: str, target: Path, why: str) -> bool:
+    return _record(
+        slot.raw_dir,
+        run_id=run_id,
+        cell_id=slot.cell_id,
+        slot_index=slot.slot_index,
+        why=why,
+        exit_code=slot.exit_code,
+        target=target,
+    )
+
+
 def _run_cell_slots(
-    slots: list[SlotProcess], cwd: Path, progress: Progress, label: str, cell_started: float
+    slots: list[SlotProcess],
+    cwd: Path,
+    progress: Progress,
+    label: str,
+    cell_started: float,
+    keep_fds: tuple[int, ...] = (),
+    on_exit: Any = None,
 ) -> None:
     for slot in slots:
-        _start(slot, cwd)
+        _start(slot, cwd, keep_fds)
     try:
         while True:
             running = 0
@@ -166,6 +211,10 @@ def _run_cell_slots(
                         slot.exit_code = slot.proc.wait(timeout=0.5 if running == 0 else 0)
                     except subprocess.TimeoutExpired:
                         running += 1
+                    else:
+                        if on_exit is not None:
+                            live = {s.proc.pid for s in slots if s.proc and s.exit_code is None}
+                            on_exit(slot, live)
             done_artifacts = sum(s.artifacts_done() for s in slots)
             total_artifacts = sum(s.workloads for s in slots)
             elapsed = time.monotonic() - cell_started
@@ -199,6 +248,101 @@ def _stop_signals_interrupt() -> dict[int, Any]:
     return previous
 
 
+@contextmanager
+def output_lock(out_dir: Path) -> Iterator[int]:
+    """Hold an exclusive flock on `OUT/.iofleet.lock` for the run (yields its fd).
+
+    A kernel lock: it goes when its last holder exits, however it exits, so a dead
+    runner never leaves a stale lock. The agents inherit the fd, so a runner killed
+    while they unwind keeps --out busy until they are gone. Raises OutputBusy.
+    """
+    lock_path = out_dir / LOCK_NAME
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise _environment(exc, lock_path) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            raise OutputBusy(
+                f"--out {out_dir}: in use by another run"
+                + (f" (iofleet local pid {holder})" if holder.isdigit() else "")
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _environment(exc: OSError, path: Path | str | None = None) -> Exception:
+    """An OSError of the machine (disk full, read-only, permission) as EnvironmentProblem."""
+    where = path if path is not None else (exc.filename or "--out")
+    if exc.errno in _ENVIRONMENT_ERRNOS:
+        return EnvironmentProblem(f"{where}: {exc.strerror or exc}")
+    return exc
+
+
+def _runner_gone(pid: object) -> str:
+    return f"runner exited without finishing (pid {pid})"
+
+
+def recover_interrupted(out_dir: Path, raw_root: Path) -> list[str]:
+    """Runs in this --out whose runner died (run.json still RUNNING; we hold the lock, so
+    no live runner owns them): mark them ABORTED with the reason, give every slot that
+    has no slot.json a FAILED record, remove their leftover files from the target.
+    Returns one line per run for the user; the next ingest loads what they measured."""
+    from iofleet.agent.target import remove_workdir
+
+    lines: list[str] = []
+    if not raw_root.is_dir():
+        return lines
+    for run_file in sorted(raw_root.glob("*/run.json")):
+        try:
+            doc = json.loads(run_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or doc.get("status") != "RUNNING":
+            continue
+        run_id = run_file.parent.name
+        reason = _runner_gone(doc.get("runner_pid", "unknown"))
+        failed = 0
+        targets: dict[str, Path] = {}
+        for payload_file in sorted((out_dir / "payloads" / run_id).glob("*/slot-*.json")):
+            cell_id, name = payload_file.parent.name, payload_file.stem
+            try:
+                payload = json.loads(payload_file.read_text(encoding="utf-8"))
+                target = Path(payload["target"]["path"])
+                index = int(name.split("-")[1])
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                continue
+            slot = SlotProcess(
+                cell_id, index, payload_file, Path(), run_file.parent / cell_id / name, 0
+            )
+            targets[cell_id] = target
+            if not slot.raw_dir.is_dir():
+                continue  # never started
+            if record_dead_agent(slot, run_id, target, f"agent did not finish: {reason}"):
+                failed += 1
+        for cell_id, target in targets.items():  # the cells' populate data
+            remove_workdir(target, run_id, cell_id, "shared")
+        latest = max((p.stat().st_mtime for p in run_file.parent.rglob("*")), default=None)
+        doc.update(
+            status="ABORTED",
+            error=reason,
+            finished_at=iso(datetime.fromtimestamp(latest, UTC)) if latest else None,
+        )
+        _write_json(run_file, doc)
+        lines.append(
+            f"iofleet: earlier run {run_id} was interrupted: {reason}; marked ABORTED"
+            + (f", {failed} unfinished slot(s) recorded FAILED" if failed else "")
+            + "; what it measured is ingested with this run"
+        )
+    return lines
+
+
 def run_local(
     matrix_path: Path,
     out_dir: Path,
@@ -209,22 +353,45 @@ def run_local(
     """Run every cell of the matrix here; returns the exit status.
 
     0 when every slot succeeded, 1 when some slot failed (partial results are
-    kept and reported), 130 when interrupted.
+    kept and reported), 130 when interrupted. Raises OutputBusy when another
+    run holds --out, EnvironmentProblem when --out cannot be written (full,
+    read-only).
     """
     from iofleet.matrix import build_plan, load_matrix_file
 
     base = (cwd or Path.cwd()).resolve()
     matrix = load_matrix_file(matrix_path)
     plan = build_plan(matrix, target="local")
-    plan_doc = plan.to_dict()
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
-    raw_root = out_dir / "raw"
-    started = utc_now()
-    run_id = new_run_id(matrix.name, started)
-    summary = RunSummary(run_id=run_id)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _environment(exc, f"--out {out_dir}") from None
+    with output_lock(out_dir) as lock_fd:
+        try:
+            return _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd)
+        except OSError as exc:
+            raise _environment(exc) from None
+
+
+def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> int:  # type: ignore[no-untyped-def]
     progress = Progress(sys.stderr, quiet)
+    raw_root = out_dir / "raw"
+    for line in recover_interrupted(out_dir, raw_root):
+        print(line, file=sys.stderr, flush=True)
+    plan_doc = plan.to_dict()
+    raw_root.mkdir(parents=True, exist_ok=True)
+    while True:  # the run's raw folder is created exclusively: its id is ours alone
+        started = utc_now()
+        run_id = new_run_id(matrix.name, started)
+        try:
+            (raw_root / run_id).mkdir()
+            break
+        except FileExistsError:
+            continue
+    summary = RunSummary(run_id=run_id)
     run_doc = {
         "run_id": run_id,
         "mode": "local",
@@ -233,6 +400,7 @@ def run_local(
         "started_at": iso(started),
         "finished_at": None,
         "status": "RUNNING",
+        "runner_pid": os.getpid(),
         "total_instances": plan.total_instances,
         "matrix": matrix.model_dump(mode="json", exclude_none=True),
         "plan": plan_doc,
@@ -243,16 +411,32 @@ def run_local(
     )
 
     previous = _stop_signals_interrupt()
+    others = children()  # not ours to kill
+    set_subreaper(True)  # a dead agent's workload comes to us, not to init
     try:
         cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
         for cell in plan.cells:
             summary.slots += cell.fleet_size
             burst = cell_docs[cell.cell_id].get("burst")
-            _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary, burst)
+            _run_cell(
+                cell,
+                plan,
+                run_id,
+                base,
+                out_dir,
+                raw_root,
+                progress,
+                summary,
+                burst,
+                (lock_fd,),
+                others,
+            )
     except KeyboardInterrupt:
         summary.aborted = True
         progress.done("interrupted: stopped every slot; ingesting what was measured")
     finally:
+        set_subreaper(False)
+        kill_orphans(others)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -261,8 +445,21 @@ def run_local(
     return _finish(out_dir, raw_root, run_id, summary, report_format, progress)
 
 
-def _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary, burst=None) -> None:  # type: ignore[no-untyped-def]
+def _run_cell(  # type: ignore[no-untyped-def]
+    cell,
+    plan,
+    run_id,
+    base,
+    out_dir,
+    raw_root,
+    progress,
+    summary,
+    burst=None,
+    keep_fds=(),
+    others=frozenset(),
+) -> None:
     from iofleet.agent.slot import run_populate
+    from iofleet.agent.target import remove_workdir
 
     target = resolve_local_path(cell.storage.path, base)
     target.mkdir(parents=True, exist_ok=True)
@@ -313,7 +510,17 @@ def _run_cell(cell, plan, run_id, base, out_dir, raw_root, progress, summary, bu
                 workloads=len(workloads),
             )
         )
-    _run_cell_slots(slots, base, progress, label, cell_started)
+
+    def on_exit(slot: SlotProcess, live: set[int]) -> None:
+        if slot.exit_code == 0 or (slot.raw_dir / "slot.json").exists():
+            return
+        kill_orphans(live | others)  # its workload, before its files leave the target
+        why = agent_death(slot.exit_code or 0)
+        record_dead_agent(slot, run_id, target, why)
+        progress.done(f"{label}: slot {slot.slot_index}: {why}; recorded FAILED")
+
+    _run_cell_slots(slots, base, progress, label, cell_started, keep_fds, on_exit)
+    remove_workdir(target, run_id, cell.cell_id, "shared")  # the cell's populate data
     bad = [s for s in slots if s.exit_code != 0]
     for s in bad:
         summary.failed.append(f"{cell.cell_id}/slot-{s.slot_index:04d}")
@@ -330,12 +537,20 @@ def _finish(
     report_format: str,
     progress: Progress,
 ) -> int:
-    from iofleet.report.cli import report_command
+    import duckdb
+
+    from iofleet.report.cli import MACHINE_ERRORS, report_command
     from iofleet.warehouse import Warehouse
 
     warehouse_path = out_dir / "warehouse.duckdb"
-    with Warehouse(warehouse_path) as wh:
-        stats = wh.ingest_dir(raw_root)
+    try:
+        with Warehouse(warehouse_path) as wh:
+            stats = wh.ingest_dir(raw_root)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
+            raise EnvironmentProblem(f"{warehouse_path}: {first}") from None
+        raise
     progress.done(f"ingested into {warehouse_path}: {stats}")
     html = out_dir / "report.html"
     rc = report_command(warehouse_path, run_id=run_id, fmt=report_format, html=str(html))

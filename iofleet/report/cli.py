@@ -5,10 +5,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from iofleet.errors import UsageError
+from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.report.model import ReportData
 
 FORMATS = ("table", "json", "csv")
+
+# strerror texts that mean the machine's problem (exit 3), not a bad argument
+MACHINE_ERRORS = (
+    "No space left on device",
+    "Disk quota exceeded",
+    "Read-only file system",
+    "Input/output error",
+)
 
 
 def load_report_data(wh: object, run_id: str) -> ReportData:
@@ -67,6 +75,8 @@ def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | No
         wh = Warehouse(path)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
+            raise EnvironmentProblem(f"--warehouse {path}: cannot open: {first}") from None
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
     with wh:
         known = wh.run_ids()
@@ -84,7 +94,10 @@ def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | No
         try:
             out.write_text(render_html(data), encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"--html {out}: cannot write: {exc.strerror or exc}") from None
+            problem = f"--html {out}: cannot write: {exc.strerror or exc}"
+            if exc.strerror in MACHINE_ERRORS:
+                raise EnvironmentProblem(problem) from None
+            raise UsageError(problem) from None
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0

@@ -126,7 +126,7 @@ def test_app_artifact_records_timing_and_environment(full_slot: tuple[Path, int]
     assert record["phase"] == "run"
     assert record["exit_code"] == 0
     assert f"slot=0 size=1 cell={CELL_ID}" in stdout
-    assert stdout.strip().endswith(f"iofleet-{CELL_ID}/slot-0000")
+    assert stdout.strip().endswith(f"iofleet-{RUN_ID}/{CELL_ID}/slot-0000")
 
 
 def test_manifest_describes_the_system_and_target(full_slot: tuple[Path, int]) -> None:
@@ -148,7 +148,7 @@ def test_manifest_describes_the_system_and_target(full_slot: tuple[Path, int]) -
 def test_slot_removes_its_data_files(full_slot: tuple[Path, int]) -> None:
     tmp_path, _ = full_slot
 
-    assert not (tmp_path / "target" / f"iofleet-{CELL_ID}" / "slot-0000").exists()
+    assert not (tmp_path / "target" / f"iofleet-{RUN_ID}" / CELL_ID / "slot-0000").exists()
 
 
 def test_bad_fio_param_fails_that_workload_and_the_next_still_runs(tmp_path: Path) -> None:

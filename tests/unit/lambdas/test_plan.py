@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
+from iofleet.aws import keys
 from lambdas.plan import handler as plan
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext, example
 
 STARTED = "2026-11-21T05:12:00.000Z"
+ARN = "arn:aws:states:us-east-1:123456789012:execution:sm:abc"
+ARN_HASH = hashlib.sha256(ARN.encode()).hexdigest()[:8]
 
 
 def _event(matrix: object) -> dict[str, object]:
     return {
         "matrix": matrix,
-        "execution_arn": "arn:aws:states:us-east-1:123456789012:execution:sm:abc",
+        "execution_arn": ARN,
         "execution_name": "abc",
         "started_at": STARTED,
     }
@@ -27,7 +31,7 @@ def test_valid_matrix_writes_plan_run_json_and_run_item(
     # given the seed 000 matrix (4 instance types, 1 storage, fleet size 1)
     out = plan.handler(_event(example("seed000-ebs-optimized-ceiling.json")), context)
     # then
-    run_id = "seed000-ebs-optimized-ceiling-20261121t051200z"
+    run_id = "seed000-ebs-optimized-ceiling-20261121t051200z-" + ARN_HASH
     assert out["valid"] is True and out["run_id"] == run_id
     assert [c["fleet_size"] for c in out["cells"]] == [1, 1, 1, 1]
     assert cloud.keys() == [f"control/{run_id}/plan.json", f"raw/{run_id}/run.json"]
@@ -72,3 +76,20 @@ def test_deployment_instance_cap_rejects_big_plans(
     out = plan.handler(_event(example("seed000-ebs-optimized-ceiling.json")), context)
     assert out["valid"] is False
     assert out["errors"][0].startswith("limits.max_instances: plan needs 4 instances")
+
+
+def test_executions_started_in_the_same_second_get_different_run_ids(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
+    # given two executions of one matrix that Step Functions started in the same second
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    first = plan.handler(_event(matrix), context)
+    other = dict(_event(matrix), execution_arn=ARN[:-3] + "def", execution_name="def")
+    second = plan.handler(other, context)
+    # then: two runs, each with its own raw run.json and plan, both in the same dt partition
+    assert first["run_id"] != second["run_id"]
+    for out in (first, second):
+        assert json.loads(cloud.text(f"raw/{out['run_id']}/run.json"))["run_id"] == out["run_id"]
+        assert keys.run_date(out["run_id"]) == "2026-11-21"
+    # and a retry of the first execution's Plan step lands on the same run id
+    assert plan.handler(_event(matrix), context)["run_id"] == first["run_id"]

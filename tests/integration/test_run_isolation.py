@@ -1,0 +1,241 @@
+"""Runs are isolated: unique ids, per-run workdirs, a locked --out, symlink-safe cleanup.
+
+Real `iofleet local` processes against one target directory; the outcome is read in
+the target (whose files exist, which were deleted) and in --out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from iofleet.agent.payload import parse_payload
+from iofleet.agent.target import cleanup_target, prepare_target
+from iofleet.aws.keys import run_date
+from iofleet.local.runner import new_run_id
+from tests.integration.proctable import files_under, wait_for
+
+IOPING = {"ioping": {"count": 3, "interval_ms": 0, "write": False}}
+
+
+def _matrix(tmp_path: Path, target: Path, workloads: list[dict], name: str = "iso") -> Path:
+    doc = {
+        "name": name,
+        "storage": [{"label": "disk", "type": "local", "path": str(target)}],
+        "workloads": workloads,
+        "parallelism": [1],
+    }
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _local(tmp_path: Path, matrix: Path, out: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", out, "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_run_ids_differ_within_one_second_and_keep_their_date() -> None:
+    now = datetime(2026, 11, 21, 5, 12, 0, tzinfo=UTC)
+    ids = {new_run_id("demo", now) for _ in range(1000)}
+    assert len(ids) == 1000
+    assert {run_date(i) for i in ids} == {"2026-11-21"}
+
+
+@pytest.mark.slow
+def test_two_runs_at_once_on_one_target_keep_their_own_files(tmp_path: Path) -> None:
+    # given one matrix whose app writes its own marker into its workdir, waits until the
+    # other run's app has written one too, then checks that its marker is still its own
+    target = tmp_path / "target"
+    script = (
+        'echo $$ > "$IOFLEET_WORKDIR/marker"; '
+        f"for i in $(seq 400); do [ $(ls {target}/iofleet-*/*/slot-*/marker | wc -l) -ge 2 ] "
+        "&& break; sleep 0.05; done; "
+        '[ "$(cat "$IOFLEET_WORKDIR/marker")" = "$$" ]'
+    )
+    matrix = _matrix(tmp_path, target, [IOPING, {"app": {"name": "marker", "run": script}}])
+    # when: two runs of it start together, each into its own --out
+    runs = [_local(tmp_path, matrix, out) for out in ("out1", "out2")]
+    results = [r.communicate(timeout=300) for r in runs]
+    # then: both succeed, with different run ids, and the target is left clean
+    assert [r.returncode for r in runs] == [0, 0], results
+    ids = [next((tmp_path / out / "raw").iterdir()).name for out in ("out1", "out2")]
+    assert ids[0] != ids[1]
+    for out, run_id in zip(("out1", "out2"), ids, strict=True):
+        con = duckdb.connect(str(tmp_path / out / "warehouse.duckdb"), read_only=True)
+        try:
+            rows = con.execute("SELECT run_id, status FROM slots").fetchall()
+        finally:
+            con.close()
+        assert rows == [(run_id, "SUCCEEDED")]
+    assert files_under(target) == []
+
+
+@pytest.mark.slow
+def test_a_second_run_into_a_busy_out_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    # given a run that is busy in a long fio
+    target = tmp_path / "target"
+    long_fio = {
+        "fio": "randwrite-16k-psync-16jobs",
+        "params": {"RUNTIME": 120, "SIZE": "4m", "NUM_JOBS": 1},
+    }
+    first = _local(tmp_path, _matrix(tmp_path, target, [IOPING, long_fio]), "out")
+    try:
+        wait_for(
+            lambda: list((tmp_path / "out" / "raw").glob("*/*/slot-*/w00-ioping.json")),
+            120,
+            "the first run's ioping",
+        )
+        before = sorted(str(p) for p in (tmp_path / "out").rglob("*"))
+        # when: a second run into the same --out
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iofleet.cli",
+                "local",
+                str(_matrix(tmp_path, target, [IOPING], "two")),
+                "--out",
+                "out",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        after = sorted(str(p) for p in (tmp_path / "out").rglob("*"))
+    finally:
+        first.terminate()
+        first.communicate(timeout=120)
+    # then: exit 4, one line, nothing created in --out
+    assert second.returncode == 4, second.stderr
+    assert second.stderr.strip().count("\n") == 0
+    assert "in use by another run" in second.stderr
+    assert f"pid {first.pid}" in second.stderr
+    assert after == before
+    assert first.returncode == 130
+
+
+# --- cleanup never follows a symlink out of the directory it owns --------------------
+
+RUN_ID = "iso-20261121t000000z-0123abcd"
+CELL_ID = "c000-disk-x1-r1"
+
+
+def _payload(target: Path) -> dict:
+    return {
+        "version": 1,
+        "run_id": RUN_ID,
+        "cell": {
+            "cell_id": CELL_ID,
+            "cell_index": 0,
+            "instance_type": "local",
+            "storage_label": "disk",
+            "storage_type": "local",
+            "storage_detail": str(target),
+            "fleet_size": 1,
+            "repeat": 1,
+        },
+        "slot_index": 0,
+        "target": {"kind": "directory", "path": str(target)},
+        "workloads": [{"kind": "ioping", "count": 1, "interval_ms": 0, "write": False}],
+        "barrier": {"kind": "none"},
+        "results": {"kind": "directory", "root": str(target.parent / "raw")},
+        "time_limit_s": 60,
+    }
+
+
+# where the symlink to the victim directory is planted (levels counted up from the slot's
+# workdir, whatever the layout: learnt from a first prepare), and when
+PLANTS = [
+    ("workdir", "workdir", "before"),
+    ("cell dir (workdir's parent)", "parent", "before"),
+    ("run dir (workdir's grandparent)", "grandparent", "before"),
+    ("shared dir", "shared", "before"),
+    ("inside the workdir", "inside", "during"),
+    ("workdir swapped for a symlink", "workdir", "during"),
+    ("cell dir swapped for a symlink", "parent", "during"),
+]
+
+
+def _plant_path(probe_workdir: Path, probe_shared: Path, level: str) -> Path:
+    return {
+        "workdir": probe_workdir,
+        "parent": probe_workdir.parent,
+        "grandparent": probe_workdir.parent.parent,
+        "shared": probe_shared,
+        "inside": probe_workdir / "data",
+    }[level]
+
+
+@pytest.mark.parametrize(("where", "level", "when"), PLANTS, ids=[p[0] for p in PLANTS])
+def test_a_planted_symlink_never_leads_prepare_or_cleanup_outside(
+    tmp_path: Path, where: str, level: str, when: str
+) -> None:
+    # given a victim directory outside the target, with a file and a slot-0000 subdir
+    victim = tmp_path / "victim"
+    (victim / "slot-0000").mkdir(parents=True)
+    (victim / "keep.txt").write_text("precious")
+    (victim / "slot-0000" / "keep.txt").write_text("precious")
+    snapshot = {p: (victim / p).read_bytes() for p in files_under(victim)}
+    target = tmp_path / "target"
+    target.mkdir()
+    spec = parse_payload(_payload(target))
+    probe = prepare_target(spec, "slot-0000")  # learn the layout, then start over
+    assert probe.error is None and probe.shared is not None
+    cleanup_target(probe)
+    planted = _plant_path(probe.workdir, probe.shared, level)
+    assert planted != target and target in planted.parents
+    if when == "before":
+        planted.parent.mkdir(parents=True, exist_ok=True)
+        if planted.exists():
+            os.rename(planted, tmp_path / "moved-away")
+        planted.symlink_to(victim, target_is_directory=True)
+    # when: a slot prepares its target, works in it, and cleans up
+    prepared = prepare_target(spec, "slot-0000")
+    if prepared.error is None:
+        (prepared.workdir / "fio.dat").write_text("slot data")
+    if when == "during":
+        if planted.exists() and not planted.is_symlink():
+            os.rename(planted, tmp_path / "moved-away")
+        planted.symlink_to(victim, target_is_directory=True)
+    cleanup_target(prepared)
+    # then: the victim is exactly as it was: nothing written there, nothing deleted
+    assert {p: (victim / p).read_bytes() for p in files_under(victim)} == snapshot
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt", "slot-0000"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_out_disk_exits_3_not_2(tmp_path: Path) -> None:
+    # given an --out on a 1 MiB tmpfs (the warehouse alone needs more)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(out)], check=True)
+    try:
+        matrix = _matrix(tmp_path, tmp_path / "target", [IOPING])
+        # when
+        result = subprocess.run(
+            [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        subprocess.run(["umount", str(out)], check=True)
+    # then: the machine's problem (3), said in one line, not "bad input" (2)
+    assert result.returncode == 3, result.stderr
+    assert "No space left on device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
