@@ -220,7 +220,8 @@ SKEW_HEADER = (
 )
 SKEW_NOTE = (
     "start skew = latest minus earliest instant the cell's slots passed the start barrier, "
-    "on their own clocks; skew bound = skew + 2 x the worst clock error the kernel reported"
+    "on their own clocks; skew bound = skew + 2 x the worst clock error the kernel reported "
+    "(the skew itself when every slot ran on one host: one clock)"
 )
 
 

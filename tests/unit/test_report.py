@@ -157,10 +157,14 @@ def test_a_file_that_is_not_a_warehouse_is_a_usage_error(tmp_path: Path) -> None
 def test_reports_show_each_cells_start_skew_from_the_slots_barrier_instants(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # given two slots released at one instant, passing it 0 and 1,250 us later,
-    # with kernel clock error bounds of 2 ms and 0.9 ms
+    # given two slots on two hosts released at one instant, passing it 0 and 1,250 us
+    # later, with kernel clock error bounds of 2 ms and 0.9 ms
     cell_dir = rawtree.write_run(tmp_path / "raw", RUN, slots=2) / rawtree.cell_doc()["cell_id"]
     for slot, (passed, max_error) in enumerate([("01.250000", 2000), ("01.251250", 900)]):
+        manifest = cell_dir / f"slot-{slot:04d}" / "manifest.json"
+        manifest.write_text(
+            json.dumps({**json.loads(manifest.read_text()), "hostname": f"h{slot}"})
+        )
         path = cell_dir / f"slot-{slot:04d}" / "slot.json"
         doc = json.loads(path.read_text())
         doc.update(

@@ -363,7 +363,7 @@ def test_view_sql_has_no_division_of_integer_columns() -> None:
 EPOCH = datetime(1970, 1, 1)
 BASE_US = 1_795_237_921_000_000  # 2026-11-21 05:12:01 UTC
 # per slot: (pass offset from the release in us or None: never passed, late us,
-#            clock synced, maxerror us, esterror us)
+#            clock synced, maxerror us, esterror us, host)
 skew_slots_st = st.lists(
     st.tuples(
         st.one_of(st.none(), st.integers(min_value=0, max_value=10**8)),
@@ -371,6 +371,7 @@ skew_slots_st = st.lists(
         st.booleans(),
         st.integers(min_value=0, max_value=16_000_000),
         st.integers(min_value=0, max_value=16_000_000),
+        st.sampled_from(["ip-10-0-0-1", "ip-10-0-0-2", "ip-10-0-0-3"]),
     ),
     min_size=1,
     max_size=12,
@@ -386,7 +387,7 @@ def _stamp(epoch_us: int) -> str:
 )
 @given(slots=skew_slots_st)
 def test_start_skew_is_latest_minus_earliest_pass_with_the_worst_clock_error(
-    wh: Warehouse, slots: list[tuple[int | None, int, bool, int, int]]
+    wh: Warehouse, slots: list[tuple[int | None, int, bool, int, int, str]]
 ) -> None:
     # given one cell whose slots passed the barrier at these offsets (or never)
     run_id = _new_run()
@@ -407,8 +408,9 @@ def test_start_skew_is_latest_minus_earliest_pass_with_the_worst_clock_error(
                 clock_synced=synced,
                 clock_max_error_us=maxerr,
                 clock_est_error_us=esterr,
+                hostname=host,
             )
-            for i, (offset, late, synced, maxerr, esterr) in enumerate(slots)
+            for i, (offset, late, synced, maxerr, esterr, host) in enumerate(slots)
         ],
     )
     # when
@@ -432,7 +434,10 @@ def test_start_skew_is_latest_minus_earliest_pass_with_the_worst_clock_error(
     assert row["clock_max_error_us"] == worst
     assert row["clock_est_error_us"] == max(s[4] for s in passed)
     assert row["slots_unsynced"] == sum(1 for s in passed if not s[2])
-    assert row["start_skew_bound_us"] == skew + 2 * worst
+    hosts = len({s[5] for s in passed})
+    assert row["hosts"] == hosts
+    # one host: one clock, its error cancels; several: each may be off by its maxerror
+    assert row["start_skew_bound_us"] == (skew if hosts == 1 else skew + 2 * worst)
 
 
 def test_start_skew_is_one_row_per_cell_with_hand_built_instants(wh: Warehouse) -> None:
@@ -453,6 +458,7 @@ def test_start_skew_is_one_row_per_cell_with_hand_built_instants(wh: Warehouse) 
             clock_synced=True,
             clock_max_error_us=e,
             clock_est_error_us=10,
+            hostname=f"ip-10-0-0-{i}",
         )
         for i, (d, e) in enumerate([(0, 900), (1250, 2100), (400, 1500)])
     ]
