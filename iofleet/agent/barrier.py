@@ -76,7 +76,10 @@ def iso_us(epoch_us: int | None) -> str | None:
     """'2026-11-23T15:04:05.123456Z' for microseconds since the epoch (None stays None)."""
     if epoch_us is None:
         return None
-    when = datetime.fromtimestamp(epoch_us // 1_000_000, tz=UTC)
+    try:
+        when = datetime.fromtimestamp(epoch_us // 1_000_000, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # beyond year 9999: say it in numbers
+        return f"{epoch_us} us after the epoch"
     return when.strftime("%Y-%m-%dT%H:%M:%S") + f".{epoch_us % 1_000_000:06d}Z"
 
 
@@ -135,7 +138,15 @@ class Barrier(ABC):
                 proposal = now_us() + round(self.margin_s * 1e6)
                 state = BarrierState(state.arrived, self.propose_release(proposal))
             if state.release_us is not None:
-                late = max(0, now_us() - state.release_us)
+                seen = now_us()
+                ahead_s = (state.release_us - seen) / 1e6
+                if ahead_s > max(limit - (time.monotonic() - started), self.margin_s):
+                    raise BarrierError(
+                        f"the release instant {iso_us(state.release_us)} is {ahead_s:.1f} s "
+                        "ahead of this slot's clock, beyond its barrier timeout "
+                        "(a clock far from the others', or a corrupt release record)"
+                    )
+                late = max(0, seen - state.release_us)
                 passed = sleep_until(state.release_us)
                 return BarrierResult(
                     True,
@@ -221,7 +232,8 @@ class FileBarrier(Barrier):
         except OSError as exc:
             raise BarrierError(f"cannot read {self.release_path}: {exc.strerror or exc}") from None
         first = text.split()[:1]
-        return int(first[0]) if first and first[0].isdigit() else None  # empty: being written
+        digits = first[0] if first else ""
+        return int(digits) if digits.isascii() and digits.isdigit() else None  # "": being written
 
     def state(self) -> BarrierState:
         release = self._release()

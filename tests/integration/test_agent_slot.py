@@ -300,6 +300,25 @@ def test_barrier_with_a_missing_party_times_out(tmp_path: Path) -> None:
     assert not (_slot_dir(tmp_path) / "w00-ioping.json").exists()
 
 
+def test_a_release_instant_beyond_the_barrier_timeout_fails_the_slot_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    # given a barrier whose release record is an hour ahead of this slot's clock
+    barrier = {"kind": "file", "dir": str(tmp_path / "barrier"), "parties": 1, "timeout_s": 60}
+    (tmp_path / "barrier").mkdir()
+    (tmp_path / "barrier" / "release").write_text(f"{time.time_ns() // 1000 + 3_600_000_000}\n")
+    # when
+    code = run_slot(_payload(tmp_path, [IOPING], barrier=barrier))
+    # then the slot says why in slot.json, and nothing ran
+    record = _slot_json(tmp_path)
+    assert code == 1
+    assert record["error"].startswith("start barrier: the release instant")
+    assert "ahead of this slot's clock" in record["error"]
+    assert record["barrier_passed_at"] is None
+    assert record["workloads"][0]["status"] == "SKIPPED"
+    assert not (_slot_dir(tmp_path) / "w00-ioping.json").exists()
+
+
 def test_cli_rejects_a_bad_payload_in_one_line(tmp_path: Path) -> None:
     slot_file = tmp_path / "slot.json"
     slot_file.write_text(json.dumps({"version": 1, "run_id": "x"}))

@@ -202,3 +202,39 @@ def test_sleep_until_never_returns_before_the_instant() -> None:
 def test_iso_us_keeps_every_microsecond() -> None:
     assert iso_us(1_795_446_029_000_001) == "2026-11-23T15:00:29.000001Z"
     assert iso_us(None) is None
+
+
+# --- probe sets (tests/data/probes/barrier/) ------------------------------------------
+
+PROBES = ROOT / "tests" / "data" / "probes" / "barrier"
+RELEASE_CASES = json.loads((PROBES / "release_records.json").read_text())["cases"]
+CONFIG_CASES = json.loads((PROBES / "configs.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", RELEASE_CASES, ids=[c["name"] for c in RELEASE_CASES])
+def test_release_record_probe(tmp_path: Path, case: dict) -> None:
+    # given the last party arriving at a barrier whose release record holds `content`
+    barrier = FileBarrier(tmp_path / "b", parties=2, timeout_s=30, slack_s=0.05)
+    barrier.announce(1)
+    at = now_us() + (case["instant_us"] or 0)
+    (tmp_path / "b" / "release").write_bytes(
+        case["content"].replace("{at}", str(at)).encode("utf-8")
+    )
+    # when / then
+    if case["outcome"] == "refused":
+        with pytest.raises(BarrierError, match=case["message"]):
+            barrier.wait(0)
+        return
+    result = barrier.wait(0)
+    assert result.passed and result.released_us is not None and result.passed_us is not None
+    assert result.passed_us >= result.released_us
+    assert (result.late_us > 0) is (case["outcome"] == "late")
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=[json.dumps(c["config"]) for c in CONFIG_CASES])
+def test_barrier_config_probe(case: dict) -> None:
+    if case["outcome"] == "refused":
+        with pytest.raises(BarrierError, match=case["message"]):
+            barrier_from_config(case["config"])
+    else:
+        assert type(barrier_from_config(case["config"])).__name__ == case["kind"]
