@@ -160,3 +160,18 @@ def test_clock_status_reports_the_kernels_sync_verdict_and_error_bounds() -> Non
         assert status["synced"] is False
     assert isinstance(status["max_error_us"], int) and isinstance(status["est_error_us"], int)
     assert status["max_error_us"] <= 16_000_000
+
+
+def test_clock_status_says_why_when_the_kernel_cannot_be_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given a seccomp filter refusing adjtimex (EPERM), as some container runtimes do
+    def refused() -> dict[str, int]:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("iofleet.agent.manifest.read_timex", refused)
+    # when
+    status = clock_status()
+    # then nothing is guessed
+    assert status["synced"] is None and status["max_error_us"] is None
+    assert status["error"] == "adjtimex: Operation not permitted"
