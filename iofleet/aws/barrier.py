@@ -11,13 +11,15 @@ The others read the item with strongly consistent reads at a fixed interval
 (the agent's `Barrier.wait`) and sleep until that instant.
 
 Read rate: the item lives on one partition, which serves at most 3,000 read
-units a second, and a strongly consistent read of the item (under 4 KB even
-with 1,000 arrivals) costs one. Waiting parties together read at most
-READS_PER_S = 1,000 times a second: the interval is max(0.1 s, parties / 1,000
-s), so 1 s for 1,000 parties (a margin of 2.25 s before the start), 0.1 s for
-up to 100. A barrier wait lasts as long as the fleet takes to boot (about a
-minute to a few minutes), so a 1,000-slot cell reads about 60,000 to 300,000
-units: 0.01 to 0.04 USD on demand at 0.125 USD per million read units.
+units a second, and a strongly consistent read costs one unit per 4 KB of the
+item (about 3 bytes per slot number in `arrived` plus under 512 bytes of the
+rest: one unit up to 1,194 slots). Waiting parties together spend at most
+READ_UNITS_PER_S = 1,000 units a second: the interval is max(0.1 s, parties x
+units per read / 1,000 s), so 1 s for 1,000 parties (a margin of 2.25 s before
+the start), 0.1 s for up to 100. A barrier wait lasts as long as the fleet
+takes to boot (about a minute to a few minutes), so a 1,000-slot cell reads
+about 60,000 to 300,000 units: 0.01 to 0.04 USD on demand at 0.125 USD per
+million read units.
 """
 
 from __future__ import annotations
@@ -28,14 +30,21 @@ from typing import Any
 from iofleet.agent.barrier import Barrier, BarrierError, BarrierState, register_barrier
 from iofleet.aws.keys import barrier_item_key
 
-READS_PER_S = 1000  # all waiting parties together; a third of one partition's read limit
+READ_UNITS_PER_S = 1000  # all waiting parties together; a third of a partition's limit
 MIN_POLL_S = 0.1
 SLACK_S = 0.25  # one GetItem with an SDK retry, on top of the poll interval
 
 
+def read_units(parties: int) -> int:
+    """Read units of one strongly consistent GetItem of a full barrier item (4 KB each),
+    rounded up: a slot number below 10,000 takes at most 3 bytes in a number set and the
+    rest of the item under 512 (DynamoDB Local charges 2 units from about 1,400 slots)."""
+    return -(-(512 + 3 * parties) // 4096)
+
+
 def poll_interval(parties: int) -> float:
     """The fixed poll interval for `parties` waiting slots (see the module doc)."""
-    return max(MIN_POLL_S, parties / READS_PER_S)
+    return max(MIN_POLL_S, parties * read_units(parties) / READ_UNITS_PER_S)
 
 
 def create_barrier(ddb: Any, table: str, run_id: str, cell_id: str, parties: int) -> None:

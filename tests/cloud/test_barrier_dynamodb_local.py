@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from iofleet.agent.barrier import BarrierError, BarrierResult
-from iofleet.aws import barrier
+from iofleet.aws import barrier, keys
 
 
 @pytest.fixture
@@ -67,3 +67,29 @@ def test_every_party_passes_at_the_one_instant_on_dynamodb_local(
     (released,) = {r.released_us for r in results}
     assert released is not None
     assert all(r.passed_us is not None and r.passed_us >= released for r in results)
+
+
+@pytest.mark.parametrize("parties", [1000, 1194, 1195, 3000, 5000])
+def test_a_consistent_read_of_a_full_barrier_costs_no_more_than_the_poll_assumes(
+    aws_client: Callable[[str], Any], state_table: str, parties: int
+) -> None:
+    # given a barrier item with every slot arrived and the release set (long ids)
+    ddb = aws_client("dynamodb")
+    run_id, cell_id = "seed004-app-build-fleet-20261123t150000z-a1b2c3", "c017-efs-x1200-r3"
+    key = {k: {"S": v} for k, v in keys.barrier_item_key(run_id, cell_id).items()}
+    barrier.create_barrier(ddb, state_table, run_id, cell_id, parties)
+    for start in range(0, parties, 500):
+        numbers = [str(i) for i in range(start, min(start + 500, parties))]
+        ddb.update_item(
+            TableName=state_table,
+            Key=key,
+            UpdateExpression="ADD arrived :s SET release_us = :r",
+            ExpressionAttributeValues={":s": {"NS": numbers}, ":r": {"N": "1795446029000000"}},
+        )
+    # when read as the agent reads it
+    out = ddb.get_item(
+        TableName=state_table, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
+    )
+    # then DynamoDB charges at most what poll_interval assumes, and not much less
+    charged = out["ConsumedCapacity"]["CapacityUnits"]
+    assert barrier.read_units(parties) - 1 <= charged <= barrier.read_units(parties)
