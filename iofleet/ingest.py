@@ -476,11 +476,16 @@ def _int(value: object) -> int | None:
 
 
 def _epoch_us(value: object) -> int | None:
-    """An ISO-8601 instant as exact microseconds since the Unix epoch, else None."""
-    stamp = _ts(value)
-    if stamp is None or isinstance(value, int | float):
+    """An ISO-8601 instant (a string, as the agent writes it) as exact microseconds since
+    the Unix epoch, else None."""
+    if not isinstance(value, str) or _ts(value) is None:
         return None
-    when = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):
+        return None
     return (when - datetime(1970, 1, 1)) // timedelta(microseconds=1)
 
 

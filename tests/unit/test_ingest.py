@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from iofleet.ingest import (
     BIN_BLOCK_COLUMNS,
     artifact_kind,
@@ -236,3 +238,29 @@ def test_a_slot_that_never_passed_the_barrier_has_no_instants() -> None:
 
     assert row["barrier_passed_at"] is None and row["barrier_passed_us"] is None
     assert row["clock_synced"] is None
+
+
+@pytest.mark.parametrize(
+    ("passed_at", "epoch_us"),
+    [
+        ("2026-11-21T05:12:01.250037Z", 1_795_237_921_250_037),
+        ("2026-11-21T07:12:01.250037+02:00", 1_795_237_921_250_037),  # an offset, same instant
+        ("1970-01-01T00:00:00Z", 0),
+        ("1969-12-31T23:59:59.999999Z", -1),
+        ("0001-01-01T00:00:00Z", -62_135_596_800_000_000),
+        ("9999-12-31T23:59:59.999999Z", 253_402_300_799_999_999),
+        ("yesterday", None),
+        ("", None),
+        (1795237921.25, None),  # a number is not the agent's spelling: no exact instant
+        (None, None),
+    ],
+)
+def test_barrier_pass_instant_is_exact_or_null_never_an_ingest_error(
+    passed_at: object, epoch_us: int | None
+) -> None:
+    doc = {**rawtree.slot_doc(), "barrier_passed_at": passed_at}
+
+    rows = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))
+
+    (row,) = rows["slots"]
+    assert row["barrier_passed_us"] == epoch_us
