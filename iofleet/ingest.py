@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from iofleet.agent.payload import CELL_FIELDS
@@ -282,7 +282,30 @@ def _manifest(relpath: str, text: str) -> Rows:
         values[column] = _str(_first((doc,), column) or _first((target,), key))
     values["volume_id"] = _str(_first((doc,), "target_volume_id") or _first((target,), "volume_id"))
     values["started_at"] = _ts(doc.get("started_at"))
+    values.update(_clock_values(doc.get("clock")))
     return {SLOTS.name: [SLOTS.row(**values)]}
+
+
+def _clock_values(clock: object) -> dict[str, object]:
+    """slots.clock_* from a manifest's or slot.json's `clock` (the kernel's adjtimex view)."""
+    doc = _dict(clock)
+    synced = doc.get("synced")
+    return {
+        "clock_synced": synced if isinstance(synced, bool) else None,
+        "clock_max_error_us": _int(doc.get("max_error_us")),
+        "clock_est_error_us": _int(doc.get("est_error_us")),
+    }
+
+
+def _barrier_values(doc: Mapping[str, Any]) -> dict[str, object]:
+    """slots.barrier_* from slot.json: the agreed instant, this slot's pass, its lateness."""
+    late = _float(doc.get("barrier_late_s"))
+    return {
+        "barrier_released_at": _ts(doc.get("barrier_released_at")),
+        "barrier_passed_at": _ts(doc.get("barrier_passed_at")),
+        "barrier_passed_us": _epoch_us(doc.get("barrier_passed_at")),
+        "barrier_late_us": round(late * 1e6) if late is not None and late >= 0 else None,
+    }
 
 
 def _slot(relpath: str, text: str) -> Rows:
@@ -309,6 +332,8 @@ def _slot(relpath: str, text: str) -> Rows:
         error=" ".join(error.split()) if error else None,
         started_at=_ts(doc.get("started_at")),
         finished_at=_ts(doc.get("finished_at")),
+        **_barrier_values(doc),
+        **_clock_values(doc.get("clock")),  # read when the slot passed the barrier
     )
     return {SLOTS.name: [row]}
 
@@ -448,6 +473,20 @@ def _int(value: object) -> int | None:
         return value
     number = _float(value)
     return round(number) if number is not None else None
+
+
+def _epoch_us(value: object) -> int | None:
+    """An ISO-8601 instant (a string, as the agent writes it) as exact microseconds since
+    the Unix epoch, else None."""
+    if not isinstance(value, str) or _ts(value) is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):
+        return None
+    return (when - datetime(1970, 1, 1)) // timedelta(microseconds=1)
 
 
 def _ts(value: object) -> str | None:

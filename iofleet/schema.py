@@ -123,6 +123,21 @@ SLOTS = Table(
         _c("instance_id", "string"),
         _c("volume_id", "string", "EBS volume id of a block target (burst_metrics.resource_id)"),
         _c("az_id", "string"),
+        _c("barrier_released_at", "timestamp", "the start barrier's agreed release instant (UTC)"),
+        _c("barrier_passed_at", "timestamp", "when this slot passed the start barrier (UTC)"),
+        _c(
+            "barrier_passed_us",
+            "bigint",
+            "barrier_passed_at in microseconds since the Unix epoch (exact on every engine)",
+        ),
+        _c(
+            "barrier_late_us",
+            "bigint",
+            "how long after the release instant this slot first saw it (0: in time)",
+        ),
+        _c("clock_synced", "boolean", "the kernel said the wall clock is synchronised"),
+        _c("clock_max_error_us", "bigint", "the kernel's maximum clock error (adjtimex maxerror)"),
+        _c("clock_est_error_us", "bigint", "the kernel's estimated clock error (esterror)"),
     ),
 )
 

@@ -130,7 +130,7 @@ class Fleet(Construct):
                 conditions={
                     "ForAllValues:StringLike": {
                         "dynamodb:LeadingKeys": [f"{keys.BARRIER_PK_PREFIX}*"],
-                        "dynamodb:Attributes": ["pk", "sk", "arrived", "parties"],
+                        "dynamodb:Attributes": ["pk", "sk", "arrived", "parties", "release_us"],
                     }
                 },
             )

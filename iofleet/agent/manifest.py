@@ -1,11 +1,15 @@
-"""What the slot ran on: kernel, tool versions, CPUs, memory, target mount, EC2 identity.
+"""What the slot ran on: kernel, tool versions, CPUs, memory, target mount, EC2 identity,
+and whether the wall clock is synchronised (the start barrier's instants are wall-clock).
 
 Stdlib only. EC2 identity comes from IMDSv2 (token PUT, then GETs) with a
-short timeout, and only when the payload says the slot runs on AWS.
+short timeout, and only when the payload says the slot runs on AWS. The clock
+status comes from the kernel: adjtimex(2) in read-only mode via ctypes.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import platform
 import re
@@ -133,3 +137,90 @@ def ec2_identity(timeout_s: float = 2.0, base_url: str = IMDS) -> dict[str, str 
         except (OSError, urllib.error.URLError):
             identity[key] = None
     return identity
+
+
+# --- clock synchronisation: adjtimex(2) -------------------------------------------
+
+STA_UNSYNC = 0x0040  # the kernel's "clock not synchronised" status bit
+STA_CLOCKERR = 0x1000  # clock hardware fault
+TIME_STATES = ("TIME_OK", "TIME_INS", "TIME_DEL", "TIME_OOP", "TIME_WAIT", "TIME_ERROR")
+
+
+class _Timex(ctypes.Structure):
+    """struct timex of <linux/timex.h> (the `long` fields are the kernel's __kernel_long_t)."""
+
+    _fields_ = [
+        ("modes", ctypes.c_uint),
+        ("offset", ctypes.c_long),
+        ("freq", ctypes.c_long),
+        ("maxerror", ctypes.c_long),  # us, worst-case bound on the clock's error
+        ("esterror", ctypes.c_long),  # us, estimated error
+        ("status", ctypes.c_int),
+        ("constant", ctypes.c_long),
+        ("precision", ctypes.c_long),
+        ("tolerance", ctypes.c_long),
+        ("time_sec", ctypes.c_long),
+        ("time_usec", ctypes.c_long),
+        ("tick", ctypes.c_long),
+        ("ppsfreq", ctypes.c_long),
+        ("jitter", ctypes.c_long),
+        ("shift", ctypes.c_int),
+        ("stabil", ctypes.c_long),
+        ("jitcnt", ctypes.c_long),
+        ("calcnt", ctypes.c_long),
+        ("errcnt", ctypes.c_long),
+        ("stbcnt", ctypes.c_long),
+        ("tai", ctypes.c_int),
+        ("_reserved", ctypes.c_int * 11),
+    ]
+
+
+def read_timex() -> dict[str, int]:
+    """adjtimex(2) with modes 0 (reads, changes nothing; no privilege needed): every
+    field of struct timex plus `state`, the call's return value (TIME_OK ...).
+    Raises OSError when the call fails (a seccomp filter, not Linux)."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name, use_errno=True)
+    timex = _Timex()
+    state = libc.adjtimex(ctypes.byref(timex))
+    if state == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    fields = {f[0]: getattr(timex, f[0]) for f in _Timex._fields_ if not f[0].startswith("_")}
+    return {**fields, "state": int(state)}
+
+
+def clock_status() -> dict[str, object]:
+    """The kernel's verdict on the wall clock, for the manifest and slot.json.
+
+    `synced`: STA_UNSYNC (and STA_CLOCKERR) clear: a time daemon (chrony, on EC2
+    fed by the Amazon Time Sync Service) is disciplining the clock.
+    `max_error_us`: the kernel's maxerror, a worst-case bound on the offset from
+    true time (the daemon sets it at each update; the kernel adds 500 us per
+    second between updates and marks the clock unsynchronised at 16 s).
+    `est_error_us`: the daemon's estimated error. Values are null with `error`
+    set when the kernel cannot be asked.
+    """
+    status: dict[str, object] = {
+        "source": "adjtimex",
+        "synced": None,
+        "max_error_us": None,
+        "est_error_us": None,
+        "state": None,
+        "status_flags": None,
+        "error": None,
+    }
+    try:
+        timex = read_timex()
+    except (OSError, AttributeError) as exc:  # AttributeError: a libc without adjtimex
+        status["error"] = f"adjtimex: {getattr(exc, 'strerror', None) or exc}"
+        return status
+    state = timex["state"]
+    status.update(
+        synced=not timex["status"] & (STA_UNSYNC | STA_CLOCKERR),
+        max_error_us=timex["maxerror"],
+        est_error_us=timex["esterror"],
+        state=TIME_STATES[state] if 0 <= state < len(TIME_STATES) else str(state),
+        status_flags=timex["status"],
+    )
+    return status

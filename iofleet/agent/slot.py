@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from iofleet.agent.barrier import Barrier, BarrierError, barrier_from_config
-from iofleet.agent.manifest import ec2_identity, system_info
+from iofleet.agent.barrier import Barrier, BarrierError, BarrierResult, barrier_from_config, iso_us
+from iofleet.agent.manifest import clock_status, ec2_identity, system_info
 from iofleet.agent.payload import (
     BurstAction,
     PayloadError,
@@ -344,6 +344,7 @@ def _manifest(payload: SlotPayload, target: PreparedTarget, started_at: str) -> 
         "cell": payload.cell,
         "platform": payload.platform,
         "started_at": started_at,
+        "clock": clock_status(),
         **system_info(),
         **target.details(),
         **identity,
@@ -386,6 +387,8 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
 
     error: str | None = None
     waited = 0.0
+    passage: BarrierResult | None = None
+    clock_at_pass: dict[str, object] | None = None
     interrupted = False
     running: int | None = None
     entries: list[dict[str, object]] = []
@@ -396,9 +399,15 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
             error = f"target: {target.error}"
         else:
             remaining = max(deadline - time.monotonic(), 0.0)
-            result = barrier.wait(spec.slot_index, timeout_s=remaining)
-            waited = result.waited_s
-            error = result.error
+            try:
+                passage = barrier.wait(spec.slot_index, timeout_s=remaining)
+            except BarrierError as exc:  # the barrier broke while waiting: nothing runs
+                error = f"start barrier: {exc}"
+            else:
+                waited = passage.waited_s
+                error = passage.error
+                if passage.passed:
+                    clock_at_pass = clock_status()  # the kernel's error bound at the start
         for w in spec.workloads:
             if error is not None:  # target or barrier trouble: nothing runs
                 outcome = Outcome(SKIPPED, "not run: " + error)
@@ -449,6 +458,13 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
             "started_at": started_at,
             "finished_at": _now(),
             "barrier_waited_s": round(waited, 3),
+            # the agreed start instant and the one this slot passed (its wall clock)
+            "barrier_released_at": iso_us(passage.released_us) if passage else None,
+            "barrier_passed_at": iso_us(passage.passed_us) if passage else None,
+            "barrier_late_s": round(passage.late_us / 1e6, 6)
+            if passage and passage.passed
+            else None,
+            "clock": clock_at_pass,
             "cleanup_problem": cleanup_problem,
             "workloads": entries,
             "burst": {

@@ -40,6 +40,10 @@ def load_report_data(wh: object, run_id: str) -> ReportData:
             "workload_index, job, direction, cell_index NULLS LAST, cell_id",
             [run_id],
         ),
+        skew=wh.query(
+            "SELECT * FROM start_skew WHERE run_id = ? ORDER BY cell_index NULLS LAST, cell_id",
+            [run_id],
+        ),
     )
 
 

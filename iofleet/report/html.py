@@ -10,11 +10,14 @@ from iofleet.report.model import (
     EXPECTED_NOTE,
     FLEET_COLUMNS,
     PCT_COLUMNS,
+    SKEW_HEADER,
+    SKEW_NOTE,
     Group,
     ReportData,
     expected_table,
     group_fleet,
     group_percentiles,
+    skew_table,
     storage_text,
 )
 from iofleet.report.text import run_header
@@ -280,6 +283,11 @@ def render_html(data: ReportData) -> str:
         for group in pct_groups:
             body.append(f"<h3>{escape(group.title)}</h3>")
             body.append(_percentile_table(group))
+    skew = skew_table(data.skew)
+    if skew:
+        body.append("<h2>Start skew</h2>")
+        body.append(f'<p class="note">{escape(SKEW_NOTE)}.</p>')
+        body.append(_html_table(list(SKEW_HEADER), skew))
     if data.ingest_errors:
         body.append(f'<h2>Ingest errors ({len(data.ingest_errors)})</h2><ul class="errors">')
         body += [

@@ -57,6 +57,7 @@ def render_json(data: ReportData) -> str:
         "cell_percentiles": _clean(data.percentiles),
         "fleet_latency": _clean(data.fleet),
         "expected_vs_measured": _clean(data.expected),
+        "start_skew": _clean(data.skew),
         "slots": _clean(data.slots),
         "ingest_errors": _clean(data.ingest_errors),
     }

@@ -208,6 +208,52 @@ EXPECTED_NOTE = (
 )
 
 
+SKEW_HEADER = (
+    "cell",
+    "storage",
+    "fleet",
+    "passed",
+    "start skew",
+    "clock error (max)",
+    "skew bound",
+    "seen late",
+)
+SKEW_NOTE = (
+    "start skew = latest minus earliest instant the cell's slots passed the start barrier, "
+    "on their own clocks; skew bound = skew + 2 x the worst clock error the kernel reported "
+    "(the skew itself when every slot ran on one host: one clock)"
+)
+
+
+def skew_table(rows: Iterable[Row]) -> list[list[str]]:
+    """start_skew rows -> display rows (SKEW_HEADER), or [] when no slot passed a barrier."""
+    from iofleet.report.units import fmt_ns
+
+    rows = sorted((r for r in rows if r.get("slots_passed")), key=_cell_sort)
+
+    def us(value: Any) -> str:
+        return "-" if value is None else fmt_ns(float(value) * 1000)
+
+    out = []
+    for r in rows:
+        error = us(r.get("clock_max_error_us"))
+        if r.get("slots_unsynced"):
+            error += f" ({r['slots_unsynced']} unsynced)"
+        out.append(
+            [
+                str(r.get("cell_id") or ""),
+                storage_text(r),
+                str(r.get("fleet_size") if r.get("fleet_size") is not None else "-"),
+                str(r.get("slots_passed")),
+                us(r.get("start_skew_us")),
+                error,
+                us(r.get("start_skew_bound_us")),
+                "no" if not r.get("max_late_us") else f"by {us(r.get('max_late_us'))}",
+            ]
+        )
+    return out
+
+
 @dataclass
 class ReportData:
     run_id: str
@@ -217,6 +263,7 @@ class ReportData:
     slots: list[dict[str, Any]]
     ingest_errors: list[dict[str, Any]]
     expected: list[dict[str, Any]] = field(default_factory=list)
+    skew: list[dict[str, Any]] = field(default_factory=list)  # the start_skew view
 
     def slot_summary(self) -> str:
         total = len(self.slots)

@@ -9,10 +9,13 @@ from iofleet.report.model import (
     EXPECTED_NOTE,
     FLEET_COLUMNS,
     PCT_COLUMNS,
+    SKEW_HEADER,
+    SKEW_NOTE,
     ReportData,
     expected_table,
     group_fleet,
     group_percentiles,
+    skew_table,
     storage_text,
 )
 from iofleet.report.units import fmt_ns, fmt_value
@@ -103,6 +106,10 @@ def render_text(data: ReportData) -> str:
             for r in group.rows
         ]
         out += _table(header, rows, right_from=2) + [""]
+    skew = skew_table(data.skew)
+    if skew:
+        out += [f"Start skew - {SKEW_NOTE}:", ""]
+        out += _table(list(SKEW_HEADER), skew, right_from=2) + [""]
     if data.ingest_errors:
         out.append(f"{len(data.ingest_errors)} raw objects could not be ingested:")
         out += [f"  {e['object_key']}: {e['reason']}" for e in data.ingest_errors[:20]]

@@ -28,6 +28,7 @@ VIEW_NAMES: tuple[str, ...] = (
     "fleet_latency",
     "fio_results_expected",
     "expected_vs_measured",
+    "start_skew",
 )
 
 PERCENTILES: tuple[int, ...] = (0, 50, 75, 90, 98, 100)

@@ -75,6 +75,14 @@ def test_instance_role_writes_only_raw_and_touches_only_barrier_items(synth: Syn
     assert "/raw/*" in dump(puts[0]["Resource"])
     ddb = next(s for s in statements if "dynamodb:UpdateItem" in dump(s["Action"]))
     assert ddb["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["barrier#*"]
+    # the attributes the agent's barrier reads and writes (iofleet/aws/barrier.py), no others
+    assert ddb["Condition"]["ForAllValues:StringLike"]["dynamodb:Attributes"] == [
+        "pk",
+        "sk",
+        "arrived",
+        "parties",
+        "release_us",
+    ]
     actions = {
         a
         for s in statements

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -267,9 +268,23 @@ def test_two_slot_processes_pass_the_file_barrier_together(tmp_path: Path) -> No
     results = [p.communicate(timeout=120) for p in procs]
 
     assert [p.returncode for p in procs] == [0, 0], results
-    assert sorted(p.name for p in (tmp_path / "barrier").iterdir()) == ["party-0000", "party-0001"]
-    for slot in (0, 1):
-        assert _slot_json(tmp_path, slot)["status"] == "SUCCEEDED"
+    names = sorted(p.name for p in (tmp_path / "barrier").iterdir())
+    assert names == ["party-0000", "party-0001", "release"]
+    records = [_slot_json(tmp_path, slot) for slot in (0, 1)]
+    assert [r["status"] for r in records] == ["SUCCEEDED", "SUCCEEDED"]
+    # both slots were released at the one instant in the release file, and passed after it
+    (released,) = {r["barrier_released_at"] for r in records}
+    release_us = int((tmp_path / "barrier" / "release").read_text().split()[0])
+    assert _epoch_us(released) == release_us
+    for r in records:
+        assert _epoch_us(r["barrier_passed_at"]) >= release_us
+        assert r["barrier_late_s"] == 0
+        assert set(r["clock"]) >= {"synced", "max_error_us", "est_error_us"}
+
+
+def _epoch_us(iso: str) -> int:
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def test_barrier_with_a_missing_party_times_out(tmp_path: Path) -> None:
@@ -281,6 +296,25 @@ def test_barrier_with_a_missing_party_times_out(tmp_path: Path) -> None:
     assert code != 0
     assert record["error"].startswith("start barrier timed out")
     assert record["barrier_waited_s"] >= 0.3
+    assert record["workloads"][0]["status"] == "SKIPPED"
+    assert not (_slot_dir(tmp_path) / "w00-ioping.json").exists()
+
+
+def test_a_release_instant_beyond_the_barrier_timeout_fails_the_slot_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    # given a barrier whose release record is an hour ahead of this slot's clock
+    barrier = {"kind": "file", "dir": str(tmp_path / "barrier"), "parties": 1, "timeout_s": 60}
+    (tmp_path / "barrier").mkdir()
+    (tmp_path / "barrier" / "release").write_text(f"{time.time_ns() // 1000 + 3_600_000_000}\n")
+    # when
+    code = run_slot(_payload(tmp_path, [IOPING], barrier=barrier))
+    # then the slot says why in slot.json, and nothing ran
+    record = _slot_json(tmp_path)
+    assert code == 1
+    assert record["error"].startswith("start barrier: the release instant")
+    assert "ahead of this slot's clock" in record["error"]
+    assert record["barrier_passed_at"] is None
     assert record["workloads"][0]["status"] == "SKIPPED"
     assert not (_slot_dir(tmp_path) / "w00-ioping.json").exists()
 

@@ -12,10 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import pytest
+
+from iofleet.report.units import fmt_ns
 
 pytestmark = pytest.mark.slow
 
@@ -219,3 +222,47 @@ def test_a_stopped_run_stops_every_slot_and_keeps_what_was_measured(
     assert status == "ABORTED"
     assert requests == 2 * 2  # 3 requests per slot, the warm-up dropped
     assert slot_status == ["FAILED", "FAILED"]
+
+
+def test_each_fleet_started_at_one_instant_and_the_report_shows_its_skew(finished_run) -> None:
+    # the raw slot.json files: every slot of a cell recorded the one agreed instant
+    # and passed at or after it; the warehouse's start_skew row is their spread
+    tmp, result = finished_run
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = (tmp / "out" / "raw").iterdir()
+    con = duckdb.connect(str(tmp / "out" / "warehouse.duckdb"), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT cell_id, fleet_size, slots_passed, release_instants, start_skew_us, "
+            "clock_max_error_us, start_skew_bound_us FROM start_skew ORDER BY cell_index"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 4
+    for cell_id, fleet_size, slots_passed, instants, skew_us, max_error, bound in rows:
+        records = [json.loads(p.read_text()) for p in run_dir.glob(f"{cell_id}/slot-*/slot.json")]
+        assert len(records) == fleet_size == slots_passed and instants == 1
+        (released,) = {_epoch_us(r["barrier_released_at"]) for r in records}
+        passed = [_epoch_us(r["barrier_passed_at"]) for r in records]
+        assert all(p >= released for p in passed)
+        assert skew_us == max(passed) - min(passed)
+        assert max_error == max(r["clock"]["max_error_us"] for r in records)
+        assert bound == skew_us  # one host, one clock: its error is common to every slot
+        fleet_line = next(line for line in _skew_lines(result.stdout) if cell_id in line)
+        assert f" {fmt_ns(skew_us * 1000)} " in fleet_line
+    html = (tmp / "out" / "report.html").read_text()
+    skew_table = html.split("<h2>Start skew</h2>", 1)[1].split("</table>", 1)[0]
+    for cell_id, *_, skew_us, _max_error, _bound in rows:
+        assert f'<td class="l">{cell_id}</td>' in skew_table
+        assert f"<td>{fmt_ns(skew_us * 1000)}</td>" in skew_table
+
+
+def _skew_lines(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Start skew"))
+    return lines[start:]
+
+
+def _epoch_us(iso: str) -> int:
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)

@@ -1,16 +1,25 @@
-"""Manifest helpers: the mount holding a path, EC2 identity over IMDSv2."""
+"""Manifest helpers: the mount holding a path, EC2 identity over IMDSv2, the clock status."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
-from iofleet.agent.manifest import ec2_identity, memory_bytes, mount_for_path
+from iofleet.agent.manifest import (
+    STA_UNSYNC,
+    clock_status,
+    ec2_identity,
+    memory_bytes,
+    mount_for_path,
+    read_timex,
+)
 
 MOUNTINFO = """\
 22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
@@ -123,3 +132,46 @@ def test_unreachable_imds_gives_nulls() -> None:
     identity = ec2_identity(timeout_s=0.5, base_url=f"http://127.0.0.1:{port}")
 
     assert identity == {"instance_type": None, "instance_id": None, "az_id": None}
+
+
+# --- clock status (adjtimex) ---------------------------------------------------
+
+
+def test_timex_fields_sit_where_the_kernel_writes_them() -> None:
+    # the struct's later fields have values known without adjtimex: if they read
+    # right, the fields before them (maxerror, esterror, status) are at their offsets
+    before = time.time()
+    timex = read_timex()
+    after = time.time()
+    assert int(before) - 1 <= timex["time_sec"] <= after + 1  # the kernel's current time
+    assert 0 <= timex["time_usec"] < 1_000_000 or timex["status"] & 0x2000  # STA_NANO: ns
+    assert timex["tolerance"] == 500 << 16  # MAXFREQ_SCALED: 500 ppm, scaled by 2^16
+    assert timex["tick"] == 1_000_000 // os.sysconf("SC_CLK_TCK")  # us per USER_HZ tick
+    assert 0 <= timex["esterror"] and 0 <= timex["maxerror"] <= 16_000_000  # NTP_PHASE_LIMIT
+
+
+def test_clock_status_reports_the_kernels_sync_verdict_and_error_bounds() -> None:
+    timex = read_timex()
+    status = clock_status()
+    assert status["error"] is None
+    # the kernel answers TIME_ERROR when the clock is unsynchronised (or faulty)
+    assert status["synced"] is (status["state"] != "TIME_ERROR")
+    if timex["status"] & STA_UNSYNC:
+        assert status["synced"] is False
+    assert isinstance(status["max_error_us"], int) and isinstance(status["est_error_us"], int)
+    assert status["max_error_us"] <= 16_000_000
+
+
+def test_clock_status_says_why_when_the_kernel_cannot_be_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given a seccomp filter refusing adjtimex (EPERM), as some container runtimes do
+    def refused() -> dict[str, int]:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("iofleet.agent.manifest.read_timex", refused)
+    # when
+    status = clock_status()
+    # then nothing is guessed
+    assert status["synced"] is None and status["max_error_us"] is None
+    assert status["error"] == "adjtimex: Operation not permitted"

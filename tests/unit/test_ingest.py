@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from iofleet.ingest import (
     BIN_BLOCK_COLUMNS,
     artifact_kind,
@@ -196,3 +198,69 @@ def test_bin_blocks_are_none_for_other_artifacts_and_errors() -> None:
     bad = (rawtree.FIXTURES / "fio" / "truncated.json").read_text()
     assert rows_and_bin_blocks(f"{SLOT_DIR}/w00-fio-randread.json", bad)[1] is None
     assert rows_and_bin_blocks(f"{SLOT_DIR}/slot.json", json.dumps({"status": "ok"}))[1] is None
+
+
+def test_barrier_instants_and_clock_status_reach_the_slots_row() -> None:
+    # given a manifest with the clock at start and a slot.json with the barrier record
+    # and the clock read when the slot passed
+    manifest = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)
+    manifest["clock"] = {"synced": False, "max_error_us": 16_000_000, "est_error_us": 16_000_000}
+    final = rawtree.slot_doc()
+    final.update(
+        barrier_released_at="2026-11-21T05:12:01.250000Z",
+        barrier_passed_at="2026-11-21T05:12:01.250037Z",
+        barrier_late_s=0.000125,
+        clock={"synced": True, "max_error_us": 1500, "est_error_us": 42},
+    )
+    # when
+    (row,) = merge_slot_rows(
+        rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(manifest))["slots"]
+        + rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(final))["slots"]
+    )
+    # then the instants keep their microseconds, and the clock at the pass is the later word
+    assert row["barrier_released_at"] == "2026-11-21 05:12:01.250000"
+    assert row["barrier_passed_at"] == "2026-11-21 05:12:01.250037"
+    assert (
+        row["barrier_passed_us"] == 1_795_237_921_250_037
+    )  # date -d 2026-11-21T05:12:01Z +%s, then .250037
+    assert row["barrier_late_us"] == 125
+    assert (row["clock_synced"], row["clock_max_error_us"], row["clock_est_error_us"]) == (
+        True,
+        1500,
+        42,
+    )
+
+
+def test_a_slot_that_never_passed_the_barrier_has_no_instants() -> None:
+    doc = {**rawtree.slot_doc("FAILED", 1, "start barrier timed out"), "barrier_passed_at": None}
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
+
+    assert row["barrier_passed_at"] is None and row["barrier_passed_us"] is None
+    assert row["clock_synced"] is None
+
+
+@pytest.mark.parametrize(
+    ("passed_at", "epoch_us"),
+    [
+        ("2026-11-21T05:12:01.250037Z", 1_795_237_921_250_037),
+        ("2026-11-21T07:12:01.250037+02:00", 1_795_237_921_250_037),  # an offset, same instant
+        ("1970-01-01T00:00:00Z", 0),
+        ("1969-12-31T23:59:59.999999Z", -1),
+        ("0001-01-01T00:00:00Z", -62_135_596_800_000_000),
+        ("9999-12-31T23:59:59.999999Z", 253_402_300_799_999_999),
+        ("yesterday", None),
+        ("", None),
+        (1795237921.25, None),  # a number is not the agent's spelling: no exact instant
+        (None, None),
+    ],
+)
+def test_barrier_pass_instant_is_exact_or_null_never_an_ingest_error(
+    passed_at: object, epoch_us: int | None
+) -> None:
+    doc = {**rawtree.slot_doc(), "barrier_passed_at": passed_at}
+
+    rows = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))
+
+    (row,) = rows["slots"]
+    assert row["barrier_passed_us"] == epoch_us

@@ -152,3 +152,47 @@ def test_a_file_that_is_not_a_warehouse_is_a_usage_error(tmp_path: Path) -> None
     bogus.write_text("not a database")
     with pytest.raises(UsageError, match="cannot open"):
         report_command(bogus, run_id=None, fmt="table", html=None)
+
+
+def test_reports_show_each_cells_start_skew_from_the_slots_barrier_instants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given two slots on two hosts released at one instant, passing it 0 and 1,250 us
+    # later, with kernel clock error bounds of 2 ms and 0.9 ms
+    cell_dir = rawtree.write_run(tmp_path / "raw", RUN, slots=2) / rawtree.cell_doc()["cell_id"]
+    for slot, (passed, max_error) in enumerate([("01.250000", 2000), ("01.251250", 900)]):
+        manifest = cell_dir / f"slot-{slot:04d}" / "manifest.json"
+        manifest.write_text(
+            json.dumps({**json.loads(manifest.read_text()), "hostname": f"h{slot}"})
+        )
+        path = cell_dir / f"slot-{slot:04d}" / "slot.json"
+        doc = json.loads(path.read_text())
+        doc.update(
+            barrier_released_at="2026-11-21T05:12:01.250000Z",
+            barrier_passed_at=f"2026-11-21T05:12:{passed}Z",
+            barrier_late_s=0.0,
+            clock={"synced": True, "max_error_us": max_error, "est_error_us": 50},
+        )
+        path.write_text(json.dumps(doc))
+    warehouse = tmp_path / "warehouse.duckdb"
+    with Warehouse(warehouse) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+    html = tmp_path / "report.html"
+    # when
+    report_command(warehouse, run_id=RUN, fmt="table", html=str(html))
+    # then the table has the cell's skew, worst clock error and the bound skew + 2 x error
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Start skew"))
+    row = next(line for line in lines[start:] if "c000-local-fast-x2-r1" in line)
+    assert row.split()[-8:] == ["2", "1.25", "ms", "2.00", "ms", "5.25", "ms", "no"]
+    page = html.read_text()
+    assert "<h2>Start skew</h2>" in page and "1.25 ms" in page and "5.25 ms" in page
+    # and the JSON report carries the view's raw numbers
+    report_command(warehouse, run_id=RUN, fmt="json", html=None)
+    (skew,) = json.loads(capsys.readouterr().out)["start_skew"]
+    assert (skew["start_skew_us"], skew["clock_max_error_us"], skew["slots_passed"]) == (
+        1250,
+        2000,
+        2,
+    )

@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -355,3 +356,136 @@ def test_view_sql_has_no_division_of_integer_columns() -> None:
                     name,
                     div.sql(),
                 )
+
+
+# --- start_skew ---------------------------------------------------------------------
+
+EPOCH = datetime(1970, 1, 1)
+BASE_US = 1_795_237_921_000_000  # 2026-11-21 05:12:01 UTC
+# per slot: (pass offset from the release in us or None: never passed, late us,
+#            clock synced, maxerror us, esterror us, host)
+skew_slots_st = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(min_value=0, max_value=10**8)),
+        st.integers(min_value=0, max_value=10**6),
+        st.booleans(),
+        st.integers(min_value=0, max_value=16_000_000),
+        st.integers(min_value=0, max_value=16_000_000),
+        st.sampled_from(["ip-10-0-0-1", "ip-10-0-0-2", "ip-10-0-0-3"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _stamp(epoch_us: int) -> str:
+    return (EPOCH + timedelta(microseconds=epoch_us)).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(slots=skew_slots_st)
+def test_start_skew_is_latest_minus_earliest_pass_with_the_worst_clock_error(
+    wh: Warehouse, slots: list[tuple[int | None, int, bool, int, int, str]]
+) -> None:
+    # given one cell whose slots passed the barrier at these offsets (or never)
+    run_id = _new_run()
+    released = BASE_US
+    wh.insert_rows(
+        SLOTS,
+        [
+            SLOTS.row(
+                run_id=run_id,
+                cell_id="c000",
+                slot_index=i,
+                cell_index=0,
+                fleet_size=len(slots),
+                barrier_released_at=_stamp(released) if offset is not None else None,
+                barrier_passed_at=_stamp(released + offset) if offset is not None else None,
+                barrier_passed_us=released + offset if offset is not None else None,
+                barrier_late_us=late if offset is not None else None,
+                clock_synced=synced,
+                clock_max_error_us=maxerr,
+                clock_est_error_us=esterr,
+                hostname=host,
+            )
+            for i, (offset, late, synced, maxerr, esterr, host) in enumerate(slots)
+        ],
+    )
+    # when
+    (row,) = wh.query("SELECT * FROM start_skew WHERE run_id = ?", [run_id])
+    # then: the reference, in Python over the slots that passed
+    passed = [s for s in slots if s[0] is not None]
+    assert row["slots_reported"] == len(slots)
+    assert row["slots_passed"] == len(passed)
+    if not passed:
+        assert row["start_skew_us"] is None and row["released_at"] is None
+        return
+    offsets = [s[0] for s in passed if s[0] is not None]
+    skew = max(offsets) - min(offsets)
+    worst = max(s[3] for s in passed)
+    assert row["start_skew_us"] == skew
+    assert row["release_instants"] == 1
+    assert row["released_at"] == EPOCH + timedelta(microseconds=released)
+    assert row["first_passed_at"] == EPOCH + timedelta(microseconds=released + min(offsets))
+    assert row["last_passed_at"] == EPOCH + timedelta(microseconds=released + max(offsets))
+    assert row["max_late_us"] == max(s[1] for s in passed)
+    assert row["clock_max_error_us"] == worst
+    assert row["clock_est_error_us"] == max(s[4] for s in passed)
+    assert row["slots_unsynced"] == sum(1 for s in passed if not s[2])
+    hosts = len({s[5] for s in passed})
+    assert row["hosts"] == hosts
+    # one host: one clock, its error cancels; several: each may be off by its maxerror
+    assert row["start_skew_bound_us"] == (skew if hosts == 1 else skew + 2 * worst)
+
+
+def test_start_skew_is_one_row_per_cell_with_hand_built_instants(wh: Warehouse) -> None:
+    # given two cells: three slots passing 0, 1,250 and 400 us after the release, and a
+    # one-slot cell that never passed (its barrier timed out)
+    run_id = _new_run()
+    rows = [
+        SLOTS.row(
+            run_id=run_id,
+            cell_id="c000",
+            slot_index=i,
+            cell_index=0,
+            fleet_size=3,
+            barrier_released_at=_stamp(BASE_US),
+            barrier_passed_at=_stamp(BASE_US + d),
+            barrier_passed_us=BASE_US + d,
+            barrier_late_us=0,
+            clock_synced=True,
+            clock_max_error_us=e,
+            clock_est_error_us=10,
+            hostname=f"ip-10-0-0-{i}",
+        )
+        for i, (d, e) in enumerate([(0, 900), (1250, 2100), (400, 1500)])
+    ]
+    rows.append(SLOTS.row(run_id=run_id, cell_id="c001", slot_index=0, cell_index=1, fleet_size=1))
+    wh.insert_rows(SLOTS, rows)
+    # when
+    got = wh.query(
+        "SELECT cell_id, slots_passed, start_skew_us, clock_max_error_us, start_skew_bound_us, "
+        "slots_unsynced FROM start_skew WHERE run_id = ? ORDER BY cell_index",
+        [run_id],
+    )
+    # then
+    assert got == [
+        {
+            "cell_id": "c000",
+            "slots_passed": 3,
+            "start_skew_us": 1250,
+            "clock_max_error_us": 2100,
+            "start_skew_bound_us": 1250 + 2 * 2100,
+            "slots_unsynced": 0,
+        },
+        {
+            "cell_id": "c001",
+            "slots_passed": 0,
+            "start_skew_us": None,
+            "clock_max_error_us": None,
+            "start_skew_bound_us": None,
+            "slots_unsynced": None,
+        },
+    ]

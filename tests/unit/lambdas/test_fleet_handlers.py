@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from iofleet.agent.barrier import BarrierError
 from iofleet.aws import barrier, keys
 from iofleet.aws.userdata import parse_agent_command
 from lambdas.cleanup import handler as cleanup
@@ -439,3 +445,85 @@ def test_barrier_counts_each_slot_once(cloud: Cloud) -> None:
         ddb, {"table": cloud.table, "run_id": "r1", "cell_id": "c1", "parties": 2, "timeout_s": 0}
     )
     assert b.wait(1, timeout_s=5).passed is True
+
+
+# One slot's agent at the DynamoDB barrier, in its own process (boto3 on the moto server
+# named by AWS_ENDPOINT_URL, as the instance's clients would be on AWS).
+DDB_PARTY = """
+import json, sys
+import boto3
+from iofleet.agent.barrier import now_us
+from iofleet.aws.barrier import DynamoBarrier
+table, parties, index = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+config = {"table": table, "run_id": "r1", "cell_id": "c1", "parties": parties, "timeout_s": 120}
+b = DynamoBarrier(boto3.client("dynamodb"), config)
+before = now_us()
+print(json.dumps({"before_us": before, **b.wait(index).__dict__}))
+"""
+
+
+def _ddb_party(cloud: Cloud, parties: int, index: int) -> subprocess.Popen[str]:
+    root = str(Path(__file__).resolve().parents[3])
+    return subprocess.Popen(
+        [sys.executable, "-c", DDB_PARTY, cloud.table, str(parties), str(index)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=root),
+    )
+
+
+def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival_set(
+    cloud: Cloud,
+) -> None:
+    # given a 4-slot barrier with 3 slots waiting, then the last one starting
+    ddb = cloud.client("dynamodb")
+    parties = 4
+    barrier.create_barrier(ddb, cloud.table, "r1", "c1", parties)
+    procs = [_ddb_party(cloud, parties, i) for i in range(parties - 1)]
+    deadline = time.monotonic() + 60
+    while barrier.count(ddb, cloud.table, "r1", "c1") < parties - 1:
+        assert time.monotonic() < deadline, "the first slots never arrived"
+        time.sleep(0.02)
+    procs.append(_ddb_party(cloud, parties, parties - 1))
+    # when every process has passed
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        results.append(json.loads(out))
+    # then one instant, stored on the item, a margin after the last arrival, passed by all
+    item = cloud.item("barrier#r1#c1", "barrier")
+    assert item is not None
+    (released,) = {r["released_us"] for r in results}
+    assert int(item["release_us"]["N"]) == released
+    poll_s = barrier.poll_interval(parties)
+    margin_us = round((2 * poll_s + barrier.SLACK_S) * 1e6)
+    assert released >= max(r["before_us"] for r in results) + margin_us
+    for r in results:
+        assert r["passed"] and r["late_us"] == 0, r
+        assert released <= r["passed_us"] < released + margin_us + round(poll_s * 1e6), r
+
+
+def test_dynamodb_release_is_set_once_and_only_when_everyone_arrived(cloud: Cloud) -> None:
+    ddb = cloud.client("dynamodb")
+    barrier.create_barrier(ddb, cloud.table, "r1", "c1", 2)
+    barrier.arrive(ddb, cloud.table, "r1", "c1", 0)
+    # one of two arrived: the conditional update refuses to set an instant
+    with pytest.raises(BarrierError, match="cannot be set .1 parties arrived"):
+        barrier.set_release(ddb, cloud.table, "r1", "c1", 1_000_000)
+    barrier.arrive(ddb, cloud.table, "r1", "c1", 1)
+    # both arrived: the first proposal is the instant, a later one adopts it
+    assert barrier.set_release(ddb, cloud.table, "r1", "c1", 1_000_000) == 1_000_000
+    assert barrier.set_release(ddb, cloud.table, "r1", "c1", 2_000_000) == 1_000_000
+    item = cloud.item("barrier#r1#c1", "barrier")
+    assert item is not None and item["release_us"] == {"N": "1000000"}
+
+
+def test_dynamodb_poll_interval_keeps_a_cell_under_a_third_of_a_partitions_reads() -> None:
+    # one partition serves 3,000 read units a second; a cell's waiting slots spend at most
+    # 1,000 (the units one read costs are checked on DynamoDB Local, tests/cloud)
+    for parties in (1, 2, 10, 100, 1000, 1194, 1195, 5000, 10_000):
+        units_per_s = parties * barrier.read_units(parties) / barrier.poll_interval(parties)
+        assert units_per_s <= 1000
+    assert barrier.poll_interval(2) == 0.1 and barrier.poll_interval(1000) == 1.0
+    assert barrier.read_units(1194) == 1 and barrier.read_units(1195) == 2
