@@ -120,6 +120,18 @@ def _is_block_device(path: Path) -> bool:
         return False
 
 
+def device_bytes(device: Path) -> int:
+    """The size of a block device in bytes (DeviceError if it cannot be opened)."""
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise DeviceError(f"{device}: cannot open: {exc.strerror or exc}") from None
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
 def _dev_number(path: Path) -> str:
     st = os.stat(path)
     if not stat.S_ISBLK(st.st_mode):

@@ -300,23 +300,7 @@ def test_block_slot_formats_mounts_runs_and_unmounts(
     assert str(mount_point) not in Path("/proc/self/mounts").read_text()
 
 
-def test_raw_block_slot_runs_fio_on_the_device(loops: Loops, tmp_path: Path, by_id: Path) -> None:
-    device = loops.device()
-    (by_id / EBS_LINK).symlink_to(device)
-    fio = {
-        "kind": "fio",
-        "name": "latency-4k-qd1-randwrite",
-        "params": {"RUNTIME": "1", "SIZE": "4m"},
-    }
-
-    code = run_slot(_block_payload(tmp_path, by_id, {"filesystem": "raw"}, [fio, IOPING_WRITE]))
-
-    assert code == 0
-    raw = json.loads((_slot_files(tmp_path) / "w00-fio-latency-4k-qd1-randwrite.json").read_text())
-    assert raw["global options"]["filename"] == device.name
-    assert raw["jobs"][0]["write"]["io_bytes"] > 0
-    manifest = json.loads((_slot_files(tmp_path) / "manifest.json").read_text())
-    assert manifest["target_path"] == str(device)
+# fio / ioping / the drain on a raw device: tests/integration/test_raw_device_io.py
 
 
 def test_refused_device_fails_the_slot_and_is_left_untouched(
