@@ -272,9 +272,12 @@ def raw_layout(job: JobFile, env: Mapping[str, str], device_bytes: int) -> RawLa
         kb_base = 1000 if opts.get("kb_base", "1024").strip() == "1000" else 1024
         try:
             size = fio_size_bytes(opts["size"], kb_base, device_bytes)
-            clones = int(opts.get("numjobs", "1") or "1")
         except ValueError as exc:
-            raise ValueError(f"[{name}]: {exc}") from None
+            raise ValueError(f"[{name}]: size {exc}") from None
+        numjobs = opts.get("numjobs", "1") or "1"
+        if not numjobs.isdigit():
+            raise ValueError(f"[{name}]: numjobs {numjobs!r} is not a whole number")
+        clones = int(numjobs)
         if size <= 0 or clones < 1:
             raise ValueError(f"[{name}]: size and numjobs must be positive")
         sizes.append((name, size, clones))

@@ -71,6 +71,11 @@ def _nonzero_chunks(backing: Path, chunk: int = 4096) -> list[int]:
     return found
 
 
+def _top_level_files(directory: Path) -> set[str]:
+    """Regular files directly in `directory` (where fio laid out its file before the fix)."""
+    return {str(p) for p in directory.iterdir() if p.is_file() and not p.is_symlink()}
+
+
 def _regular_files(directory: Path) -> set[str]:
     found = set()
     for root, _dirs, files in os.walk(directory):
@@ -89,6 +94,7 @@ class RawRun:
     tmp_path: Path
     cwd: Path
     workdir_files: list[set[str]]  # regular files in the agent's workdir, just before cleanup
+    child_io: list[tuple[int, int]]  # (sectors read, written) on the device while each child ran
 
     def slot_dir(self) -> Path:
         return self.tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000"
@@ -101,7 +107,8 @@ class RawRun:
         return json.loads(text[text.index("{") :])
 
     def run(self, workloads: list[dict], burst: dict | None = None) -> tuple[int, int, int]:
-        """Run a slot; (exit code, sectors read, sectors written) on the device meanwhile."""
+        """Run a slot; (exit code, sectors read, sectors written) on the device while its
+        fio / ioping children ran (the guard's own reads before them are not counted)."""
         payload = {
             "version": 1,
             "run_id": RUN_ID,
@@ -119,16 +126,15 @@ class RawRun:
         }
         if burst is not None:
             payload["burst"] = burst
-        dev_before = _regular_files(Path("/dev"))
-        read0, written0 = _sectors(self.device)
+        dev_before = _top_level_files(Path("/dev"))
+        self.child_io.clear()
         code = run_slot(payload)
-        read1, written1 = _sectors(self.device)
-        assert _regular_files(Path("/dev")) - dev_before == set(), "a regular file in /dev"
+        assert _top_level_files(Path("/dev")) - dev_before == set(), "a regular file in /dev"
         assert _regular_files(self.cwd) == set(), "a regular file in the cwd"
         assert self.workdir_files and self.workdir_files[-1] == set(), (
             f"files in the agent's workdir: {self.workdir_files}"
         )
-        return code, read1 - read0, written1 - written0
+        return code, sum(r for r, _ in self.child_io), sum(w for _, w in self.child_io)
 
 
 @pytest.fixture
@@ -151,8 +157,20 @@ def raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
             seen.append(_regular_files(target.workdir))  # what the workloads left behind
             return real_cleanup(target)
 
+        child_io: list[tuple[int, int]] = []
+        real_run_child = slot_module.run_child
+
+        def counting_run_child(*args, **kwargs):  # type: ignore[no-untyped-def]
+            read0, written0 = _sectors(device)
+            try:
+                return real_run_child(*args, **kwargs)
+            finally:
+                read1, written1 = _sectors(device)
+                child_io.append((read1 - read0, written1 - written0))
+
         monkeypatch.setattr(slot_module, "cleanup_target", spy_cleanup)
-        yield RawRun(device, backing, by_id, tmp_path, cwd, seen)
+        monkeypatch.setattr(slot_module, "run_child", counting_run_child)
+        yield RawRun(device, backing, by_id, tmp_path, cwd, seen, child_io)
     finally:
         kit.release()
 
