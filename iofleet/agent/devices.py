@@ -218,6 +218,7 @@ def signatures_of(device: Path, offset: int = 0) -> list[str]:
 MIB = 1 << 20
 HEAD_SCAN_BYTES = 1 << 30  # every MiB boundary is sampled up to here
 MAX_FAR_SAMPLES = 1024  # beyond it, at most this many evenly spaced boundaries
+MAX_NAMED_PROBES = 16  # blkid runs to name data found at boundaries (the refusal stands anyway)
 _WINDOWS = ((0, 8192), (65536, 8192))  # at a boundary: ext, xfs, LVM, md 1.2, swap; btrfs
 
 
@@ -485,16 +486,15 @@ def _refuse_unless_blank(device: Path, size: int) -> None:
     data = nonzero_offsets(device, size)
     if not data:
         return
-    for offset in data:
-        boundary = offset // MIB * MIB
-        if 0 < boundary < size - MIB:
-            named = signatures_of(device, boundary)
-            if named and not named[0].startswith("blkid:"):
-                raise DeviceRefused(
-                    f"refusing {device}: it carries a signature at offset {boundary} "
-                    f"({', '.join(named)}); only blank volumes or volumes created by this run "
-                    "are used"
-                )
+    boundaries = sorted({at // MIB * MIB for at in data if 0 < at // MIB * MIB < size - MIB})
+    for boundary in boundaries[:MAX_NAMED_PROBES]:
+        named = signatures_of(device, boundary)
+        if named and not named[0].startswith("blkid:"):
+            raise DeviceRefused(
+                f"refusing {device}: it carries a signature at offset {boundary} "
+                f"({', '.join(named)}); only blank volumes or volumes created by this run "
+                "are used"
+            )
     raise DeviceRefused(
         f"refusing {device}: it is not blank (non-zero data at offset {data[0]}); "
         "only blank volumes or volumes created by this run are used"
@@ -546,7 +546,9 @@ def format_and_mount(
     created_by_run: bool,
     mount_options: str | None = None,
 ) -> PreparedDevice:
-    """Make a filesystem and mount it (or leave the device raw). Call check_device_is_blank first."""
+    """Make a filesystem and mount it (or leave the device raw). Call claim_device first and
+    release the claim just before (mkfs opens O_EXCL); after the mount the device is checked
+    again for other openers (the window of decisions #4)."""
     if filesystem not in FILESYSTEMS:
         raise DeviceError(f"filesystem must be one of {', '.join(FILESYSTEMS)}, got {filesystem!r}")
     if filesystem == "raw":
@@ -564,6 +566,18 @@ def format_and_mount(
     if mount_options:
         mount_argv += ["-o", mount_options]
     _run(mount_argv + [str(device), str(mount_point)], f"mount {device}")
+    # the claim was released for mkfs: check nobody slipped in before mount claimed it again
+    try:
+        if os.stat(mount_point).st_dev != os.stat(device).st_rdev:
+            raise DeviceRefused(
+                f"refusing {device}: {mount_point} is not the filesystem made on it"
+            )
+        _refuse_if_open(device, SYS_CLASS_BLOCK)
+    except (DeviceRefused, OSError) as exc:
+        subprocess.run(["umount", str(mount_point)], capture_output=True, check=False)
+        if isinstance(exc, DeviceRefused):
+            raise
+        raise DeviceError(f"{mount_point}: {exc.strerror or exc}") from None
     return PreparedDevice(device, filesystem, mount_point, mount_options)
 
 

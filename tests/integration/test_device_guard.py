@@ -606,6 +606,21 @@ def test_root_disk_is_refused_by_the_kernel_too(monkeypatch: pytest.MonkeyPatch)
     ), str(info.value)
 
 
+def test_an_opener_that_slips_in_before_mount_is_caught_and_the_mount_undone(
+    loops: Loops, tmp_path: Path
+) -> None:
+    # given the guard passed and released its claim, and another process opened the device
+    # in the window before mkfs (simulated: it holds the device open from the start)
+    device = loops.device(size_mib=64)
+    _hold_open(loops, device)
+    point = tmp_path / "mnt-window"
+
+    with pytest.raises(DeviceRefused, match=r"^refusing /dev/\S+: open by another process"):
+        devices.format_and_mount(device, "ext4", point, created_by_run=True)
+
+    assert str(point) not in Path("/proc/self/mounts").read_text()
+
+
 def test_signatures_of_blank_device_is_empty(loops: Loops) -> None:
     assert signatures_of(loops.device()) == []
 
