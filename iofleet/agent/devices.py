@@ -343,26 +343,32 @@ def openers(numbers: set[int], proc: Path = Path("/proc")) -> list[str]:
     return found
 
 
-def _family(device: Path, sys_class_block: Path) -> dict[str, int]:
-    """Kernel name -> device number for the device, its partitions and their holders."""
+def _family(device: Path, sys_class_block: Path) -> dict[str, tuple[int, str]]:
+    """Kernel name -> (device number, role) for the device, its partitions and what holds
+    either (md, dm); role is "device", "partition" or "holder"."""
     name = device.resolve().name
-    members: dict[str, int] = {}
-    names = [name] + partitions_of(device, sys_class_block)
-    for kernel_name in list(names):
-        names += holders_of(kernel_name, sys_class_block)
-    for kernel_name in names:
+    roles = {name: "device"}
+    for part in partitions_of(device, sys_class_block):
+        roles[part] = "partition"
+    for member in list(roles):
+        for holder in holders_of(member, sys_class_block):
+            roles.setdefault(holder, "holder")
+    members: dict[str, tuple[int, str]] = {}
+    for kernel_name, role in roles.items():
         number = _sysfs_dev(kernel_name, sys_class_block)
-        if number:
+        if number and number.count(":") == 1:
             major, minor = number.split(":")
-            members[kernel_name] = os.makedev(int(major), int(minor))
+            members[kernel_name] = (os.makedev(int(major), int(minor)), role)
     return members
 
 
 def _why_busy(device: Path, sys_class_block: Path, swaps: Path) -> str:
-    """What the kernel's EBUSY is probably about, for the message (never the decision)."""
+    """What the kernel's EBUSY is probably about, for the message (never the decision):
+    mounts in any mount namespace (by device number, or by source path for btrfs, whose
+    mounts carry an anonymous number), active swap, sysfs holders."""
     family = _family(device, sys_class_block)
-    numbers = {f"{os.major(n)}:{os.minor(n)}": k for k, n in family.items()}
-    paths = {f"/dev/{k}" for k in family} | {str(device)}
+    by_number = {f"{os.major(n)}:{os.minor(n)}": k for k, (n, _) in family.items()}
+    by_path = {f"/dev/{k}": k for k in family} | {str(device): device.resolve().name}
     seen_ns: set[str] = set()
     where: list[str] = []
     own_ns = _mnt_ns("self")
@@ -377,17 +383,19 @@ def _why_busy(device: Path, sys_class_block: Path, swaps: Path) -> str:
             continue
         for line in lines:
             fields = line.split()
-            source = fields[fields.index("-") + 2] if "-" in fields else ""
-            if len(fields) >= 5 and (fields[2] in numbers or source in paths):
-                point = _unescape(fields[4])
-                other = "" if ns == own_ns else f" in another mount namespace (pid {pid_dir.name})"
-                where.append(f"mounted on {point}{other}")
+            dash = fields.index("-") if "-" in fields else len(fields)
+            source = fields[dash + 2] if dash + 2 < len(fields) else ""
+            kname = by_number.get(fields[2]) if len(fields) > 4 else None
+            kname = kname or by_path.get(source)
+            if kname is None:
+                continue
+            what = "" if family[kname][1] == "device" else f"{kname} "
+            other = "" if ns == own_ns else f" in another mount namespace (pid {pid_dir.name})"
+            where.append(f"{what}mounted on {_unescape(fields[4])}{other}")
     swapping = _swap_users(set(family), swaps)
     if swapping:
         where.append(f"active swap ({', '.join(swapping)})")
-    held = [
-        k for k in family if k != device.resolve().name and not k.startswith(device.resolve().name)
-    ]
+    held = [k for k, (_, role) in family.items() if role == "holder"]
     if held:
         where.append(f"held by {', '.join(held)}")
     return "; ".join(dict.fromkeys(where)) or "held exclusively by another process"
@@ -464,7 +472,7 @@ def claim_device(
 
 
 def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
-    numbers = set(_family(device, sys_class_block).values())
+    numbers = {number for number, _ in _family(device, sys_class_block).values()}
     deadline = time.monotonic() + UDEV_GRACE_S
     while True:
         found = openers(numbers)

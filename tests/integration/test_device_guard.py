@@ -520,7 +520,7 @@ KINDS: dict[str, Kind] = {
         _dos_table_kernel_unaware, False, SIGNATURE.format("PTTYPE=dos")
     ),
     "partitioned, created by run": Kind(_partitions(), True, None),
-    "partition mounted": Kind(_partitions(mounted=True), True, IN_USE + r"mounted on"),
+    "partition mounted": Kind(_partitions(mounted=True), True, IN_USE + r"loop\d+p1 mounted on"),
     "partition held open": Kind(
         _partitions(held=True), True, r"^refusing /dev/\S+: open by another process \(pid \d+"
     ),
