@@ -106,7 +106,9 @@ class RawRun:
         text = (self.slot_dir() / name).read_text()
         return json.loads(text[text.index("{") :])
 
-    def run(self, workloads: list[dict], burst: dict | None = None) -> tuple[int, int, int]:
+    def run(
+        self, workloads: list[dict], burst: dict | None = None, *, created_by_run: bool = False
+    ) -> tuple[int, int, int]:
         """Run a slot; (exit code, sectors read, sectors written) on the device while its
         fio / ioping children ran (the guard's own reads before them are not counted)."""
         payload = {
@@ -119,6 +121,7 @@ class RawRun:
                 "volume_id": VOLUME_ID,
                 "by_id_dir": str(self.by_id),
                 "filesystem": "raw",
+                "created_by_run": created_by_run,
             },
             "workloads": workloads,
             "results": {"kind": "directory", "root": str(self.tmp_path / "raw")},
@@ -259,7 +262,8 @@ def test_ioping_writes_and_reads_the_device(raw: RawRun) -> None:
 
     code, _, sectors_written = raw.run([writes])
     assert code == 0, raw.slot_json()["error"]
-    code_reads, sectors_read, _ = raw.run([reads])
+    # (the writes left data: the device is no longer blank, so the second slot is "ours")
+    code_reads, sectors_read, _ = raw.run([reads], created_by_run=True)
 
     assert code_reads == 0, raw.slot_json()["error"]
     assert sectors_written * SECTOR >= 8 * 4096
