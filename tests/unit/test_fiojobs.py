@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -368,3 +369,23 @@ def test_module_is_stdlib_only() -> None:
         "pathlib",
         "iofleet",
     }
+
+
+def test_raw_seed_matrices_fit_their_volumes() -> None:
+    # every fio workload of an example with a raw EBS target fits on that volume's size
+    examples = Path(fiojobs.__file__).resolve().parents[1] / "examples"
+    checked = 0
+    for path in sorted(examples.glob("*.json")):
+        doc = json.loads(path.read_text())
+        raw_sizes = [
+            s["size_gib"] << 30 for s in doc.get("storage", []) if s.get("filesystem") == "raw"
+        ]
+        for size in raw_sizes:
+            for w in doc.get("workloads", []):
+                if "fio" in w:
+                    argv, _ = render_command(
+                        w["fio"], w.get("params", {}), "/tmp/s", device="/dev/x", device_bytes=size
+                    )
+                    assert argv[2] == "--filename=/dev/x"
+                    checked += 1
+    assert checked >= 2  # seed 002: io2 and gp2, 8 GiB each
