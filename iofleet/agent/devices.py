@@ -17,7 +17,9 @@ The guard (`claim_device`) asks the kernel, not a parser (docs/decisions.md #4):
    just before mkfs, which opens O_EXCL itself, and mount claims the device
    again (the window and what it allows are in decisions #4).
 3. A device (or partition) another process merely has open (seen in
-   /proc/*/fd, as fuser does) is refused.
+   /proc/*/fd, as fuser does, or mapped in /proc/*/maps) or that backs a loop
+   device (/sys/block/loop*/loop/backing_file: the kernel holds it without a
+   claim) is refused.
 4. Unless this run created the volume: no signature libblkid knows
    (`blkid -p`, at offset 0 and at every MiB boundary where data is found)
    and no non-zero byte in the sampled blocks: the whole first and last MiB,
@@ -340,6 +342,32 @@ def openers(numbers: set[int], proc: Path = Path("/proc")) -> list[str]:
             if stat.S_ISBLK(st.st_mode) and st.st_rdev in numbers:
                 found.append(f"pid {entry.name} ({_comm(entry.name)})")
                 break
+        else:
+            if _maps_device(entry, numbers):  # an mmap of the device outlives its fd
+                found.append(f"pid {entry.name} ({_comm(entry.name)}, mapped)")
+    return found
+
+
+def _maps_device(pid_dir: Path, numbers: set[int]) -> bool:
+    try:
+        text = (pid_dir / "maps").read_text()
+    except OSError:
+        return False
+    paths = {line.split(None, 5)[5] for line in text.splitlines() if " /dev/" in line}
+    return any(_rdev(Path(path.strip())) in numbers for path in paths)
+
+
+def loop_backers(numbers: set[int], sys_block: Path = SYS_BLOCK) -> list[str]:
+    """Loop devices whose backing file is one of these block devices (the kernel holds it
+    open for them: no process fd, no exclusive claim)."""
+    found = []
+    for backing in sorted(sys_block.glob("loop*/loop/backing_file")):
+        try:
+            path = backing.read_text().strip().removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if _rdev(Path(path)) in numbers:
+            found.append(backing.parent.parent.name)
     return found
 
 
@@ -482,6 +510,9 @@ def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
         time.sleep(0.1)
     if found:
         raise DeviceRefused(f"refusing {device}: open by another process ({', '.join(found)})")
+    backed = loop_backers(numbers)
+    if backed:
+        raise DeviceRefused(f"refusing {device}: it backs loop device {', '.join(backed)}")
 
 
 def _refuse_unless_blank(device: Path, size: int) -> None:

@@ -286,12 +286,12 @@ def _blank(loops: Loops) -> Path:
     return loops.device()
 
 
-def _fs(fs: str, *, mounted: bool = False) -> Maker:
+def _fs(fs: str, *, mounted: bool = False, options: tuple[str, ...] = ()) -> Maker:
     def make(loops: Loops) -> Path:
         device = loops.device(size_mib=320)  # mkfs.xfs wants at least 300 MiB
         _mkfs(fs, device)
         if mounted:
-            loops.mount(device)
+            loops.mount(device, *options)
         return device
 
     return make
@@ -365,13 +365,16 @@ def _dos_table_kernel_unaware(loops: Loops) -> Path:
     return loops.device(mbr=True)
 
 
-def _partitions(*, mounted: bool = False, held: bool = False) -> Maker:
+def _partitions(*, mounted: bool = False, held: bool = False, swap: bool = False) -> Maker:
     def make(loops: Loops) -> Path:
         device = loops.device(mbr=True, scan_partitions=True)
         partition = Path(f"{device}p1")
         if mounted:
             _mkfs("ext4", partition)
             loops.mount(partition)
+        if swap:
+            _sh("mkswap", str(partition))
+            loops.swapon(partition)
         if held:
             _hold_open(loops, partition)
         return device
@@ -397,6 +400,30 @@ def _held_open(flags: str) -> Maker:
         return device
 
     return make
+
+
+_MAP = (  # libc mmap, not Python's mmap module (which keeps a dup of the fd)
+    "import ctypes, mmap, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+    "libc.mmap.restype = ctypes.c_void_p; "
+    "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, "
+    "ctypes.c_int, ctypes.c_long]; "
+    "fd = os.open(sys.argv[1], os.O_RDONLY); "
+    "addr = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0); os.close(fd); "
+    "assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno(); "
+    "print('ready', flush=True); sys.stdin.read()"
+)
+
+
+def _mapped_by_another_process(loops: Loops) -> Path:
+    device = loops.device()
+    loops.hold([sys.executable, "-c", _MAP, str(device)])
+    return device
+
+
+def _backing_a_loop_device(loops: Loops) -> Path:
+    device = loops.device()
+    loops.attach(device)  # a second loop device over this one
+    return device
 
 
 def _mounted_in_another_namespace(loops: Loops, options: str = "rw") -> Path:
@@ -491,6 +518,9 @@ KINDS: dict[str, Kind] = {
     "ext4, created by run": Kind(_fs("ext4"), True, None),
     "ext4 mounted": Kind(_fs("ext4", mounted=True), False, IN_USE + r"mounted on /\S+mnt0\)$"),
     "ext4 mounted, created by run": Kind(_fs("ext4", mounted=True), True, IN_USE + "mounted on"),
+    "ext4 mounted read-only, created by run": Kind(
+        _fs("ext4", mounted=True, options=("-o", "ro")), True, IN_USE + "mounted on"
+    ),
     "xfs": Kind(_fs("xfs"), False, SIGNATURE.format("TYPE=xfs")),
     "xfs mounted": Kind(_fs("xfs", mounted=True), False, IN_USE + "mounted on"),
     "btrfs": Kind(_fs("btrfs"), False, SIGNATURE.format("TYPE=btrfs")),
@@ -521,6 +551,9 @@ KINDS: dict[str, Kind] = {
     ),
     "partitioned, created by run": Kind(_partitions(), True, None),
     "partition mounted": Kind(_partitions(mounted=True), True, IN_USE + r"loop\d+p1 mounted on"),
+    "partition as active swap": Kind(
+        _partitions(swap=True), True, IN_USE + r"active swap \(loop\d+p1\)\)$"
+    ),
     "partition held open": Kind(
         _partitions(held=True), True, r"^refusing /dev/\S+: open by another process \(pid \d+"
     ),
@@ -544,6 +577,12 @@ KINDS: dict[str, Kind] = {
     ),
     "held open by another process, created by run": Kind(
         _held_open("os.O_RDWR"), True, r"open by another process \(pid \d+ \(python"
+    ),
+    "mapped by another process, fd closed": Kind(
+        _mapped_by_another_process, True, r"open by another process \(pid \d+ \(python, mapped\)"
+    ),
+    "backing a loop device": Kind(
+        _backing_a_loop_device, True, r"^refusing /dev/\S+: it backs loop device loop\d+$"
     ),
     "held exclusively by another process": Kind(
         _held_open("os.O_RDONLY | os.O_EXCL"),
