@@ -172,19 +172,149 @@ def check_params(name: str, params: Mapping[str, object]) -> list[str]:
     return problems
 
 
+# fio's size suffixes (parse.c __get_mult_bytes); with the default kb_base=1024 the IEC
+# forms are the *decimal* ones ("4k" = 4096, "4KiB" = 4000), kept for compatibility.
+_SIZE_RE = re.compile(r"^(?P<num>0x[0-9a-f]+|[0-9]+)(?P<unit>[a-z%]*)$")
+_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+# Options that would move a job's I/O off the region the agent gives it on a raw device.
+_RAW_REFUSED = (
+    "filename",
+    "offset",
+    "offset_increment",
+    "filesize",
+    "nrfiles",
+    "opendir",
+    "filename_format",
+    "include",
+)
+
+
+def fio_size_bytes(text: str, kb_base: int = 1024, whole: int | None = None) -> int:
+    """A fio size (`4k`, `256m`, `1g`, `4KiB`, `0x1000`, `25%` of `whole`) in bytes, as fio
+    reads it. ValueError for anything else (fio's arithmetic `(...)` is not supported)."""
+    match = _SIZE_RE.match(text.strip().lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a fio size")
+    number = int(match["num"], 0)
+    unit = match["unit"]
+    if unit == "%":
+        if whole is None or not 0 < number <= 100:
+            raise ValueError(f"{text!r} is not a usable percentage here")
+        return whole * number // 100
+    iec = unit.endswith("ib")
+    prefix = unit[:-2] if iec else unit.removesuffix("b")
+    if prefix not in _POW or (iec and not prefix):
+        raise ValueError(f"{text!r} is not a fio size")
+    base = (1000 if kb_base == 1024 else 1024) if iec else kb_base
+    return number * base ** _POW[prefix]
+
+
+def _job_sections(text: str, env: Mapping[str, str]) -> list[tuple[str, dict[str, str]]]:
+    """[(section, options)] of a job file, `${VAR}` expanded, each job section carrying the
+    [global] options in force where it starts (fio's own inheritance)."""
+    sections: list[tuple[str, dict[str, str]]] = []
+    current: dict[str, str] | None = None
+    global_opts: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith((";", "#")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            name = line[1:-1].strip()
+            if name == "global":
+                current = global_opts
+            else:
+                current = dict(global_opts)
+                sections.append((name, current))
+            continue
+        if re.match(r"^include\s", line):  # fio pulls in another file: not ours to see
+            key, value = "include", line.split(None, 1)[1]
+        else:
+            key, _, value = line.partition("=")
+            value = _VAR_RE.sub(lambda m: env.get(m.group(1), ""), value.strip())
+        (current if current is not None else global_opts)[key.strip().lower()] = value
+    if "include" in global_opts:
+        sections.append(("global", global_opts))
+    return sections
+
+
+@dataclass(frozen=True)
+class RawLayout:
+    """How the jobs of one file share a raw device: every job process (each `numjobs` clone
+    of a section) gets its own region of `region_bytes` at `offset_increment * clone`."""
+
+    region_bytes: int
+    processes: int  # the most clones of any one section (sections share the regions)
+    needed_bytes: int  # from the device's start to the end of the last region
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.6g} MiB"
+
+
+def raw_layout(job: JobFile, env: Mapping[str, str], device_bytes: int) -> RawLayout:
+    """The regions job `job` uses on a raw device of `device_bytes` bytes; ValueError (one line)
+    if a job would leave its region, lacks a size, or the regions do not fit on the device."""
+    text = job.path.read_text(encoding="utf-8")
+    sections = _job_sections(text, env)
+    if not sections:
+        raise ValueError("the job file has no job sections")
+    sizes: list[tuple[str, int, int]] = []
+    for name, opts in sections:
+        refused = [k for k in _RAW_REFUSED if k in opts]
+        if refused:
+            raise ValueError(
+                f"[{name}] sets {refused[0]}, which a raw device does not allow "
+                "(the agent gives each job process its own region)"
+            )
+        if not opts.get("size"):
+            raise ValueError(f"[{name}] has no size (the region of the device each job uses)")
+        kb_base = 1000 if opts.get("kb_base", "1024").strip() == "1000" else 1024
+        try:
+            size = fio_size_bytes(opts["size"], kb_base, device_bytes)
+        except ValueError as exc:
+            raise ValueError(f"[{name}]: size {exc}") from None
+        numjobs = opts.get("numjobs", "1") or "1"
+        if not numjobs.isdigit():
+            raise ValueError(f"[{name}]: numjobs {numjobs!r} is not a whole number")
+        clones = int(numjobs)
+        if size <= 0 or clones < 1:
+            raise ValueError(f"[{name}]: size and numjobs must be positive")
+        sizes.append((name, size, clones))
+    region = max(size for _, size, _ in sizes)
+    processes = max(clones for _, _, clones in sizes)
+    needed = max((clones - 1) * region + size for _, size, clones in sizes)
+    if needed > device_bytes:
+        raise ValueError(
+            f"needs {_mib(needed)} of the device ({processes} job processes x {_mib(region)}, "
+            f"one region each) but it has {_mib(device_bytes)}; lower SIZE or NUM_JOBS"
+        )
+    return RawLayout(region, processes, needed)
+
+
 def render_command(
     name: str,
     params: Mapping[str, object],
     target_dir: str,
     *,
-    filename: str | None = None,
+    device: str | None = None,
+    device_bytes: int | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """argv and the `${VAR}` environment for running job `name` against `target_dir`.
 
     No shell is involved: the caller runs argv with os.environ overlaid by env.
-    `filename` (a raw block device basename, e.g. "nvme1n1" with target_dir "/dev")
-    makes every job of the file do its I/O on target_dir/filename: fio applies a
-    command-line `--filename` given before the job file as a global option.
+
+    `device` (an absolute block-device path, e.g. "/dev/nvme1n1", of `device_bytes` bytes)
+    makes every job process of the file do its I/O on that device: `--filename=DEVICE`
+    and `--offset_increment=REGION` go before the job file, so fio applies them as global
+    options to every section and every `numjobs` clone. fio resolves a filename against
+    the `directory` in force *when it parses the filename* (options.c str_filename_cb ->
+    filesetup.c add_file), and command-line options are parsed before the job file's
+    `directory=${TARGET}`: so the device path must be absolute, and TARGET stays
+    `target_dir` (the agent's empty scratch directory, checked after the run). Clone k of
+    each section uses bytes [k*REGION, k*REGION + size) of the device; sections share
+    the regions (a reader clone reads writer clone k's region). See docs/decisions.md #3.
+
     Raises KeyError for an unknown job and ValueError (one line) for bad input.
     """
     job = get_job(name)
@@ -202,9 +332,15 @@ def render_command(
     if TARGET_PARAM in env:
         env[TARGET_PARAM] = target_dir
     argv = ["fio", "--output-format=json+"]
-    if filename is not None:
-        if not _FILENAME_RE.match(filename) or filename.startswith("."):
-            raise ValueError(f"fio job {name}: filename {filename!r} must be a plain basename")
-        argv.append(f"--filename={filename}")
+    if device is not None:
+        if not device.startswith("/") or not _TARGET_RE.match(device) or "/." in device:
+            raise ValueError(f"fio job {name}: device {device!r} must be an absolute /dev path")
+        if device_bytes is None or device_bytes <= 0:
+            raise ValueError(f"fio job {name}: the size of {device} is unknown")
+        try:
+            layout = raw_layout(job, env, device_bytes)
+        except ValueError as exc:
+            raise ValueError(f"fio job {name} on {device}: {exc}") from None
+        argv += [f"--filename={device}", f"--offset_increment={layout.region_bytes}"]
     argv.append(str(job.path))
     return argv, env

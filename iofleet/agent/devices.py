@@ -5,17 +5,39 @@ boots and attachments). On Nitro instances an EBS volume's NVMe serial is its
 volume id without the dash, visible as `/dev/disk/by-id/nvme-Amazon_Elastic_
 Block_Store_vol0123...` and in `/sys/block/*/device/serial`.
 
-Before writing, the device must be unused: not mounted (itself, a partition
-or a holder such as device-mapper), not swap, not partitioned, no filesystem
-or partition-table signature. A volume this run created skips the partition
-and signature checks (it may carry a filesystem from an earlier attempt);
-a mounted device is always refused.
+The guard (`claim_device`) asks the kernel, not a parser (docs/decisions.md #4):
 
-Stdlib only (runs as root on the instance).
+1. The disk that backs `/` is refused without being opened for anything.
+2. The device is opened `O_RDONLY | O_EXCL`. The kernel refuses that (EBUSY)
+   while anything has the device or one of its partitions mounted, in any
+   mount namespace, or holds it exclusively: md, device-mapper (LVM, dm-crypt),
+   active swap, another exclusive opener (mkfs, another agent). The claim is
+   kept open while the agent uses the device raw (fio and ioping do not open
+   with O_EXCL, so they still can); for a filesystem target it is released
+   just before mkfs, which opens O_EXCL itself, and mount claims the device
+   again (the window and what it allows are in decisions #4).
+3. A device (or partition) another process merely has open (seen in
+   /proc/*/fd, as fuser does, or mapped in /proc/*/maps) or that backs a loop
+   device (/sys/block/loop*/loop/backing_file: the kernel holds it without a
+   claim) is refused.
+4. Unless this run created the volume: no signature libblkid knows
+   (`blkid -p`, at offset 0 and at every MiB boundary where data is found)
+   and no non-zero byte in the sampled blocks: the whole first and last MiB,
+   and the first 8 KiB and the 8 KiB at +64 KiB of every MiB up to 1 GiB and
+   of evenly spaced points beyond (where filesystems, RAID and LVM
+   superblocks sit in a partition that starts there). A volume this run
+   created may carry anything (a filesystem from an earlier attempt), but the
+   kernel rules 1-3 hold for it too.
+
+Every refusal is one line, `refusing DEVICE: reason`. Stdlib only (runs as
+root on the instance).
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import mmap
 import os
 import re
 import shutil
@@ -28,7 +50,6 @@ from pathlib import Path
 BY_ID_DIR = Path("/dev/disk/by-id")
 SYS_BLOCK = Path("/sys/block")
 SYS_CLASS_BLOCK = Path("/sys/class/block")
-MOUNTINFO = Path("/proc/self/mountinfo")
 SWAPS = Path("/proc/swaps")
 EBS_BY_ID_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
 _VOLUME_ID = re.compile(r"^vol-[0-9a-f]{8,17}$")
@@ -120,11 +141,16 @@ def _is_block_device(path: Path) -> bool:
         return False
 
 
-def _dev_number(path: Path) -> str:
-    st = os.stat(path)
-    if not stat.S_ISBLK(st.st_mode):
-        raise DeviceError(f"{path} is not a block device")
-    return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+def device_bytes(device: Path) -> int:
+    """The size of a block device in bytes (DeviceError if it cannot be opened)."""
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise DeviceError(f"{device}: cannot open: {exc.strerror or exc}") from None
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
 
 
 def partitions_of(device: Path, sys_class_block: Path = SYS_CLASS_BLOCK) -> list[str]:
@@ -151,34 +177,17 @@ def _sysfs_dev(name: str, sys_class_block: Path) -> str | None:
         return None
 
 
-def mounts_of(dev_numbers: dict[str, str], mountinfo: Path = MOUNTINFO) -> list[tuple[str, str]]:
-    """(kernel name, mount point) for every mount whose source is one of dev_numbers (major:minor -> name)."""
-    hits: list[tuple[str, str]] = []
-    try:
-        lines = mountinfo.read_text().splitlines()
-    except OSError as exc:
-        raise DeviceError(f"cannot read {mountinfo}: {exc.strerror or exc}") from None
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 5 and fields[2] in dev_numbers:
-            hits.append((dev_numbers[fields[2]], _unescape(fields[4])))
-    return hits
-
-
 def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def signatures_of(device: Path) -> list[str]:
-    """Filesystem / partition-table / RAID signatures found on the device (low-level probe)."""
+def signatures_of(device: Path, offset: int = 0) -> list[str]:
+    """Signatures libblkid finds on the device (a low-level probe: superblocks and partition
+    tables, including those it looks for at the device's end), probing from `offset`."""
     blkid = shutil.which("blkid")
     if blkid:
-        proc = subprocess.run(
-            [blkid, "-p", "-o", "export", str(device)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        argv = [blkid, "-p", "-o", "export"] + (["-O", str(offset)] if offset else [])
+        proc = subprocess.run(argv + [str(device)], capture_output=True, text=True, check=False)
         if proc.returncode == 2:  # nothing found
             return []
         if proc.returncode == 0:
@@ -186,71 +195,354 @@ def signatures_of(device: Path) -> list[str]:
             for line in proc.stdout.splitlines():
                 key, _, value = line.partition("=")
                 if key in ("TYPE", "PTTYPE"):
-                    found.append(f"{key}={value}")
+                    found.append(f"{key}={value.replace(chr(92), '')}")
             return found or ["unknown signature"]
-        # blkid exits 4/8 on ambivalent probes (several signatures): that is not blank
+        # blkid exits 8 on ambivalent probes (several signatures): that is not blank
         detail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
         return [f"blkid: {detail[0]}"]
     wipefs = shutil.which("wipefs")
-    if wipefs:
+    if wipefs and not offset:
         proc = subprocess.run(
-            [wipefs, "--no-act", "--noheadings", "--output", "TYPE,OFFSET", str(device)],
-            capture_output=True,
-            text=True,
-            check=False,
+            [wipefs, "--no-act", "--json", str(device)], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
-            raise DeviceError(f"wipefs failed on {device}: {proc.stderr.strip()}")
-        return [f"TYPE={line.split()[0]}" for line in proc.stdout.splitlines() if line.strip()]
-    raise DeviceRefused(
-        f"cannot check {device} for signatures: neither blkid nor wipefs is installed"
-    )
+            raise DeviceRefused(f"refusing {device}: wipefs failed: {proc.stderr.strip()}")
+        try:
+            rows = json.loads(proc.stdout or "{}").get("signatures", [])
+        except ValueError:
+            raise DeviceRefused(f"refusing {device}: wipefs printed no JSON") from None
+        return [f"TYPE={row.get('type')}" for row in rows]
+    if wipefs:
+        return []  # wipefs probes offset 0 only; the data scan still covers this offset
+    raise DeviceRefused(f"refusing {device}: neither blkid nor wipefs is installed")
 
 
-def check_device_is_blank(
+MIB = 1 << 20
+HEAD_SCAN_BYTES = 1 << 30  # every MiB boundary is sampled up to here
+MAX_FAR_SAMPLES = 1024  # beyond it, at most this many evenly spaced boundaries
+MAX_NAMED_PROBES = 16  # blkid runs to name data found at boundaries (the refusal stands anyway)
+_WINDOWS = ((0, 8192), (65536, 8192))  # at a boundary: ext, xfs, LVM, md 1.2, swap; btrfs
+
+
+def sample_plan(size: int) -> list[tuple[int, int]]:
+    """(offset, length) of the blocks read to tell a blank device from one with data."""
+    plan = [(0, min(MIB, size))]
+    boundaries = list(range(MIB, min(size, HEAD_SCAN_BYTES), MIB))
+    if size > HEAD_SCAN_BYTES:
+        stride = max(1 << 30, -(-(size - HEAD_SCAN_BYTES) // MAX_FAR_SAMPLES // MIB) * MIB)
+        boundaries += list(range(HEAD_SCAN_BYTES, size, stride))
+    for boundary in boundaries:
+        for at, length in _WINDOWS:
+            if boundary + at + length <= size:
+                plan.append((boundary + at, length))
+    tail = max(size - MIB, 0) // 4096 * 4096
+    if tail > 0:
+        plan.append((tail, size - tail))
+    return plan
+
+
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    buf = mmap.mmap(-1, -(-length // 4096) * 4096)  # page-aligned, as O_DIRECT wants
+    try:
+        got = os.preadv(fd, [buf], offset)
+        return bytes(buf[: min(got, length)])
+    finally:
+        buf.close()
+
+
+def nonzero_offsets(device: Path, size: int) -> list[int]:
+    """Offsets of sampled blocks holding a non-zero byte, read past the page cache."""
+    flags = os.O_RDONLY | os.O_CLOEXEC
+    try:
+        fd = os.open(device, flags | getattr(os, "O_DIRECT", 0))
+    except OSError:
+        fd = os.open(device, flags)
+    found = []
+    try:
+        for offset, length in sample_plan(size):
+            try:
+                data = _read_at(fd, offset, length)
+            except OSError as exc:
+                raise DeviceRefused(
+                    f"refusing {device}: cannot read it at offset {offset}: {exc.strerror or exc}"
+                ) from None
+            if data.strip(b"\0"):
+                found.append(offset + (len(data) - len(data.lstrip(b"\0"))))
+    finally:
+        os.close(fd)
+    return found
+
+
+def _rdev(path: Path) -> int | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_rdev if stat.S_ISBLK(st.st_mode) else None
+
+
+def _sys_dev(number: int) -> Path:
+    return Path(f"/sys/dev/block/{os.major(number)}:{os.minor(number)}")
+
+
+def root_disks() -> set[int]:
+    """Device numbers of what backs `/`: its device, that device's whole disk, and what a
+    device-mapper/md root is built from (slaves), recursively."""
+    try:
+        number = os.stat("/").st_dev
+    except OSError:
+        return set()
+    found: set[int] = set()
+    todo = [number]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.add(current)
+        node = _sys_dev(current)
+        try:
+            real = node.resolve(strict=True)
+        except OSError:
+            continue
+        related = list((real / "slaves").glob("*/dev"))
+        if (real / "partition").exists():
+            related.append(real.parent / "dev")
+        for dev_file in related:
+            try:
+                major, minor = dev_file.read_text().strip().split(":")
+            except (OSError, ValueError):
+                continue
+            todo.append(os.makedev(int(major), int(minor)))
+    return found
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def openers(numbers: set[int], proc: Path = Path("/proc")) -> list[str]:
+    """`pid N (comm)` of every other process with one of these block devices open."""
+    me = str(os.getpid())
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or entry.name == me:
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+        except OSError:
+            continue  # gone, or a kernel thread
+        for fd in fds:
+            try:
+                st = os.stat(fd)
+            except OSError:
+                continue
+            if stat.S_ISBLK(st.st_mode) and st.st_rdev in numbers:
+                found.append(f"pid {entry.name} ({_comm(entry.name)})")
+                break
+        else:
+            if _maps_device(entry, numbers):  # an mmap of the device outlives its fd
+                found.append(f"pid {entry.name} ({_comm(entry.name)}, mapped)")
+    return found
+
+
+def _maps_device(pid_dir: Path, numbers: set[int]) -> bool:
+    try:
+        text = (pid_dir / "maps").read_text()
+    except OSError:
+        return False
+    paths = {line.split(None, 5)[5] for line in text.splitlines() if " /dev/" in line}
+    return any(_rdev(Path(path.strip())) in numbers for path in paths)
+
+
+def loop_backers(numbers: set[int], sys_block: Path = SYS_BLOCK) -> list[str]:
+    """Loop devices whose backing file is one of these block devices (the kernel holds it
+    open for them: no process fd, no exclusive claim)."""
+    found = []
+    for backing in sorted(sys_block.glob("loop*/loop/backing_file")):
+        try:
+            path = backing.read_text().strip().removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if _rdev(Path(path)) in numbers:
+            found.append(backing.parent.parent.name)
+    return found
+
+
+def _family(device: Path, sys_class_block: Path) -> dict[str, tuple[int, str]]:
+    """Kernel name -> (device number, role) for the device, its partitions and what holds
+    either (md, dm); role is "device", "partition" or "holder"."""
+    name = device.resolve().name
+    roles = {name: "device"}
+    for part in partitions_of(device, sys_class_block):
+        roles[part] = "partition"
+    for member in list(roles):
+        for holder in holders_of(member, sys_class_block):
+            roles.setdefault(holder, "holder")
+    members: dict[str, tuple[int, str]] = {}
+    for kernel_name, role in roles.items():
+        number = _sysfs_dev(kernel_name, sys_class_block)
+        if number and number.count(":") == 1:
+            major, minor = number.split(":")
+            members[kernel_name] = (os.makedev(int(major), int(minor)), role)
+    return members
+
+
+def _why_busy(device: Path, sys_class_block: Path, swaps: Path) -> str:
+    """What the kernel's EBUSY is probably about, for the message (never the decision):
+    mounts in any mount namespace (by device number, or by source path for btrfs, whose
+    mounts carry an anonymous number), active swap, sysfs holders."""
+    family = _family(device, sys_class_block)
+    by_number = {f"{os.major(n)}:{os.minor(n)}": k for k, (n, _) in family.items()}
+    by_path = {f"/dev/{k}": k for k in family} | {str(device): device.resolve().name}
+    seen_ns: set[str] = set()
+    where: list[str] = []
+    own_ns = _mnt_ns("self")
+    for pid_dir in [Path("/proc/self")] + sorted(Path("/proc").glob("[0-9]*")):
+        ns = _mnt_ns(pid_dir.name)
+        if ns is None or ns in seen_ns:
+            continue
+        seen_ns.add(ns)
+        try:
+            lines = (pid_dir / "mountinfo").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            dash = fields.index("-") if "-" in fields else len(fields)
+            source = fields[dash + 2] if dash + 2 < len(fields) else ""
+            kname = by_number.get(fields[2]) if len(fields) > 4 else None
+            kname = kname or by_path.get(source)
+            if kname is None:
+                continue
+            what = "" if family[kname][1] == "device" else f"{kname} "
+            other = "" if ns == own_ns else f" in another mount namespace (pid {pid_dir.name})"
+            where.append(f"{what}mounted on {_unescape(fields[4])}{other}")
+    swapping = _swap_users(set(family), swaps)
+    if swapping:
+        where.append(f"active swap ({', '.join(swapping)})")
+    held = [k for k, (_, role) in family.items() if role == "holder"]
+    if held:
+        where.append(f"held by {', '.join(held)}")
+    return "; ".join(dict.fromkeys(where)) or "held exclusively by another process"
+
+
+def _mnt_ns(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+class DeviceClaim:
+    """An exclusive (O_EXCL) read-only open of a block device: while it is held the kernel
+    refuses anyone else's mount, swapon, md/dm assembly or exclusive open of the device."""
+
+    def __init__(self, device: Path, fd: int, size: int):
+        self.device = device
+        self.size = size
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> DeviceClaim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+UDEV_GRACE_S = 5.0  # udev probes a device briefly after attach/change events
+
+
+def claim_device(
     device: Path,
     created_by_run: bool,
     *,
     sys_class_block: Path = SYS_CLASS_BLOCK,
-    mountinfo: Path = MOUNTINFO,
     swaps: Path = SWAPS,
-) -> None:
-    """Raise DeviceRefused unless the device is safe to format or write raw."""
+) -> DeviceClaim:
+    """The guard: a DeviceClaim on a device that is safe to format or write raw, or
+    DeviceRefused (one line). See the module docstring for the rules."""
     device = Path(device)
-    if not _is_block_device(device):
-        raise DeviceRefused(f"{device} is not a block device")
-    name = device.resolve().name
-    parts = partitions_of(device, sys_class_block)
-    users = {name: _dev_number(device)}
-    for kernel_name in parts + holders_of(name, sys_class_block):
-        number = _sysfs_dev(kernel_name, sys_class_block)
-        if number:
-            users[kernel_name] = number
-    for part in parts:
-        for holder in holders_of(part, sys_class_block):
-            number = _sysfs_dev(holder, sys_class_block)
-            if number:
-                users[holder] = number
-    mounted = mounts_of({number: kname for kname, number in users.items()}, mountinfo)
-    if mounted:
-        where = ", ".join(f"{k} on {m}" for k, m in mounted)
-        raise DeviceRefused(f"refusing {device}: mounted ({where})")
-    swapping = _swap_users(set(users), swaps)
-    if swapping:
-        raise DeviceRefused(f"refusing {device}: in use as swap ({', '.join(swapping)})")
-    if created_by_run:
-        return
-    if parts:
-        raise DeviceRefused(f"refusing {device}: it has partitions ({', '.join(parts)})")
-    holders = holders_of(name, sys_class_block)
-    if holders:
-        raise DeviceRefused(f"refusing {device}: in use by {', '.join(holders)}")
+    number = _rdev(device)
+    if number is None:
+        raise DeviceRefused(f"refusing {device}: not a block device")
+    if number in root_disks():
+        raise DeviceRefused(f"refusing {device}: it backs the root filesystem (/)")
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            why = _why_busy(device, sys_class_block, swaps)
+            raise DeviceRefused(
+                f"refusing {device}: in use, the kernel refuses an exclusive open ({why})"
+            ) from None
+        raise DeviceRefused(f"refusing {device}: cannot open: {exc.strerror or exc}") from None
+    claim = DeviceClaim(device, fd, os.lseek(fd, 0, os.SEEK_END))
+    try:
+        _refuse_if_open(device, sys_class_block)
+        if not created_by_run:
+            _refuse_unless_blank(device, claim.size)
+    except BaseException:
+        claim.release()
+        raise
+    return claim
+
+
+def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
+    numbers = {number for number, _ in _family(device, sys_class_block).values()}
+    deadline = time.monotonic() + UDEV_GRACE_S
+    while True:
+        found = openers(numbers)
+        udev_only = found and all("udev" in who for who in found)
+        if not found or not udev_only or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    if found:
+        raise DeviceRefused(f"refusing {device}: open by another process ({', '.join(found)})")
+    backed = loop_backers(numbers)
+    if backed:
+        raise DeviceRefused(f"refusing {device}: it backs loop device {', '.join(backed)}")
+
+
+def _refuse_unless_blank(device: Path, size: int) -> None:
     found = signatures_of(device)
     if found:
         raise DeviceRefused(
             f"refusing {device}: it carries a signature ({', '.join(found)}); "
             "only blank volumes or volumes created by this run are used"
         )
+    data = nonzero_offsets(device, size)
+    if not data:
+        return
+    boundaries = sorted({at // MIB * MIB for at in data if 0 < at // MIB * MIB < size - MIB})
+    for boundary in boundaries[:MAX_NAMED_PROBES]:
+        named = signatures_of(device, boundary)
+        if named and not named[0].startswith("blkid:"):
+            raise DeviceRefused(
+                f"refusing {device}: it carries a signature at offset {boundary} "
+                f"({', '.join(named)}); only blank volumes or volumes created by this run "
+                "are used"
+            )
+    raise DeviceRefused(
+        f"refusing {device}: it is not blank (non-zero data at offset {data[0]}); "
+        "only blank volumes or volumes created by this run are used"
+    )
+
+
+def check_device_is_blank(device: Path, created_by_run: bool, **kwargs: Path) -> None:
+    """claim_device, released at once: raise DeviceRefused unless the device is safe to use."""
+    claim_device(device, created_by_run, **kwargs).release()
 
 
 def _swap_users(names: set[str], swaps: Path) -> list[str]:
@@ -293,7 +585,9 @@ def format_and_mount(
     created_by_run: bool,
     mount_options: str | None = None,
 ) -> PreparedDevice:
-    """Make a filesystem and mount it (or leave the device raw). Call check_device_is_blank first."""
+    """Make a filesystem and mount it (or leave the device raw). Call claim_device first and
+    release the claim just before (mkfs opens O_EXCL); after the mount the device is checked
+    again for other openers (the window of decisions #4)."""
     if filesystem not in FILESYSTEMS:
         raise DeviceError(f"filesystem must be one of {', '.join(FILESYSTEMS)}, got {filesystem!r}")
     if filesystem == "raw":
@@ -311,6 +605,18 @@ def format_and_mount(
     if mount_options:
         mount_argv += ["-o", mount_options]
     _run(mount_argv + [str(device), str(mount_point)], f"mount {device}")
+    # the claim was released for mkfs: check nobody slipped in before mount claimed it again
+    try:
+        if os.stat(mount_point).st_dev != os.stat(device).st_rdev:
+            raise DeviceRefused(
+                f"refusing {device}: {mount_point} is not the filesystem made on it"
+            )
+        _refuse_if_open(device, SYS_CLASS_BLOCK)
+    except (DeviceRefused, OSError) as exc:
+        subprocess.run(["umount", str(mount_point)], capture_output=True, check=False)
+        if isinstance(exc, DeviceRefused):
+            raise
+        raise DeviceError(f"{mount_point}: {exc.strerror or exc}") from None
     return PreparedDevice(device, filesystem, mount_point, mount_options)
 
 

@@ -131,18 +131,43 @@ def fio_job_errors(text: str) -> list[str]:
     ]
 
 
+def _raw_leftovers(ctx: _Context, what: str) -> str | None:
+    """On a raw device the workload's cwd (the agent's scratch dir) must stay empty: a file
+    there means the tool did its I/O on a regular file instead of the device."""
+    raw = ctx.target.raw_device
+    if raw is None:
+        return None
+    try:
+        found = sorted(p.name for p in ctx.target.workdir.iterdir())
+    except OSError as exc:
+        return f"cannot list {ctx.target.workdir}: {exc.strerror or exc}"
+    if not found:
+        return None
+    return (
+        f"{what} created {', '.join(found[:5])} in {ctx.target.workdir} instead of "
+        f"doing its I/O on {raw}"
+    )
+
+
 def _run_fio(ctx: _Context, w: Workload) -> Outcome:
+    from iofleet.agent.devices import device_bytes
     from iofleet.fiojobs import render_command
 
     raw = ctx.target.raw_device
     try:
         if raw is not None:
-            argv, job_env = render_command(w.name, w.params, str(raw.parent), filename=raw.name)
+            argv, job_env = render_command(
+                w.name,
+                w.params,
+                str(ctx.target.workdir),
+                device=str(raw),
+                device_bytes=device_bytes(raw),
+            )
         else:
             argv, job_env = render_command(w.name, w.params, str(ctx.target.workdir))
     except KeyError as exc:
         return Outcome(FAILED, str(exc.args[0]) if exc.args else f"unknown fio job {w.name!r}")
-    except Exception as exc:  # noqa: BLE001 - ValueError or a broken job library: one line
+    except Exception as exc:  # noqa: BLE001 - ValueError, DeviceError or a broken job library
         return Outcome(FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     env = dict(os.environ)
     env.update(job_env)
@@ -157,6 +182,9 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
         problems = fio_job_errors(result.stdout)
         if problems:
             status, error = FAILED, "; ".join(problems)
+    leftovers = _raw_leftovers(ctx, "fio")
+    if leftovers:
+        status, error = FAILED, leftovers
     return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
 
 
@@ -186,6 +214,9 @@ def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
             parse_ioping(result.stdout)
         except ParseError as exc:
             status, error = FAILED, f"ioping output: {exc}"
+    leftovers = _raw_leftovers(ctx, "ioping")
+    if leftovers:
+        status, error = FAILED, leftovers
     return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
 
 
@@ -303,6 +334,9 @@ def _burst_phase(ctx: _Context, w: Workload) -> dict[str, object] | None:
         problems = fio_job_errors(result.stdout)
         if problems:
             status, error = FAILED, "; ".join(problems)
+    leftovers = _raw_leftovers(ctx, "drain fio")
+    if leftovers:
+        status, error = FAILED, leftovers
     record.update(status=status, error=error, seconds=round(result.seconds, 3))
     return record
 

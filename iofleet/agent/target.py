@@ -42,6 +42,7 @@ class PreparedTarget:
     volume_id: str | None = None  # block targets: the EBS volume id (CloudWatch metrics)
     error: str | None = None
     _mounted: Path | None = field(default=None, repr=False)
+    _claim: devices.DeviceClaim | None = field(default=None, repr=False)  # raw: held O_EXCL
     _own_workdir: bool = field(default=False, repr=False)
     _cell_fd: int | None = field(default=None, repr=False)  # O_NOFOLLOW fd of the cell dir
     _names: tuple[str, str, str] = field(default=("", "", ""), repr=False)  # run, cell, subdir
@@ -204,13 +205,21 @@ def _prepare_block(payload: SlotPayload, subdir: str) -> PreparedTarget:
     try:
         device = devices.wait_for_volume(spec.volume_id, spec.attach_wait_s, by_id_dir=by_id)
         prepared.device = str(device)
-        devices.check_device_is_blank(device, spec.created_by_run)
+        claim = devices.claim_device(device, spec.created_by_run)
+        if spec.filesystem == "raw":
+            # held until cleanup: nobody can mount, swapon or assemble it under fio/ioping
+            prepared._claim = claim
+        else:
+            claim.release()  # mkfs opens O_EXCL itself, then mount claims it (decisions #4)
         mount_point = Path(spec.mount_point) if spec.mount_point else None
         done = devices.format_and_mount(
             device, spec.filesystem, mount_point, spec.created_by_run, spec.mount_options
         )
     except devices.DeviceError as exc:
         prepared.error = str(exc)
+        if prepared._claim is not None:
+            prepared._claim.release()
+            prepared._claim = None
         return prepared
     prepared.fstype = done.filesystem
     if done.mount_point is None:
@@ -244,4 +253,7 @@ def cleanup_target(prepared: PreparedTarget) -> str | None:
             devices.unmount(prepared._mounted)
         except devices.DeviceError as exc:
             problem = problem or str(exc)
+    if prepared._claim is not None:
+        prepared._claim.release()
+        prepared._claim = None
     return problem

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,52 +107,26 @@ def test_logging_job_reports_writers_and_read_burst_apart(tmp_path: Path) -> Non
     ]
 
 
-def test_filename_points_every_job_at_one_file(tmp_path: Path) -> None:
-    # given a pre-made file standing in for a raw device (target_dir=/dev, filename=nvme1n1)
+def test_device_points_every_job_process_at_its_own_region_of_one_file(tmp_path: Path) -> None:
+    # given a pre-made 16 MiB file standing in for a raw device, and an empty scratch dir
     device = tmp_path / "fakedev"
     with device.open("wb") as f:
         f.truncate(16 * 1024 * 1024)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     name = "logging-steady-write-burst-read"
     argv, env = render_command(
-        name, _short_params(name, tmp_path), str(tmp_path), filename="fakedev"
+        name, _short_params(name, tmp_path), str(scratch), device=str(device), device_bytes=16 << 20
     )
     # when
-    result = _run(argv, env, tmp_path)
-    # then both jobs did I/O, on that file only (fio laid out no per-job files)
+    result = _run(argv, env, scratch)
+    # then both sections did I/O, on that file only (fio laid out no per-job files) ...
     assert result.returncode == 0, result.stderr
     assert {r["job"] for r in parse_fio(result.stdout).records} == {"steady_write", "burst_read"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fakedev"]
-
-
-@pytest.fixture
-def loop_device(tmp_path: Path) -> Iterator[str]:
-    if os.geteuid() != 0 or shutil.which("losetup") is None:
-        pytest.skip("needs root and losetup")
-    backing = tmp_path / "backing.img"
-    with backing.open("wb") as f:
-        f.truncate(32 * 1024 * 1024)
-    made = subprocess.run(
-        ["losetup", "--find", "--show", str(backing)], capture_output=True, text=True, check=False
-    )
-    if made.returncode != 0:
-        pytest.skip(f"losetup failed: {made.stderr.strip()}")
-    device = made.stdout.strip()
-    try:
-        yield device
-    finally:
-        subprocess.run(["losetup", "--detach", device], check=False)
-
-
-@pytest.mark.device
-def test_raw_block_device_via_dev_and_filename(loop_device: str, tmp_path: Path) -> None:
-    # given the agent's raw-device form: directory /dev, --filename the device basename
-    name = "randwrite-16k-psync-16jobs"
-    params = {k: v for k, v in _short_params(name, tmp_path).items() if k != "DIRECT"}
-    argv, env = render_command(name, params, "/dev", filename=Path(loop_device).name)
-    # when
-    result = _run(argv, env, tmp_path)
-    # then
-    assert result.returncode == 0, result.stderr
-    records = parse_fio(result.stdout).records
-    assert [(r["direction"], r["error"]) for r in records] == [("write", 0)]
-    assert records[0]["io_bytes"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fakedev", "scratch"]
+    assert list(scratch.iterdir()) == []
+    # ... and each of the two writer clones wrote its own 4 MiB region, nothing beyond
+    data = device.read_bytes()
+    mib = 1 << 20
+    assert data[: 4 * mib].strip(b"\0") and data[4 * mib : 8 * mib].strip(b"\0")
+    assert not data[8 * mib :].strip(b"\0")

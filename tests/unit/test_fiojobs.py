@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,11 +11,14 @@ import pytest
 from iofleet import fiojobs
 from iofleet.fiojobs import (
     JobFileError,
+    RawLayout,
     check_params,
+    fio_size_bytes,
     get_job,
     jobs_dir,
     list_jobs,
     load_job_file,
+    raw_layout,
     render_command,
 )
 
@@ -245,17 +249,94 @@ def test_render_command_env_overlays_params_on_defaults() -> None:
     }
 
 
-def test_render_command_filename_goes_before_the_job_file() -> None:
-    argv, env = render_command("randwrite-16k-psync-16jobs", {}, "/dev", filename="nvme1n1")
-    assert argv[2] == "--filename=nvme1n1"
+def test_render_command_device_and_regions_go_before_the_job_file() -> None:
+    argv, env = render_command(
+        "randwrite-16k-psync-16jobs",
+        {},
+        "/tmp/scratch",
+        device="/dev/nvme1n1",
+        device_bytes=1 << 40,
+    )
+    # absolute: fio resolves --filename before it reads the job file's directory=
+    assert argv[2:4] == ["--filename=/dev/nvme1n1", f"--offset_increment={1 << 30}"]
     assert argv[-1].endswith("randwrite-16k-psync-16jobs.fio")
-    assert env["TARGET"] == "/dev"
+    assert env["TARGET"] == "/tmp/scratch"
 
 
-@pytest.mark.parametrize("filename", ["/dev/nvme1n1", "a b", "..", ""])
-def test_render_command_rejects_bad_filename(filename: str) -> None:
-    with pytest.raises(ValueError, match="filename"):
-        render_command("seq-read-1m-qd32", {}, "/dev", filename=filename)
+@pytest.mark.parametrize("device", ["nvme1n1", "/dev/a b", "/dev/../etc/x", "/dev/a:b", ""])
+def test_render_command_rejects_bad_device(device: str) -> None:
+    with pytest.raises(ValueError, match="device"):
+        render_command("seq-read-1m-qd32", {}, "/tmp/s", device=device, device_bytes=1 << 40)
+
+
+def test_render_command_refuses_regions_beyond_the_device() -> None:
+    # 16 job processes x 1 GiB do not fit on 8 GiB: fio would silently idle the last 8
+    with pytest.raises(ValueError) as info:
+        render_command(
+            "randwrite-16k-psync-16jobs", {}, "/tmp/s", device="/dev/sdz", device_bytes=8 << 30
+        )
+    assert str(info.value) == (
+        "fio job randwrite-16k-psync-16jobs on /dev/sdz: needs 16384 MiB of the device "
+        "(16 job processes x 1024 MiB, one region each) but it has 8192 MiB; "
+        "lower SIZE or NUM_JOBS"
+    )
+
+
+def test_raw_layout_of_a_multi_section_file_takes_the_largest_section() -> None:
+    job = get_job("logging-steady-write-burst-read")
+    env = {**job.params, "SIZE": "8m", "NUM_JOBS": "3"}
+    assert raw_layout(job, env, 1 << 30) == RawLayout(8 << 20, 3, 24 << 20)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("offset=1g", "sets offset"),
+        ("offset_increment=4k", "sets offset_increment"),
+        ("nrfiles=4", "sets nrfiles"),
+        ("include other.fio", "sets include"),
+    ],
+)
+def test_raw_layout_refuses_options_that_move_io_off_the_region(
+    library: Path, line: str, problem: str
+) -> None:
+    job = load_job_file(_write(library, "x", GOOD + line + "\n"))
+    with pytest.raises(ValueError, match=problem):
+        raw_layout(job, {**job.params, "TARGET": "/tmp"}, 1 << 40)
+
+
+def test_raw_layout_needs_a_size(library: Path) -> None:
+    text = "; d\n; @param TARGET=.  t\n[global]\ndirectory=${TARGET}\n[j]\nrw=write\n"
+    job = load_job_file(_write(library, "nosize", text))
+    with pytest.raises(ValueError, match=r"\[j\] has no size"):
+        raw_layout(job, {"TARGET": "/tmp"}, 1 << 40)
+
+
+@pytest.mark.parametrize(
+    ("text", "kb_base", "expected"),
+    [
+        ("4k", 1024, 4096),
+        ("4K", 1024, 4096),
+        ("4kb", 1024, 4096),
+        ("256m", 1024, 256 << 20),
+        ("1g", 1024, 1 << 30),
+        ("1t", 1024, 1 << 40),
+        ("4KiB", 1024, 4000),  # fio's compatibility rule: with kb_base=1024 IEC is decimal
+        ("4KiB", 1000, 4096),
+        ("4k", 1000, 4000),
+        ("0x1000", 1024, 4096),
+        ("512", 1024, 512),
+        ("25%", 1024, 250),
+    ],
+)
+def test_fio_size_bytes_reads_sizes_as_fio_does(text: str, kb_base: int, expected: int) -> None:
+    assert fio_size_bytes(text, kb_base, whole=1000) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1.5g", "(1g*2)", "4x", "-1m", "0%", "101%", "ib"])
+def test_fio_size_bytes_refuses_what_it_cannot_read(text: str) -> None:
+    with pytest.raises(ValueError):
+        fio_size_bytes(text, whole=1000)
 
 
 @pytest.mark.parametrize("target", ["/mnt/a:b", "/mnt/with space", ""])
@@ -288,3 +369,23 @@ def test_module_is_stdlib_only() -> None:
         "pathlib",
         "iofleet",
     }
+
+
+def test_raw_seed_matrices_fit_their_volumes() -> None:
+    # every fio workload of an example with a raw EBS target fits on that volume's size
+    examples = Path(fiojobs.__file__).resolve().parents[1] / "examples"
+    checked = 0
+    for path in sorted(examples.glob("*.json")):
+        doc = json.loads(path.read_text())
+        raw_sizes = [
+            s["size_gib"] << 30 for s in doc.get("storage", []) if s.get("filesystem") == "raw"
+        ]
+        for size in raw_sizes:
+            for w in doc.get("workloads", []):
+                if "fio" in w:
+                    argv, _ = render_command(
+                        w["fio"], w.get("params", {}), "/tmp/s", device="/dev/x", device_bytes=size
+                    )
+                    assert argv[2] == "--filename=/dev/x"
+                    checked += 1
+    assert checked >= 2  # seed 002: io2 and gp2, 8 GiB each

@@ -1,0 +1,271 @@
+"""fio, the burst drain and ioping on a raw block target do their I/O on the device itself.
+
+Proof is taken where the I/O lands, never from fio's own fields: each test runs
+the real agent (`run_slot` with a block target on a loop device over a blank
+sparse backing file), then reads the BACKING FILE and finds the written bytes
+in the regions fio's options put them (and zeros everywhere else), and reads
+the kernel's per-device counters (/sys/block/<loop>/stat: sectors read and
+written) for reads. It also checks that no regular file appeared in the
+agent's scratch working directory, the process's cwd or /dev (where fio laid
+out a file named after the device before the fix).
+
+Needs root and loop devices (skipped with the reason otherwise), like the
+device guard tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import iofleet.agent.slot as slot_module
+from iofleet.agent.slot import run_slot
+from iofleet.fiojobs import fio_size_bytes, list_jobs
+from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
+
+pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])
+
+RUN_ID = "raw-20261121t000000z"
+CELL_ID = "c000-loop-x1-r1"
+DEVICE_MIB = 64
+SECTOR = 512
+# Tiny: one second, 4 MiB regions, two clones per section where the job has NUM_JOBS.
+SHORT = {
+    "RUNTIME": "1",
+    "SIZE": "4m",
+    "NUM_JOBS": "2",
+    "IO_DEPTH": "4",
+    "BURST_START": "0",
+    "BURST_RUNTIME": "1",
+    "WRITE_RATE": "8m",
+}
+JOBS = [job.name for job in list_jobs()]
+
+
+def _params(name: str) -> dict[str, str]:
+    declared = next(job for job in list_jobs() if job.name == name).params
+    return {k: v for k, v in SHORT.items() if k in declared}
+
+
+def _sectors(device: Path) -> tuple[int, int]:
+    """(sectors read, sectors written) since boot, from the kernel's block-layer counters."""
+    fields = (Path("/sys/block") / device.name / "stat").read_text().split()
+    return int(fields[2]), int(fields[6])
+
+
+def _nonzero_chunks(backing: Path, chunk: int = 4096) -> list[int]:
+    """Offsets of the backing file's chunks that hold any non-zero byte."""
+    found = []
+    with backing.open("rb") as handle:
+        offset = 0
+        while block := handle.read(1 << 20):
+            for i in range(0, len(block), chunk):
+                if block[i : i + chunk].strip(b"\0"):
+                    found.append(offset + i)
+            offset += len(block)
+    return found
+
+
+def _top_level_files(directory: Path) -> set[str]:
+    """Regular files directly in `directory` (where fio laid out its file before the fix)."""
+    return {str(p) for p in directory.iterdir() if p.is_file() and not p.is_symlink()}
+
+
+def _regular_files(directory: Path) -> set[str]:
+    found = set()
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            path = Path(root) / name
+            if path.is_file() and not path.is_symlink():
+                found.add(str(path))
+    return found
+
+
+@dataclass
+class RawRun:
+    device: Path
+    backing: Path
+    by_id: Path
+    tmp_path: Path
+    cwd: Path
+    workdir_files: list[set[str]]  # regular files in the agent's workdir, just before cleanup
+    child_io: list[tuple[int, int]]  # (sectors read, written) on the device while each child ran
+
+    def slot_dir(self) -> Path:
+        return self.tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000"
+
+    def slot_json(self) -> dict:
+        return json.loads((self.slot_dir() / "slot.json").read_text())
+
+    def artifact(self, name: str) -> dict:
+        text = (self.slot_dir() / name).read_text()
+        return json.loads(text[text.index("{") :])
+
+    def run(
+        self, workloads: list[dict], burst: dict | None = None, *, created_by_run: bool = False
+    ) -> tuple[int, int, int]:
+        """Run a slot; (exit code, sectors read, sectors written) on the device while its
+        fio / ioping children ran (the guard's own reads before them are not counted)."""
+        payload = {
+            "version": 1,
+            "run_id": RUN_ID,
+            "cell": {"cell_id": CELL_ID, "cell_index": 0, "fleet_size": 1, "repeat": 1},
+            "slot_index": 0,
+            "target": {
+                "kind": "block",
+                "volume_id": VOLUME_ID,
+                "by_id_dir": str(self.by_id),
+                "filesystem": "raw",
+                "created_by_run": created_by_run,
+            },
+            "workloads": workloads,
+            "results": {"kind": "directory", "root": str(self.tmp_path / "raw")},
+            "time_limit_s": 120,
+        }
+        if burst is not None:
+            payload["burst"] = burst
+        dev_before = _top_level_files(Path("/dev"))
+        self.child_io.clear()
+        code = run_slot(payload)
+        assert _top_level_files(Path("/dev")) - dev_before == set(), "a regular file in /dev"
+        assert _regular_files(self.cwd) == set(), "a regular file in the cwd"
+        assert self.workdir_files and self.workdir_files[-1] == set(), (
+            f"files in the agent's workdir: {self.workdir_files}"
+        )
+        return code, sum(r for r, _ in self.child_io), sum(w for _, w in self.child_io)
+
+
+@pytest.fixture
+def raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    kit = Loops(tmp_path)
+    try:
+        device = kit.device(size_mib=DEVICE_MIB)
+        backing = tmp_path / "disk0.img"
+        assert _nonzero_chunks(backing) == []
+        by_id = tmp_path / "by-id"
+        by_id.mkdir()
+        (by_id / EBS_LINK).symlink_to(device)
+        cwd = tmp_path / "cwd"
+        cwd.mkdir()
+        monkeypatch.chdir(cwd)
+        seen: list[set[str]] = []
+        real_cleanup = slot_module.cleanup_target
+
+        def spy_cleanup(target):  # type: ignore[no-untyped-def]
+            seen.append(_regular_files(target.workdir))  # what the workloads left behind
+            return real_cleanup(target)
+
+        child_io: list[tuple[int, int]] = []
+        real_run_child = slot_module.run_child
+
+        def counting_run_child(*args, **kwargs):  # type: ignore[no-untyped-def]
+            read0, written0 = _sectors(device)
+            try:
+                return real_run_child(*args, **kwargs)
+            finally:
+                read1, written1 = _sectors(device)
+                child_io.append((read1 - read0, written1 - written0))
+
+        monkeypatch.setattr(slot_module, "cleanup_target", spy_cleanup)
+        monkeypatch.setattr(slot_module, "run_child", counting_run_child)
+        yield RawRun(device, backing, by_id, tmp_path, cwd, seen, child_io)
+    finally:
+        kit.release()
+
+
+def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
+    """[start, end) of every job process that did `direction` I/O, from fio's options."""
+    options = doc["global options"]
+    increment = int(options["offset_increment"])
+    regions = []
+    for job in doc["jobs"]:
+        merged = {**options, **job["job options"]}
+        if job[direction]["io_bytes"] == 0:
+            continue
+        size = fio_size_bytes(merged["size"])
+        for clone in range(int(merged.get("numjobs", "1"))):
+            regions.append((clone * increment, clone * increment + size))
+    return regions
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> None:
+    fio = {"kind": "fio", "name": name, "params": _params(name)}
+
+    code, sectors_read, sectors_written = raw.run([fio])
+
+    assert code == 0, raw.slot_json()["error"]
+    doc = raw.artifact(f"w00-fio-{name}.json")
+    assert doc["global options"]["filename"] == str(raw.device)
+    read_bytes = sum(job["read"]["io_bytes"] for job in doc["jobs"])
+    write_bytes = sum(job["write"]["io_bytes"] for job in doc["jobs"])
+    assert read_bytes + write_bytes > 0
+    # reads: the kernel counted at least as many sectors read from the device as fio reports
+    assert sectors_read * SECTOR >= read_bytes
+    assert sectors_written * SECTOR >= write_bytes
+    written = _nonzero_chunks(raw.backing)
+    if write_bytes == 0:
+        assert written == [], "a read-only job changed the device"
+        return
+    # writes: every writing job process left data in its own region, and nothing outside them
+    regions = _regions(doc, "write")
+    assert len(regions) >= 2 if "NUM_JOBS" in fio["params"] else len(regions) == 1
+    for start, end in regions:
+        assert any(start <= at < end for at in written), f"no data in [{start}, {end})"
+    stray = [at for at in written if not any(s <= at < e for s, e in regions)]
+    assert stray == [], f"data outside the job regions at {stray[:5]}"
+
+
+def test_regions_that_do_not_fit_on_the_device_fail_before_writing(raw: RawRun) -> None:
+    # given 16 job processes of 8 MiB each on a 64 MiB device
+    params = {"RUNTIME": "1", "SIZE": "8m", "NUM_JOBS": "16"}
+    fio = {"kind": "fio", "name": "randwrite-16k-psync-16jobs", "params": params}
+
+    code, _, sectors_written = raw.run([fio])
+
+    assert code == 1
+    entry = raw.slot_json()["workloads"][0]
+    assert entry["status"] == "FAILED"
+    assert (
+        f"on {raw.device}: needs 128 MiB of the device (16 job processes x 8 MiB" in entry["error"]
+    )
+    assert _nonzero_chunks(raw.backing) == []
+
+
+def test_burst_drain_writes_the_device(raw: RawRun) -> None:
+    fio = {
+        "kind": "fio",
+        "name": "latency-4k-qd1-randread",
+        "params": _params("latency-4k-qd1-randread"),
+    }
+    action = {"workload_index": 0, "action": "drain", "seconds": 0.5, "rw": "write", "bs": "1m"}
+
+    code, _, sectors_written = raw.run([fio], {"policy": "drain", "actions": [action]})
+
+    assert code == 0, raw.slot_json()["error"]
+    drain = raw.artifact("w00-drain.json")["jobs"][0]
+    assert drain["write"]["io_bytes"] > 0
+    assert sectors_written * SECTOR >= drain["write"]["io_bytes"]
+    written = _nonzero_chunks(raw.backing)
+    # a sequential write from the device's start: its first MiB is data
+    assert written[: 1 << 8] == list(range(0, 1 << 20, 4096))
+
+
+def test_ioping_writes_and_reads_the_device(raw: RawRun) -> None:
+    writes = {"kind": "ioping", "count": 8, "interval_ms": 0, "write": True, "size": "4k"}
+    reads = {"kind": "ioping", "count": 8, "interval_ms": 0, "size": "4k", "direct": True}
+
+    code, _, sectors_written = raw.run([writes])
+    assert code == 0, raw.slot_json()["error"]
+    # (the writes left data: the device is no longer blank, so the second slot is "ours")
+    code_reads, sectors_read, _ = raw.run([reads], created_by_run=True)
+
+    assert code_reads == 0, raw.slot_json()["error"]
+    assert sectors_written * SECTOR >= 8 * 4096
+    assert len(_nonzero_chunks(raw.backing)) >= 1  # ioping writes random data at random offsets
+    assert sectors_read * SECTOR >= 8 * 4096
