@@ -27,8 +27,8 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "installing ${packages[*]} with apt-get ..." >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q "${packages[@]}" >/dev/null 2>&1 || {
-  apt-get update -q >/dev/null && apt-get install -y -q "${packages[@]}" >/dev/null
+apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null 2>&1 || {
+  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null
 }
 for tool in "${missing[@]}"; do
   command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || [ -x "/sbin/$tool" ] || {
