@@ -86,6 +86,8 @@ def _int_field(io: dict, key: str, where: str) -> int:
     value = io.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: io.{key} missing or not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParseError(f"{where}: io.{key} is not a finite number")
     if value < 0:
         raise ParseError(f"{where}: io.{key} is negative")
     return int(value)
