@@ -6,7 +6,9 @@ opened, so an existing warehouse always runs the current views.
 
 Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
 the raw root from its raw objects, replacing that run's previous rows in one
-transaction. Rows go in through DuckDB's CSV reader (one temporary file per
+transaction. Each artifact loads whole or becomes one `ingest_errors` row (its
+values are checked against their columns in `iofleet.ingest`); should DuckDB
+refuse the bulk load anyway, the runs are reloaded one artifact per transaction. Rows go in through DuckDB's CSV reader (one temporary file per
 table, written by the stdlib csv module), which keeps a thousand fio json+
 files to seconds. Empty strings load as NULL.
 """

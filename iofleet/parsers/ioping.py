@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from iofleet.parsers import ParseError
+from iofleet.schema import value_problem
 
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
     ("lat_p0_ns", 0.0),
@@ -90,6 +91,9 @@ def _int_field(io: dict, key: str, where: str) -> int:
         raise ParseError(f"{where}: io.{key} is not a finite number")
     if value < 0:
         raise ParseError(f"{where}: io.{key} is negative")
+    problem = value_problem("bigint", int(value))  # what its ioping_requests column holds
+    if problem:
+        raise ParseError(f"{where}: io.{key}: {problem}")
     return int(value)
 
 
