@@ -78,6 +78,8 @@ def _decode(text: str) -> list:
         raise ParseError(
             f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise ParseError(f"ioping JSON: {str(exc).split(';')[0]}") from None
     if not isinstance(doc, list):
         raise ParseError("ioping JSON is not an array (expected ioping -J output)")
     return doc

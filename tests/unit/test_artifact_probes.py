@@ -33,7 +33,7 @@ def _counts(wh: Warehouse) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     raw = tmp_path_factory.mktemp("baseline") / "raw"
-    rawtree.write_run(raw, RUN, slots=2)
+    rawtree.write_run(raw, RUN, slots=1)
     with Warehouse(":memory:") as wh:
         wh.ingest_dir(raw)
         return _counts(wh)
@@ -51,7 +51,7 @@ def test_odd_artifact_is_refused_with_its_reason_or_loaded(
 ) -> None:
     # given a good run and the probe at its place in the raw layout
     raw = tmp_path / "raw"
-    rawtree.write_run(raw, RUN, slots=2)
+    rawtree.write_run(raw, RUN, slots=1)
     relpath = probe["path"].format(run=RUN)
     target = os.path.join(os.fsencode(raw), os.fsencode(relpath))
     os.makedirs(os.path.dirname(target), exist_ok=True)
