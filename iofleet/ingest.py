@@ -217,6 +217,8 @@ def _load_json_object(text: str, what: str) -> dict[str, Any]:
         doc = json.loads(text)
     except ValueError as exc:
         raise _Bad(f"{what}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _Bad(f"{what}: not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise _Bad(f"{what}: expected a JSON object, got {type(doc).__name__}")
     return doc

@@ -43,6 +43,8 @@ def parse_app(text: str) -> dict:
         ) from None
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
         raise ParseError(f"app timing JSON: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise ParseError("app timing JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise ParseError("app timing JSON is not an object")
     app = doc.get("app")

@@ -170,6 +170,8 @@ def _decode(text: str) -> tuple[dict, list[str]]:
             continue
         except ValueError as exc:  # e.g. an integer literal longer than Python converts
             raise ParseError(f"fio JSON: {str(exc).split(';')[0]}") from None
+        except RecursionError:
+            raise ParseError("fio JSON: nested too deeply") from None
         if isinstance(doc, dict):
             after = text[end:]
             more = after.count('"fio version"')

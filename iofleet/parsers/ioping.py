@@ -80,6 +80,8 @@ def _decode(text: str) -> list:
         ) from None
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
         raise ParseError(f"ioping JSON: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise ParseError("ioping JSON: nested too deeply") from None
     if not isinstance(doc, list):
         raise ParseError("ioping JSON is not an array (expected ioping -J output)")
     return doc
