@@ -347,8 +347,9 @@ def _direction_record(
     stats: Mapping,
     error: int,
     host: str | None | _NoHost = _NO_HOST,
+    where: str = "",
 ) -> None:
-    where = f"jobs[{index}].{direction}"
+    where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
     listed = _listed(clat, scale, clat_where)
@@ -443,7 +444,7 @@ def parse_fio(text: str) -> FioOutput:
             else:  # very old fio: no total_ios; did the direction move any bytes?
                 ios = _int(stats.get("io_bytes", stats.get("io_kbytes", 0)), f"{where}.io_bytes")
             if ios > 0:
-                _direction_record(out, name, index, direction, stats, error, host)
+                _direction_record(out, name, index, direction, stats, error, host, where)
         if error and len(out.records) == before:
             out.warnings.append(
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
