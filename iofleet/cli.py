@@ -169,9 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback by default
         from iofleet.parsers import ParseError
 
-        if isinstance(exc, ParseError):
-            print(f"iofleet: {exc}", file=sys.stderr)
-            return 1
+        if isinstance(exc, ParseError):  # a file given to parse is bad input: `PATH: message`
+            print(exc, file=sys.stderr)
+            return EXIT_USAGE
         if os.environ.get("IOFLEET_DEBUG"):
             raise
         print(

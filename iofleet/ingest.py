@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from iofleet.agent.payload import CELL_FIELDS
 from iofleet.schema import (
     APP_RUNS,
+    BY_NAME,
     EXPECTATIONS,
     FIO_LATENCY_BINS,
     FIO_RESULTS,
@@ -34,6 +35,7 @@ from iofleet.schema import (
     RUNS,
     SLOTS,
     Table,
+    value_problem,
 )
 
 Rows = dict[str, list[dict[str, object]]]
@@ -128,8 +130,13 @@ def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] |
             raise _Bad("not a known artifact path (see the raw layout in docs/internals.md)")
         if kind == "fio":
             results, blocks = _fio(relpath, text)
-            return {FIO_RESULTS.name: results}, blocks
-        return _HANDLERS[kind](relpath, text), None
+            rows: Rows = {FIO_RESULTS.name: results}
+            _check_rows(rows)
+            _check_bin_blocks(blocks)
+            return rows, blocks
+        rows = _HANDLERS[kind](relpath, text)
+        _check_rows(rows)
+        return rows, None
     except _Bad as exc:
         return {INGEST_ERRORS.name: [error_row(run_id, relpath, str(exc))]}, None
     except Exception as exc:  # noqa: BLE001 - a parser bug must not stop an ingest
@@ -138,8 +145,56 @@ def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] |
 
 
 def error_row(run_id: str, object_key: str, reason: str) -> dict[str, object]:
+    """The `ingest_errors` row of an object; always loadable (strings made valid UTF-8)."""
     one_line = " ".join(str(reason).split())
-    return INGEST_ERRORS.row(run_id=run_id, object_key=object_key, reason=one_line)
+    return INGEST_ERRORS.row(
+        run_id=loadable_text(run_id), object_key=loadable_text(object_key), reason=one_line
+    )
+
+
+def loadable_text(text: str) -> str:
+    """`text` with what no string column can hold (lone surrogates, e.g. from a file name
+    that is not UTF-8) written as backslash escapes; valid text is returned as is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _check_rows(rows: Rows) -> None:
+    """Every value fits its column (schema.value_problem), else the artifact is refused.
+
+    An artifact loads whole or not at all: one value out of range (an integer beyond
+    int64, a NaN, a lone surrogate) makes it one ingest_errors row naming the field,
+    and costs no other artifact its rows (in DuckDB or in Athena).
+    """
+    for name, table_rows in rows.items():
+        table = BY_NAME[name]
+        for row in table_rows:
+            problem = table.row_problem(row)
+            if problem:
+                raise _Bad(f"{name}.{problem}")
+
+
+_BIN_KEY_COLUMNS = FIO_LATENCY_BINS.columns[: len(BIN_BLOCK_COLUMNS)]
+_BIN_VALUE_TYPE = {c.name: c.type for c in FIO_LATENCY_BINS.columns}
+
+
+def _check_bin_blocks(blocks: Iterable[BinBlock]) -> None:
+    """`_check_rows` for bin blocks: the shared columns once, bin values and counts by range."""
+    for block in blocks:
+        for col, value in zip(_BIN_KEY_COLUMNS, block.key, strict=True):
+            problem = value_problem(col.type, value)
+            if problem:
+                raise _Bad(f"{FIO_LATENCY_BINS.name}.{col.name}: {problem}")
+        if not block.bins:
+            continue
+        for column, values in zip(("bin_ns", "count"), zip(*block.bins, strict=True), strict=True):
+            for value in (min(values), max(values)):
+                problem = value_problem(_BIN_VALUE_TYPE[column], value)
+                if problem:
+                    raise _Bad(f"{FIO_LATENCY_BINS.name}.{column}: {problem}")
 
 
 def merge_slot_rows(rows: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
@@ -162,6 +217,8 @@ def _load_json_object(text: str, what: str) -> dict[str, Any]:
         doc = json.loads(text)
     except ValueError as exc:
         raise _Bad(f"{what}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _Bad(f"{what}: not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise _Bad(f"{what}: expected a JSON object, got {type(doc).__name__}")
     return doc
@@ -502,4 +559,5 @@ def _ts(value: object) -> str | None:
                 when = when.astimezone(UTC)
     except (ValueError, OverflowError, OSError):
         return None
-    return when.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
+    # isoformat pads the year to four digits (strftime's %Y does not, below 1000)
+    return when.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")

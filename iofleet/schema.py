@@ -10,7 +10,10 @@ Stdlib only: this module is imported by the agent, the Lambdas and the CDK app.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from datetime import datetime
 
 # Athena (Hive DDL) type -> DuckDB type
 _DUCKDB_TYPES = {
@@ -61,6 +64,14 @@ class Table:
         if unknown:
             raise KeyError(f"{self.name}: unknown columns {sorted(unknown)}")
         return {name: values.get(name) for name in self.column_names}
+
+    def row_problem(self, row: dict[str, object]) -> str | None:
+        """`column: why` for the first value of `row` its column cannot hold, else None."""
+        for col in self.columns:
+            problem = value_problem(col.type, row.get(col.name))
+            if problem:
+                return f"{col.name}: {problem}"
+        return None
 
 
 def _c(name: str, type_: str, doc: str = "") -> Column:
@@ -149,7 +160,7 @@ FIO_RESULTS = Table(
         _c("workload", "string", "fio job file name from fio-jobs/"),
         _c("job", "string", "fio job name (jobname)"),
         _c("job_index", "int", "position in fio's jobs array"),
-        _c("direction", "string", "read | write | trim"),
+        _c("direction", "string", "read | write | trim | mixed (unified_rw_reporting)"),
         _c("iops", "double"),
         _c("bw_bytes", "bigint", "bytes per second"),
         _c("io_bytes", "bigint"),
@@ -165,6 +176,7 @@ FIO_RESULTS = Table(
         _c("clat_p99_ns", "bigint"),
         _c("clat_p99_9_ns", "bigint"),
         _c("clat_p99_99_ns", "bigint"),
+        _c("host", "string", "fio --client output: the server (host:port) that ran the job"),
     ),
 )
 
@@ -272,3 +284,68 @@ TABLES: tuple[Table, ...] = (
     BURST_METRICS,
 )
 BY_NAME = {t.name: t for t in TABLES}
+
+
+# --- what a column of each type can hold ------------------------------------------
+# One check for both stores: the DuckDB warehouse and the curated JSON lines that
+# Athena reads (Hive's JSON SerDe: int is 32-bit, bigint 64-bit, strings UTF-8).
+INT_RANGES = {"int": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
+_TIMESTAMP_TEXT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?")
+
+
+def value_problem(type_: str, value: object) -> str | None:
+    """Why a column of this type cannot hold `value` (one short phrase); None if it can.
+
+    None (SQL NULL) fits every column. Values are as `Table.row` rows carry them:
+    int for int/bigint, float or int for double, bool, str (timestamps as
+    'YYYY-MM-DD HH:MM:SS[.ffffff]' UTC, or a naive datetime).
+    """
+    if value is None:
+        return None
+    if type_ in INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"expected an integer, got {type(value).__name__}"
+        low, high = INT_RANGES[type_]
+        if not low <= value <= high:
+            return f"{_short(value)} is outside the {type_} range [{low}, {high}]"
+        return None
+    if type_ == "double":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"expected a number, got {type(value).__name__}"
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an int too large for a double
+            finite = False
+        return None if finite else f"{_short(value)} is not a finite double"
+    if type_ == "boolean":
+        return (
+            None if isinstance(value, bool) else f"expected a boolean, got {type(value).__name__}"
+        )
+    if type_ == "string":
+        if not isinstance(value, str):
+            return f"expected a string, got {type(value).__name__}"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"not valid UTF-8 (lone surrogate {value[exc.start]!a} at character {exc.start})"
+        return None
+    if type_ == "timestamp":
+        if isinstance(value, datetime):
+            return None if value.tzinfo is None else "expected a UTC timestamp without a zone"
+        if not isinstance(value, str) or not _TIMESTAMP_TEXT.fullmatch(value):
+            return f"not a timestamp 'YYYY-MM-DD HH:MM:SS.ffffff': {_short(value)}"
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            return f"not a valid date and time: {_short(value)}"
+        return None
+    raise KeyError(f"unknown column type {type_!r}")
+
+
+def _short(value: object) -> str:
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = ascii(value) if isinstance(value, str) else repr(value)
+    if len(text) > 40:
+        text = f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+    return text

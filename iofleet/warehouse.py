@@ -6,7 +6,9 @@ opened, so an existing warehouse always runs the current views.
 
 Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
 the raw root from its raw objects, replacing that run's previous rows in one
-transaction. Rows go in through DuckDB's CSV reader (one temporary file per
+transaction. Each artifact loads whole or becomes one `ingest_errors` row (its
+values are checked against their columns in `iofleet.ingest`); should DuckDB
+refuse the bulk load anyway, the runs are reloaded one artifact per transaction. Rows go in through DuckDB's CSV reader (one temporary file per
 table, written by the stdlib csv module), which keeps a thousand fio json+
 files to seconds. Empty strings load as NULL.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import sqlglot
@@ -31,12 +33,50 @@ from iofleet.ingest import (
     BIN_BLOCK_COLUMNS,
     BinBlock,
     error_row,
+    loadable_text,
     merge_slot_rows,
     rows_and_bin_blocks,
 )
 from iofleet.schema import BY_NAME, FIO_LATENCY_BINS, INGEST_ERRORS, SLOTS, TABLES, Table
 
 _ORDER_CELLS = "cell_index NULLS LAST, cell_id"
+
+
+class _Unit(NamedTuple):
+    """What one raw artifact gives: its key, its rows and its fio latency bin blocks."""
+
+    key: str
+    rows: Mapping[str, Sequence[dict]]
+    blocks: Sequence[BinBlock]
+
+
+def _gather(units: Iterable[_Unit]) -> tuple[dict[str, list[dict]], list[BinBlock]]:
+    """Every unit's rows by table (the `slots` rows folded per slot) and bin blocks."""
+    collected: dict[str, list[dict]] = {t.name: [] for t in TABLES}
+    blocks: list[BinBlock] = []
+    for unit in units:
+        for table, rows in unit.rows.items():
+            collected[table].extend(rows)
+        blocks.extend(unit.blocks)
+    # manifest.json sorts before slot.json within a slot folder, so the
+    # final status wins when they are folded into one row.
+    collected[SLOTS.name] = merge_slot_rows(collected[SLOTS.name])
+    return collected, blocks
+
+
+def _slot_units(units: Sequence[_Unit]) -> list[_Unit]:
+    """The units with their `slots` rows moved into one unit per slot (the folded row)."""
+    out: list[_Unit] = []
+    slot_rows: dict[str, list[dict]] = {}
+    for unit in units:
+        rows = dict(unit.rows)
+        for row in rows.pop(SLOTS.name, []):
+            folder = unit.key.rsplit("/", 1)[0]
+            slot_rows.setdefault(folder + "/slot", []).append(row)
+        out.append(_Unit(unit.key, rows, unit.blocks))
+    for key, folded in slot_rows.items():
+        out.append(_Unit(key, {SLOTS.name: merge_slot_rows(folded)}, []))
+    return out
 
 
 def transpile_view(trino_sql: str) -> str:
@@ -194,15 +234,21 @@ class Warehouse:
             raise
 
     def ingest_dir(self, raw_root: Path | str) -> IngestStats:
-        """(Re)load every run under a raw results root (layout: docs/internals.md)."""
+        """(Re)load every run under a raw results root (layout: docs/internals.md).
+
+        Each artifact loads whole or becomes one `ingest_errors` row: its values are
+        checked against their columns first (`iofleet.ingest`), and should DuckDB still
+        refuse the bulk load, the runs are loaded again artifact by artifact so that only
+        the artifact it refuses is lost (`_replace_runs_one_by_one`).
+        """
         root = Path(raw_root)
         stats = IngestStats(rows={t.name: 0 for t in TABLES})
         if not root.is_dir():
             return stats
-        collected: dict[str, list[dict]] = {t.name: [] for t in TABLES}
-        blocks: list[BinBlock] = []
+        units: list[_Unit] = []
         for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            stats.runs.append(run_dir.name)
+            run_id = loadable_text(run_dir.name)
+            stats.runs.append(run_id)
             for path in sorted(run_dir.rglob("*")):
                 if not path.is_file():
                     continue
@@ -215,21 +261,50 @@ class Warehouse:
                     text = path.read_text(encoding="utf-8", errors="replace")
                 except OSError as exc:
                     reason = f"cannot read: {exc.strerror or exc}"
-                    collected[INGEST_ERRORS.name].append(error_row(run_dir.name, relpath, reason))
+                    error = error_row(run_id, relpath, reason)
+                    units.append(_Unit(relpath, {INGEST_ERRORS.name: [error]}, []))
                     continue
                 rows, bin_blocks = rows_and_bin_blocks(relpath, text)
-                for table, table_rows in rows.items():
-                    collected[table].extend(table_rows)
-                if bin_blocks:
-                    blocks += bin_blocks
-        # manifest.json sorts before slot.json within a slot folder, so the
-        # final status wins when they are folded into one row.
-        collected[SLOTS.name] = merge_slot_rows(collected[SLOTS.name])
-        self.replace_runs(stats.runs, collected, blocks)
+                units.append(_Unit(relpath, rows, bin_blocks or []))
+        collected, blocks = _gather(units)
+        try:
+            self.replace_runs(stats.runs, collected, blocks)
+        except (duckdb.Error, UnicodeError):
+            collected, blocks = self._replace_runs_one_by_one(stats.runs, units)
         stats.rows = {name: len(rows) for name, rows in collected.items()}
         stats.rows[FIO_LATENCY_BINS.name] += sum(len(b.bins) for b in blocks)
         stats.errors = stats.rows[INGEST_ERRORS.name]
         return stats
+
+    def _replace_runs_one_by_one(
+        self, run_ids: Sequence[str], units: Sequence[_Unit]
+    ) -> tuple[dict[str, list[dict]], list[BinBlock]]:
+        """`replace_runs` one artifact (one slot, for the folded `slots` rows) per
+        transaction; an artifact DuckDB refuses becomes an `ingest_errors` row.
+
+        Returns what was loaded, as `_gather` would give it.
+        """
+        self.replace_runs(run_ids, {})
+        loaded: list[_Unit] = []
+        errors: list[dict] = []
+        for unit in _slot_units(units):
+            try:
+                self.con.execute("BEGIN TRANSACTION")
+                for table in TABLES:
+                    self.insert_rows(table, unit.rows.get(table.name, []))
+                self.insert_bin_blocks(unit.blocks)
+                self.con.execute("COMMIT")
+                loaded.append(unit)
+            except (duckdb.Error, UnicodeError) as exc:
+                self.con.execute("ROLLBACK")
+                run_id = unit.key.split("/", 1)[0]
+                message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                errors.append(error_row(run_id, unit.key, f"the warehouse refused it: {message}"))
+        self.insert_rows(INGEST_ERRORS, errors)
+        self.con.execute("UPDATE ingest_errors SET ingested_at = now() WHERE ingested_at IS NULL")
+        collected, blocks = _gather(loaded)
+        collected[INGEST_ERRORS.name] += errors
+        return collected, blocks
 
     # --- reading ---------------------------------------------------------
 

@@ -35,7 +35,7 @@ def athena_timestamp(value: object) -> object:
             return None
     if when.tzinfo is not None:
         when = when.astimezone(UTC).replace(tzinfo=None)
-    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{when.microsecond // 1000:03d}"
+    return when.isoformat(sep=" ", timespec="milliseconds")  # the year padded to 4 digits
 
 
 def jsonl(table: str, rows: list[dict[str, Any]]) -> bytes:

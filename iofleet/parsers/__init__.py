@@ -24,7 +24,7 @@ def detect_kind(text: str) -> str:
     if stripped.startswith("{"):
         try:
             doc = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             return "fio"
         if isinstance(doc, dict) and "wall_seconds" in doc:
             return "app"

@@ -6,9 +6,11 @@ Stdlib only.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 
 from iofleet.parsers import ParseError
+from iofleet.schema import value_problem
 
 PHASES = ("populate", "run")
 
@@ -24,11 +26,11 @@ def _timestamp(doc: dict, key: str) -> str:
         raise ParseError(f"{key}: missing or not a string")
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return format_utc(moment)
+    except (ValueError, OverflowError):  # OverflowError: year 1 east of UTC
         raise ParseError(f"{key}: not an ISO-8601 timestamp: {value!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return format_utc(moment)
 
 
 def parse_app(text: str) -> dict:
@@ -39,6 +41,10 @@ def parse_app(text: str) -> dict:
         raise ParseError(
             f"invalid app timing JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise ParseError(f"app timing JSON: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise ParseError("app timing JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise ParseError("app timing JSON is not an object")
     app = doc.get("app")
@@ -50,16 +56,23 @@ def parse_app(text: str) -> dict:
     exit_code = doc.get("exit_code")
     if isinstance(exit_code, bool) or not isinstance(exit_code, int):
         raise ParseError("exit_code: missing or not an integer")
+    problem = value_problem("int", exit_code)  # what app_runs.exit_code holds
+    if problem:
+        raise ParseError(f"exit_code: {problem}")
     wall = doc.get("wall_seconds")
-    if isinstance(wall, bool) or not isinstance(wall, int | float) or wall < 0:
-        raise ParseError("wall_seconds: missing or not a non-negative number")
+    try:
+        seconds = math.nan if isinstance(wall, bool) else float(wall)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        seconds = math.nan
+    if not isinstance(wall, int | float) or not math.isfinite(seconds) or seconds < 0:
+        raise ParseError("wall_seconds: missing or not a finite non-negative number")
     started_at = _timestamp(doc, "started_at")
     finished_at = _timestamp(doc, "finished_at")
     return {
         "app": app,
         "phase": phase,
         "exit_code": exit_code,
-        "wall_seconds": float(wall),
+        "wall_seconds": seconds,
         "started_at": started_at,
         "finished_at": finished_at,
     }

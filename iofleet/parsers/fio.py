@@ -13,7 +13,25 @@ Completion-latency percentiles are exact, never interpolated:
 - else from fio's `percentile` list when it holds exactly that percentile;
 - else null.
 
-Handles fio 3.x (`clat_ns`) and, for old files, fio 2.x (`clat` in microseconds).
+fio's format across its versions (each shape has a fixture made by that fio,
+tests/fixtures/fio/versions/README.md):
+- fio 3.0+ reports completion latency as `clat_ns` (ns); fio 2.x as `clat` (usec).
+- fio before 2.21 writes `io_bytes` in KiB (no `io_kbytes` key; fio commit c12d597a
+  made it bytes and added `io_kbytes`); `bw` is KiB/s in every version, `bw_bytes`
+  exists from fio 3.2.
+- json+ `bins` (fio 2.2.12+): fio 2.2.12 to 2.19 key them by histogram index, with
+  the FIO_IO_U_PLAT_BITS / _VAL / _NR constants beside them; each index decodes to
+  fio's own bucket value (`plat_idx_to_val` of stat.c). fio 2.20+ key them by value.
+- unified_rw_reporting: every I/O is reported under `mixed` (direction "mixed");
+  with `unified_rw_reporting=both` (fio 3.27+) `mixed` comes beside read and write.
+- a direction with I/O but no completion-latency samples (disable_clat, ...) has null
+  clat figures: fio writes zeros there (its calc_lat found no samples), which are no
+  measurement. The sample count is fio's `N` (3.18+), else the json+ bin total, else
+  min = max = mean = 0 (fio's no-sample output; in fio 2.x's microseconds an
+  all-sub-microsecond run looks the same and is also left null).
+- client/server (`fio --client`): `client_stats` instead of `jobs`, each entry a
+  job of one server (`host` = hostname:port) and a last "All clients" total (host null).
+Anything else that is not fio's JSON is a ParseError with a one-line reason.
 Stdlib only.
 """
 
@@ -28,8 +46,9 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from iofleet.parsers import ParseError
+from iofleet.schema import FIO_LATENCY_BINS, FIO_RESULTS, value_problem
 
-DIRECTIONS = ("read", "write", "trim")
+DIRECTIONS = ("read", "write", "trim", "mixed")  # mixed: unified_rw_reporting
 # record key -> percentile; the warehouse columns clat_p*_ns
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("clat_p50_ns", 50.0),
@@ -56,6 +75,9 @@ RECORD_KEYS = (
     *(key for key, _ in PERCENTILES),
 )
 BIN_KEYS = ("job", "job_index", "direction", "bin_ns", "count")
+# fio client/server output: records also carry the server that ran the job
+CLIENT_RECORD_KEYS = (*RECORD_KEYS, "host")
+ALL_CLIENTS = "All clients"  # the jobname of fio's summed entry in client_stats
 
 _JSON_START = re.compile(r"^\{", re.MULTILINE)
 _MAX_QUOTE = 120
@@ -135,6 +157,7 @@ def _decode(text: str) -> tuple[dict, list[str]]:
     """The fio JSON document and the non-empty text lines around it."""
     if not text.strip():
         raise ParseError("empty fio output")
+    text = text.removeprefix("\ufeff")  # a byte-order mark an editor may have added
     # candidate starts are found lazily: the first one nearly always decodes
     starts = (m.start() for m in _JSON_START.finditer(text))
     decoder = json.JSONDecoder()
@@ -145,8 +168,19 @@ def _decode(text: str) -> tuple[dict, list[str]]:
         except json.JSONDecodeError as exc:
             first_error = first_error or exc
             continue
+        except ValueError as exc:  # e.g. an integer literal longer than Python converts
+            raise ParseError(f"fio JSON: {str(exc).split(';')[0]}") from None
+        except RecursionError:
+            raise ParseError("fio JSON: nested too deeply") from None
         if isinstance(doc, dict):
-            return doc, _text_lines(text[:start]) + _text_lines(text[end:])
+            after = text[end:]
+            more = after.count('"fio version"')
+            if more:
+                raise ParseError(
+                    f"{1 + more} fio JSON documents in one output "
+                    "(fio --status-interval, or several runs in one file); expected one"
+                )
+            return doc, _text_lines(text[:start]) + _text_lines(after)
     if first_error is None:  # no line starts with "{"
         first = _text_lines(text)[0]
         raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
@@ -160,13 +194,21 @@ def _decode(text: str) -> tuple[dict, list[str]]:
 def _int(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParseError(f"{where}: {value!r} is not a finite number")
     return int(value)
 
 
 def _float(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ParseError(f"{where}: {_quote(repr(value))} is not a finite number")
+    return number
 
 
 def _optional_int(stats: Mapping, key: str, where: str, scale: int = 1) -> int | None:
@@ -185,12 +227,62 @@ def _clat(stats: Mapping, where: str) -> tuple[Mapping, int, str]:
     return {}, 1, f"{where}.clat_ns"
 
 
+_PLAT_KEYS = ("FIO_IO_U_PLAT_BITS", "FIO_IO_U_PLAT_VAL", "FIO_IO_U_PLAT_NR")
+
+
+def plat_idx_to_val(idx: int, bits: int, val: int) -> int:
+    """fio's `plat_idx_to_val` (stat.c, fio 2.x): the value of histogram bucket `idx`.
+
+    Buckets below 2 x FIO_IO_U_PLAT_VAL hold one value each; above, each group
+    doubles the bucket width and a bucket stands for the middle of its range,
+    truncated to an integer as fio's unsigned int return does.
+    """
+    if idx < (val << 1):
+        return idx
+    error_bits = (idx >> bits) - 1
+    base = 1 << (error_bits + bits)
+    k = idx % val
+    return base + int((k + 0.5) * (1 << error_bits))
+
+
+def _index_keyed_bins(raw: Mapping, scale: int, where: str) -> dict[int, int]:
+    """json+ bins of fio 2.2.12 to 2.19: keyed by bucket index, constants alongside."""
+    consts = {}
+    for key in _PLAT_KEYS:
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ParseError(f"{where}.bins: index-keyed bins need {key}, got {value!r}")
+        consts[key] = value
+    bits, val, nr = (consts[k] for k in _PLAT_KEYS)
+    if val != 1 << bits or bits > 16 or nr > 1 << 20:
+        raise ParseError(
+            f"{where}.bins: FIO_IO_U_PLAT_BITS {bits}, _VAL {val}, _NR {nr} are not fio's layout"
+        )
+    bins: dict[int, int] = {}
+    for key, count in raw.items():
+        if key in consts:
+            continue
+        try:
+            idx = int(key)
+        except ValueError:
+            raise ParseError(f"{where}.bins: bin {_quote(key)!r} is not an index") from None
+        if not 0 <= idx < nr:
+            raise ParseError(f"{where}.bins: index {idx} is outside 0..{nr - 1}")
+        number = _int(count, f"{where}.bins[{key}]")
+        if number > 0:
+            value = plat_idx_to_val(idx, bits, val) * scale
+            bins[value] = bins.get(value, 0) + number
+    return bins
+
+
 def _bins(clat: Mapping, scale: int, where: str) -> dict[int, int]:
     raw = clat.get("bins")
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         raise ParseError(f"{where}.bins: expected an object")
+    if any(key in raw for key in _PLAT_KEYS):
+        return _index_keyed_bins(raw, scale, where)
     # fast path, what fio writes: integer keys and integer counts, no key twice
     counts = list(raw.values())
     try:
@@ -230,10 +322,34 @@ def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
     return listed
 
 
+def _has_samples(clat: Mapping, bins: Mapping[int, int], where: str) -> bool:
+    """Did fio record completion-latency samples? (It writes zeros when it has none.)"""
+    if "N" in clat:  # fio 3.18+
+        return _int(clat["N"], f"{where}.N") > 0
+    if "bins" in clat:  # json+: the histogram total
+        return bool(bins)
+    zero = (clat.get("min"), clat.get("max"), clat.get("mean"))
+    return not all(isinstance(v, int | float) and not isinstance(v, bool) and v == 0 for v in zero)
+
+
+class _NoHost:
+    pass
+
+
+_NO_HOST = _NoHost()  # not client/server output: records carry no "host" key
+
+
 def _direction_record(
-    out: FioOutput, job: str, index: int, direction: str, stats: Mapping, error: int
+    out: FioOutput,
+    job: str,
+    index: int,
+    direction: str,
+    stats: Mapping,
+    error: int,
+    host: str | None | _NoHost = _NO_HOST,
+    where: str = "",
 ) -> None:
-    where = f"jobs[{index}].{direction}"
+    where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
     listed = _listed(clat, scale, clat_where)
@@ -241,11 +357,20 @@ def _direction_record(
         bw_bytes = _int(stats["bw_bytes"], f"{where}.bw_bytes")
     else:  # fio 2.x: KiB/s
         bw_bytes = _int(stats.get("bw", 0), f"{where}.bw") * 1024
-    if "io_bytes" in stats:
+    if "io_bytes" in stats and "io_kbytes" in stats:  # fio 2.21+: bytes
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes")
+    elif "io_bytes" in stats:  # fio before 2.21: io_bytes is in KiB
+        io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes") * 1024
     else:
         io_bytes = _int(stats.get("io_kbytes", 0), f"{where}.io_kbytes") * 1024
     mean = clat.get("mean")
+    sampled = _has_samples(clat, bins, clat_where)
+    if not sampled:
+        out.warnings.append(
+            f"job {job!r} (jobs[{index}]) {direction}: fio recorded no completion-latency "
+            "samples; clat left null"
+        )
+        clat, bins, mean = {}, {}, None
     record: dict[str, object] = {
         "job": job,
         "job_index": index,
@@ -264,6 +389,8 @@ def _direction_record(
     if ordered:
         found = _percentiles_of_sorted(ordered, _PERCENTILE_VALUES)
         record.update(zip((key for key, _ in PERCENTILES), found, strict=True))
+    elif not sampled:
+        record.update((key, None) for key, _ in PERCENTILES)
     else:
         for key, p in PERCENTILES:
             record[key] = listed.get(p)
@@ -274,48 +401,103 @@ def _direction_record(
             f"job {job!r} (jobs[{index}]) {direction}: no json+ bins and fio's percentile "
             f"list lacks {', '.join(missing)}; left null"
         )
+    if host is not _NO_HOST:
+        record["host"] = host
     out.records.append(record)
     if ordered:
         out.histograms.append((job, index, direction, ordered))
 
 
 def parse_fio(text: str) -> FioOutput:
-    """Parse fio's stdout (json or json+, any fio 3.x); ParseError with a one-line reason."""
+    """Parse fio's stdout (json or json+, fio 2.x and 3.x, local or --client output);
+    ParseError with a one-line reason."""
     doc, around = _decode(text)
     jobs = doc.get("jobs")
+    client = jobs is None and "client_stats" in doc
+    if client:
+        jobs = doc["client_stats"]
     if not isinstance(jobs, list):
         raise ParseError('fio JSON has no "jobs" array (not fio --output-format=json output?)')
+    key = "client_stats" if client else "jobs"
     version = doc.get("fio version")
     out = FioOutput(warnings=around, fio_version=version if isinstance(version, str) else None)
     if not jobs:
         out.warnings.append("fio reported no jobs")
     for index, entry in enumerate(jobs):
         if not isinstance(entry, Mapping):
-            raise ParseError(f"jobs[{index}]: expected an object")
+            raise ParseError(f"{key}[{index}]: expected an object")
         name = entry.get("jobname")
         if not isinstance(name, str):
-            raise ParseError(f"jobs[{index}]: no jobname")
-        error = _int(entry.get("error", 0), f"jobs[{index}].error")
+            raise ParseError(f"{key}[{index}]: no jobname")
+        error = _int(entry.get("error", 0), f"{key}[{index}].error")
+        host = _client_host(entry, name, f"{key}[{index}]") if client else _NO_HOST
         before = len(out.records)
         for direction in DIRECTIONS:
             stats = entry.get(direction)
-            if not isinstance(stats, Mapping):
+            if stats is None:
                 continue
-            where = f"jobs[{index}].{direction}"
+            where = f"{key}[{index}].{direction}"
+            if not isinstance(stats, Mapping):
+                raise ParseError(f"{where}: expected an object")
             if "total_ios" in stats:
                 ios = _int(stats["total_ios"], f"{where}.total_ios")
             else:  # very old fio: no total_ios; did the direction move any bytes?
                 ios = _int(stats.get("io_bytes", stats.get("io_kbytes", 0)), f"{where}.io_bytes")
             if ios > 0:
-                _direction_record(out, name, index, direction, stats, error)
+                _direction_record(out, name, index, direction, stats, error, host, where)
         if error and len(out.records) == before:
             out.warnings.append(
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
             )
             rw = _job_option(entry, doc, "rw") or "read"
             for direction in _RW_DIRECTIONS.get(rw.split(":")[0], ("read",)):
-                out.records.append(_failed_record(name, index, direction, error))
+                record = _failed_record(name, index, direction, error)
+                if host is not _NO_HOST:
+                    record["host"] = host
+                out.records.append(record)
+    _check_columns(out)
     return out
+
+
+_RESULT_TYPES = {c.name: c.type for c in FIO_RESULTS.columns}
+_BIN_TYPES = {c.name: c.type for c in FIO_LATENCY_BINS.columns}
+
+
+def _check_columns(out: FioOutput) -> None:
+    """Every figure fits its warehouse column (iofleet.schema.value_problem): a value
+    no table can hold (an integer beyond int64, a lone surrogate in a job name) is a
+    ParseError naming the field, never a row that breaks a load."""
+    for job, index, direction, hist in out.histograms:
+        for column, values in zip(("bin_ns", "count"), zip(*hist, strict=True), strict=True):
+            for value in (min(values), max(values)):
+                problem = value_problem(_BIN_TYPES[column], value)
+                if problem:
+                    raise ParseError(
+                        f"job {_quote(ascii(job))} (jobs[{index}]) {direction}: "
+                        f"json+ bin {column}: {problem}"
+                    )
+    for record in out.records:
+        for key, value in record.items():
+            problem = value_problem(_RESULT_TYPES[key], value)
+            if problem:
+                raise ParseError(
+                    f"job {_quote(ascii(record['job']))} (jobs[{record['job_index']}]) "
+                    f"{record['direction']}: {key}: {problem}"
+                )
+
+
+def _client_host(entry: Mapping, name: str, where: str) -> str | None:
+    """The server (hostname:port) of a `client_stats` entry; None for the All clients sum
+    (whose hostname fio fills with the last client's)."""
+    if name == ALL_CLIENTS and "job options" not in entry:
+        return None
+    hostname = entry.get("hostname")
+    if not isinstance(hostname, str) or not hostname:
+        raise ParseError(f"{where}: a fio --client entry without a hostname")
+    port = entry.get("port")
+    return (
+        f"{hostname}:{port}" if isinstance(port, int) and not isinstance(port, bool) else hostname
+    )
 
 
 # fio's rw= values -> the directions the job does I/O in (fio's default is read)

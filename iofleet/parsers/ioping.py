@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from iofleet.parsers import ParseError
+from iofleet.schema import value_problem
 
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
     ("lat_p0_ns", 0.0),
@@ -77,6 +78,10 @@ def _decode(text: str) -> list:
         raise ParseError(
             f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise ParseError(f"ioping JSON: {str(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise ParseError("ioping JSON: nested too deeply") from None
     if not isinstance(doc, list):
         raise ParseError("ioping JSON is not an array (expected ioping -J output)")
     return doc
@@ -86,8 +91,13 @@ def _int_field(io: dict, key: str, where: str) -> int:
     value = io.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: io.{key} missing or not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParseError(f"{where}: io.{key} is not a finite number")
     if value < 0:
         raise ParseError(f"{where}: io.{key} is negative")
+    problem = value_problem("bigint", int(value))  # what its ioping_requests column holds
+    if problem:
+        raise ParseError(f"{where}: io.{key}: {problem}")
     return int(value)
 
 

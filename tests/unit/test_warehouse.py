@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
+import pytest
+
+from iofleet import ingest
 from iofleet.ingest import BinBlock, expand_bin_blocks
+from iofleet.parsers.ioping import parse_ioping
 from iofleet.warehouse import Warehouse
 from tests.unit import rawtree
 
@@ -129,3 +135,110 @@ def test_bin_blocks_load_the_same_rows_as_bin_dicts(tmp_path: Path) -> None:
         sql = "SELECT * FROM fio_latency_bins"
         assert by_blocks.query(sql) == by_rows.query(sql)
         assert [r["job"] for r in by_blocks.query(sql)] == ['a,b "c"\nd', 'a,b "c"\nd', None]
+
+
+def _poison(base: Path) -> dict[str, str]:
+    """Poisoned artifacts beside good ones; returns object key -> the field its reason names."""
+    cell = base / "c000-local-fast-x2-r1"
+    run_doc = rawtree.run_doc(RUN) | {"description": "a \ud800 run"}  # a lone surrogate
+    (base / "run.json").write_text(json.dumps(run_doc))
+    fio = json.loads(rawtree.FIO_JSONPLUS.read_text())
+    fio["jobs"][0]["write"]["io_bytes"] = 2**64
+    (cell / "slot-0001" / "w00-fio-randread.json").write_text(json.dumps(fio))
+    (cell / "slot-0000" / "slot.json").write_text(
+        json.dumps(rawtree.slot_doc() | {"exit_code": 2**64})
+    )
+    wild = cell / "slot-99999999999"
+    wild.mkdir()
+    (wild / "manifest.json").write_text(
+        json.dumps(rawtree.manifest_doc(RUN, rawtree.cell_doc(), 0))
+    )
+    manifest = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 1) | {"cpus": 2**40}
+    (cell / "slot-0001" / "manifest.json").write_text(json.dumps(manifest))
+    prefix = f"{RUN}/c000-local-fast-x2-r1"
+    return {
+        f"{RUN}/run.json": "runs.description",
+        f"{prefix}/slot-0001/w00-fio-randread.json": "io_bytes",
+        f"{prefix}/slot-0000/slot.json": "slots.exit_code",
+        f"{prefix}/slot-99999999999/manifest.json": "slot_index",
+        f"{prefix}/slot-0001/manifest.json": "slots.cpus",
+    }
+
+
+def test_poisoned_artifacts_cost_only_their_own_rows_and_reingest_works(tmp_path: Path) -> None:
+    # given a good run in which five artifacts hold values no column can hold
+    base = rawtree.write_run(tmp_path / "raw", RUN, slots=2)
+    rawtree.write_run(tmp_path / "raw", "other-run", slots=1)
+    poisoned = _poison(base)
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        for _ in range(2):  # and a second ingest into the same warehouse works the same
+            # when
+            stats = wh.ingest_dir(tmp_path / "raw")
+            # then each poisoned artifact is one ingest error naming its field
+            errors = {e["object_key"]: e["reason"] for e in wh.ingest_errors(RUN)}
+            assert sorted(errors) == sorted(poisoned)
+            for key, field in poisoned.items():
+                assert field in errors[key], errors[key]
+            assert stats.errors == len(poisoned)
+            # and the good artifacts' rows are all there
+            fio_slots = wh.query(
+                "SELECT DISTINCT run_id, slot_index FROM fio_results ORDER BY run_id, slot_index"
+            )
+            assert fio_slots == [
+                {"run_id": RUN, "slot_index": 0},
+                {"run_id": "other-run", "slot_index": 0},
+            ]
+            slots = wh.query(
+                "SELECT slot_index, status, exit_code, cpus FROM slots WHERE run_id = ? "
+                "ORDER BY slot_index",
+                [RUN],
+            )
+            assert slots == [
+                {"slot_index": 0, "status": None, "exit_code": None, "cpus": 2},  # manifest
+                {"slot_index": 1, "status": "SUCCEEDED", "exit_code": 0, "cpus": None},
+            ]
+            assert _count(wh, "runs") == 1  # other-run's; RUN's run.json is the error
+            assert wh.query("SELECT count(*) AS n FROM ioping_requests WHERE run_id = ?", [RUN])[0][
+                "n"
+            ] == 2 * len(parse_ioping(rawtree.IOPING_READ.read_text()).requests)
+            assert _count(wh, "app_runs") == 3 + 2
+
+
+def test_a_run_folder_whose_name_is_not_utf8_is_an_ingest_error(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    rawtree.write_run(raw, RUN, slots=1)
+    bad = os.path.join(os.fsencode(raw), b"run-\xff")
+    os.makedirs(bad)
+    with open(os.path.join(bad, b"run.json"), "w") as out:
+        out.write(json.dumps(rawtree.run_doc("x") | {"run_id": None}))
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        stats = wh.ingest_dir(raw)
+        (error,) = wh.query("SELECT run_id, object_key, reason FROM ingest_errors")
+        assert _count(wh, "fio_results") > 0
+    assert error["run_id"] == "run-\\udcff" and error["object_key"] == "run-\\udcff/run.json"
+    assert "not valid UTF-8" in error["reason"]
+    assert stats.runs == ["demo-20261121t051200z", "run-\\udcff"]
+
+
+def test_a_value_the_checks_miss_costs_only_its_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given the column checks switched off (standing in for a value they do not know
+    # about), so DuckDB itself refuses the bulk load
+    monkeypatch.setattr(ingest, "_check_rows", lambda rows: None)
+    base = rawtree.write_run(tmp_path / "raw", RUN, slots=2)
+    (base / "c000-local-fast-x2-r1" / "slot-0000" / "slot.json").write_text(
+        json.dumps(rawtree.slot_doc() | {"exit_code": 2**64})
+    )
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        # when
+        stats = wh.ingest_dir(tmp_path / "raw")
+        # then the warehouse loads artifact by artifact: only that slot's row is lost
+        (error,) = wh.ingest_errors(RUN)
+        assert error["object_key"] == f"{RUN}/c000-local-fast-x2-r1/slot-0000/slot"
+        assert "the warehouse refused it" in error["reason"]
+        assert stats.errors == 1
+        assert [r["slot_index"] for r in wh.query("SELECT slot_index FROM slots")] == [1]
+        assert _count(wh, "fio_results") == stats.rows["fio_results"] > 0
+        assert _count(wh, "fio_latency_bins") == stats.rows["fio_latency_bins"] > 0
+        assert _count(wh, "runs") == 1

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from iofleet import schema
 from lambdas.ingest import handler as ingest
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 
@@ -182,3 +183,64 @@ def test_slot_summary_keeps_the_volume_id_for_burst_metrics(
         "vol-0123456789abcdef0",
         "i-0123456789abcdef0",
     )
+
+
+def _curated_rows(cloud: Cloud) -> dict[str, list[dict[str, Any]]]:
+    """Every curated row by table, read as Athena's JSON SerDe would: strict UTF-8 JSON."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for key in cloud.keys("curated/"):
+        table = key.split("/")[1]
+        body = cloud.client("s3").get_object(Bucket=cloud.bucket, Key=key)["Body"].read()
+        text = body.decode("utf-8")  # strict: no lone surrogates, no invalid bytes
+        rows.setdefault(table, []).extend(
+            json.loads(line, parse_constant=_no_constant) for line in text.splitlines()
+        )
+    return rows
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON Athena can read")
+
+
+def test_poisoned_objects_become_ingest_errors_and_every_curated_row_fits_its_column(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
+    # given good objects and objects holding values no Athena column can hold
+    fio = json.loads((FIXTURES / "fio" / "jsonplus-two-jobs.json").read_text())
+    fio["jobs"][0]["jobname"] = "steady\ud800write"  # a lone surrogate
+    manifest = {"run_id": RUN, "cell": {"cell_id": "c000-gp3-m6i.large-x1-r1"}, "cpus": 2**40}
+    slot = {"status": "SUCCEEDED", "exit_code": 2**64, "finished_at": "2026-11-21T05:20:00Z"}
+    run = {"run_id": RUN, "description": "a \udfff run", "started_at": "2026-11-21T05:12:00Z"}
+    bad = {
+        _put_raw(cloud, f"{SLOT}/w01-fio-poisoned.json", json.dumps(fio).encode()): "job",
+        _put_raw(cloud, f"{SLOT}/manifest.json", json.dumps(manifest).encode()): "slots.cpus",
+        _put_raw(cloud, f"{SLOT}/slot.json", json.dumps(slot).encode()): "slots.exit_code",
+        _put_raw(cloud, f"{RUN}/run.json", json.dumps(run).encode()): "runs.description",
+    }
+    wild = _put_raw(
+        cloud,
+        f"{RUN}/c000-gp3-m6i.large-x1-r1/slot-99999999999/slot.json",
+        json.dumps({"status": "FAILED"}).encode(),
+    )
+    bad[wild] = "slot_index"
+    good = _fio(cloud)
+    records = [_record(key, f"m{i}") for i, key in enumerate([*bad, good])]
+    for _ in range(2):  # a redelivered batch gives the same outcome
+        # when
+        out = ingest.handler({"Records": records}, context)
+        # then no message fails, each poisoned object is one error row naming its field
+        assert out == {"batchItemFailures": []}
+        rows = _curated_rows(cloud)
+        reasons = {r["object_key"]: r["reason"] for r in rows["ingest_errors"]}
+        assert sorted(reasons) == sorted(k.removeprefix("raw/") for k in bad)
+        for key, field in bad.items():
+            assert field in reasons[key.removeprefix("raw/")]
+        # and the good object's rows are curated
+        assert {r["workload"] for r in rows["fio_results"]} == {"randread"}
+        assert rows["fio_latency_bins"]
+        assert "slots" not in rows and "runs" not in rows
+        # and every curated value fits its Glue column's type
+        for table, table_rows in rows.items():
+            for row in table_rows:
+                assert tuple(row) == schema.BY_NAME[table].column_names
+                assert schema.BY_NAME[table].row_problem(row) is None, (table, row)

@@ -1,0 +1,250 @@
+"""fio's JSON across its versions, on output made by those fio releases.
+
+tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0
+(built from fio's git tags) and 3.33; tests/fixtures/fio/published/ holds output
+published by PerfKitBenchmarker (fio 2.1.4 and 2.17). Their READMEs say which fio
+and which command made each file. Every check compares iofleet's figure with an
+independent one in the same output (total_ios x block size, fio's own percentile
+list, the per-host entries against the All clients total).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iofleet.cli import main
+from iofleet.parsers import ParseError
+from iofleet.parsers.fio import (
+    ALL_CLIENTS,
+    CLIENT_RECORD_KEYS,
+    RECORD_KEYS,
+    FioOutput,
+    _decode,
+    parse_fio,
+    percentiles_from_bins,
+    plat_idx_to_val,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
+VERSIONS = FIXTURES / "versions"
+PUBLISHED = FIXTURES / "published"
+ALL_FILES = sorted(p.name for p in VERSIONS.glob("*.json")) + sorted(
+    f"../published/{p.name}" for p in PUBLISHED.glob("*.json")
+)
+
+
+def _parse(name: str) -> FioOutput:
+    return parse_fio((VERSIONS / name).read_text(encoding="utf-8"))
+
+
+def _doc(name: str) -> dict:
+    return _decode((VERSIONS / name).read_text(encoding="utf-8"))[0]
+
+
+def _entries(doc: dict) -> list[dict]:
+    return doc.get("jobs") or doc["client_stats"]
+
+
+def test_every_fixture_has_a_readme_line() -> None:
+    readme = (VERSIONS / "README.md").read_text() + (PUBLISHED / "README.md").read_text()
+    for name in ALL_FILES:
+        assert f"| {Path(name).name} |" in readme, name
+
+
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_io_bytes_matches_fios_own_counts_in_every_version(name: str) -> None:
+    # given output whose io_bytes is KiB (fio < 2.21) or bytes (2.21+)
+    text = (VERSIONS / name).read_text(encoding="utf-8")
+    doc = _decode(text)[0]
+    # when
+    out = parse_fio(text)
+    # then each record's bytes agree with fio's bandwidth (KiB/s in every version:
+    # bw = io_bytes x 1000 / runtime_ms / 1024, integer arithmetic) and, where fio
+    # counts I/Os, with total_ios x the job's block size
+    assert out.records, name
+    for record in out.records:
+        entry = _entries(doc)[record["job_index"]]
+        stats = entry[record["direction"]]
+        if stats["runtime"] > 0:
+            per_s = record["io_bytes"] * 1000 / stats["runtime"]
+            assert abs(per_s - stats["bw"] * 1024) <= 1024 * (2 + 1000 / stats["runtime"]), (
+                name,
+                record,
+            )
+        bs = _block_size(doc, entry)
+        if "total_ios" in stats and bs:
+            assert record["io_bytes"] == stats["total_ios"] * bs, (name, record)
+
+
+def _block_size(doc: dict, entry: dict) -> int | None:
+    for options in (entry.get("job options", {}), doc.get("global options", {})):
+        if "bs" in options:
+            return int(options["bs"].lower().removesuffix("k")) * 1024
+    return None
+
+
+def test_fio_before_2_21_writes_io_bytes_in_kib() -> None:
+    # the same job on both sides of fio commit c12d597a ("correct json 'io_bytes' output")
+    before = _doc("fio-2.20-json-randread.json")["jobs"][0]["read"]
+    after = _doc("fio-2.21-json-randread.json")["jobs"][0]["read"]
+    assert (before["io_bytes"], "io_kbytes" in before) == (64 * 4, False)
+    assert (after["io_bytes"], after["io_kbytes"]) == (64 * 4096, 64 * 4)
+    assert _parse("fio-2.20-json-randread.json").records[0]["io_bytes"] == 64 * 4096
+    assert _parse("fio-2.21-json-randread.json").records[0]["io_bytes"] == 64 * 4096
+
+
+def test_published_fio_2_17_output_reads_bytes_not_kib() -> None:
+    # PerfKitBenchmarker's fio 2.17 run: 80,891 reads of 16 KiB
+    out = parse_fio((PUBLISHED / "pkb-fio-2.17-hist.json").read_text())
+    read = out.records[0]
+    assert read["direction"] == "read" and read["io_bytes"] == 80891 * 16384
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fio-2.19-jsonplus-randread.json",
+        "fio-2.19-jsonplus-randread-direct.json",
+        "fio-2.19-jsonplus-unified-randrw.json",
+        "fio-2.19-client-server.json",
+        "fio-2.20-jsonplus-randread.json",
+        "fio-2.21-jsonplus-randread.json",
+        "fio-3.0-jsonplus-randread.json",
+        "fio-3.33-jsonplus-unified-both.json",
+    ],
+)
+def test_json_plus_bins_reproduce_fios_own_percentiles(name: str) -> None:
+    # given json+ bins keyed by index (fio <= 2.19), by usec value (2.20, 2.21) or ns (3.x)
+    doc = _doc(name)
+    out = _parse(name)
+    assert out.histograms
+    for job, index, direction, hist in out.histograms:
+        stats = _entries(doc)[index][direction]
+        clat, scale = (stats["clat_ns"], 1) if "clat_ns" in stats else (stats["clat"], 1000)
+        listed = {float(p): v * scale for p, v in clat["percentile"].items() if float(p) > 0}
+        # when the bins are read back with fio's percentile rule
+        found = percentiles_from_bins(hist, list(listed))
+        # then they give fio's own listed percentiles, and hold every sample
+        assert found == list(listed.values()), (name, job, direction)
+        assert sum(n for _, n in hist) == stats["total_ios"]
+
+
+def test_index_keyed_bins_decode_above_the_linear_range() -> None:
+    # the direct-I/O run has latencies past 2 x FIO_IO_U_PLAT_VAL usec, where buckets widen
+    (_, _, _, hist) = _parse("fio-2.19-jsonplus-randread-direct.json").histograms[0]
+    assert max(value for value, _ in hist) > 128 * 1000
+    assert plat_idx_to_val(127, 6, 64) == 127
+    assert plat_idx_to_val(128, 6, 64) == 129  # from 128 buckets are 2 wide: their middle
+    assert plat_idx_to_val(129, 6, 64) == 131  # 128 + (1 + 0.5) x 2
+    assert plat_idx_to_val(192, 6, 64) == 258  # 256 + 0.5 x 4
+
+
+def test_index_keyed_bins_without_fios_constants_are_refused() -> None:
+    doc = _doc("fio-2.19-jsonplus-randread.json")
+    bins = doc["jobs"][0]["read"]["clat"]["bins"]
+    bins["FIO_IO_U_PLAT_VAL"] = 100  # not 1 << FIO_IO_U_PLAT_BITS
+    with pytest.raises(ParseError, match="not fio's layout"):
+        parse_fio(json.dumps(doc))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in VERSIONS.glob("*-unified-randrw.json")))
+def test_unified_rw_reporting_gives_mixed_records(name: str) -> None:
+    # fio 2.1 (json), 2.19, 2.20, 2.21, 3.0 (json and json+)
+    doc = _doc(name)
+    (record,) = _parse(name).records
+    assert "read" not in doc["jobs"][0] and "mixed" in doc["jobs"][0]
+    assert record["direction"] == "mixed"
+    assert record["io_bytes"] == 256 * 1024  # 64 I/Os of 4 KiB, reads and writes together
+
+
+def test_unified_both_gives_read_write_and_mixed() -> None:
+    out = _parse("fio-3.33-jsonplus-unified-both.json")
+    by_direction = {r["direction"]: r for r in out.records}
+    assert sorted(by_direction) == ["mixed", "read", "write"]
+    assert (
+        by_direction["read"]["io_bytes"] + by_direction["write"]["io_bytes"]
+        == by_direction["mixed"]["io_bytes"]
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(p.name for p in VERSIONS.glob("*-no-clat.json")),
+)
+def test_a_direction_without_clat_samples_has_null_latency_not_zero(name: str) -> None:
+    # given a job run with disable_clat=1: fio writes clat min/max/mean 0 and no bins
+    out = _parse(name)
+    (record,) = out.records
+    # then the I/O is kept and every latency figure is null, with a warning saying why
+    assert record["io_bytes"] == 64 * 4096
+    latency = {k: v for k, v in record.items() if k.startswith("clat_")}
+    assert set(latency.values()) == {None}
+    assert not out.histograms
+    assert any("no completion-latency samples" in w for w in out.warnings)
+
+
+def test_a_sub_microsecond_minimum_is_still_a_measurement() -> None:
+    # fio 2.1 reports usec: a 0 usec minimum beside a real mean is a sample, not "none"
+    (record,) = parse_fio((VERSIONS / "fio-2.1-json-randread.json").read_text()).records
+    assert record["clat_min_ns"] == 0 and record["clat_mean_ns"] > 0
+
+
+@pytest.mark.parametrize("version", ["2.19", "3.0", "3.33"])
+def test_client_server_output_gives_each_hosts_jobs_and_the_total(version: str) -> None:
+    # given fio --client output from two runs against one server
+    name = f"fio-{version}-client-server-2hosts.json"
+    doc = _doc(name)
+    # when
+    out = _parse(name)
+    # then one record per client_stats entry and direction, hosts named, the total last
+    hosts = [r for r in out.records if r["job"] != ALL_CLIENTS]
+    total = [r for r in out.records if r["job"] == ALL_CLIENTS]
+    assert len(hosts) == 4 and len(total) == 2
+    for record in out.records:
+        assert tuple(record) == CLIENT_RECORD_KEYS
+    port = doc["client_stats"][0]["port"]
+    assert {r["host"] for r in hosts} == {f"127.0.0.1:{port}"}
+    assert {r["host"] for r in total} == {None}
+    for direction in ("read", "write"):
+        per_host = sum(r["io_bytes"] for r in hosts if r["direction"] == direction)
+        (all_clients,) = [r for r in total if r["direction"] == direction]
+        assert all_clients["io_bytes"] == per_host == 2 * 64 * 4096
+
+
+def test_local_output_records_carry_no_host_key() -> None:
+    assert tuple(_parse("fio-3.0-json-randread.json").records[0]) == RECORD_KEYS
+
+
+def test_status_interval_output_is_refused_not_half_read(tmp_path: Path) -> None:
+    text = (VERSIONS / "fio-3.0-json-randread.json").read_text()
+    with pytest.raises(ParseError, match="2 fio JSON documents"):
+        parse_fio(text + text)
+
+
+def test_cli_parse_of_an_unsupported_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "two.json"
+    text = (VERSIONS / "fio-3.0-json-randread.json").read_text()
+    bad.write_text(text + text)
+    assert main(["parse", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"{bad}: 2 fio JSON documents in one output (fio --status-interval, or several runs "
+        "in one file); expected one"
+    ]
+
+
+def test_cli_parse_prints_mixed_and_client_records(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", str(VERSIONS / "fio-2.19-client-server.json")]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["job"], r["direction"]) for r in records] == [
+        ("randread", "read"),
+        ("randwrite", "write"),
+        (ALL_CLIENTS, "read"),
+        (ALL_CLIENTS, "write"),
+    ]
