@@ -130,7 +130,8 @@ class AgentSampler(threading.Thread):
 
     VmHWM is the kernel's peak-RSS mark for the process, so the last sample
     taken while fio is still a child of the agent is the agent's peak RSS
-    up to that moment, whatever happened between samples.
+    up to that moment, whatever happened between samples. (fio runs below the
+    workload guardian, iofleet/agent/guard.py, so it is a grandchild of the agent.)
     """
 
     def __init__(self, runner_pid: int, interval_s: float = 0.05) -> None:
@@ -162,7 +163,7 @@ class AgentSampler(threading.Thread):
                 hwm = _status_kib(self.agent_pid, "VmHWM")
                 if hwm is not None:
                     self.hwm_last_kib = hwm
-                    if any(_comm(c) == "fio" for c in _children(self.agent_pid)):
+                    if any(_comm(c) == "fio" for c in _descendants(self.agent_pid)):  # under its guardian
                         self.hwm_while_fio_kib = hwm
                         self.samples_with_fio += 1
             self.stop_event.wait(self.interval_s)
