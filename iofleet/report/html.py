@@ -9,12 +9,15 @@ from iofleet.report.model import (
     EXPECTED_HEADER,
     EXPECTED_NOTE,
     FLEET_COLUMNS,
+    NOISE_HEADER,
+    NOISE_NOTE,
     PCT_COLUMNS,
     Group,
     ReportData,
     expected_table,
     group_fleet,
     group_percentiles,
+    noise_table,
     storage_text,
 )
 from iofleet.report.text import run_header
@@ -280,6 +283,12 @@ def render_html(data: ReportData) -> str:
         for group in pct_groups:
             body.append(f"<h3>{escape(group.title)}</h3>")
             body.append(_percentile_table(group))
+    noise = noise_table(data.noise or [])
+    if noise:
+        flagged = sum(1 for r in data.noise or [] if r.get("repeats_disagree"))
+        body.append(f"<h2>Repeat noise ({flagged} flagged)</h2>")
+        body.append(f'<p class="note">{escape(NOISE_NOTE)}.</p>')
+        body.append(_html_table(list(NOISE_HEADER), noise, left_cols=4))
     if data.ingest_errors:
         body.append(f'<h2>Ingest errors ({len(data.ingest_errors)})</h2><ul class="errors">')
         body += [

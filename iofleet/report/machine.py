@@ -59,6 +59,7 @@ def render_json(data: ReportData) -> str:
         "expected_vs_measured": _clean(data.expected),
         "slots": _clean(data.slots),
         "ingest_errors": _clean(data.ingest_errors),
+        "repeat_noise": _clean(data.noise) if data.noise is not None else None,
     }
     return json.dumps(doc, indent=2) + "\n"
 
