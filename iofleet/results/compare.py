@@ -8,7 +8,8 @@ over the cell fields (SELECTOR_FIELDS); every pair must match.
 Configurations. A side's slots are grouped into configurations by
 CONFIG_FIELDS (repeats of one configuration pool; `repeat` and `cell_id` are
 not part of it). Configurations of A and B pair up on the CONFIG_FIELDS that
-neither selector names (so `--a storage_label=gp3 --b storage_label=io2`
+neither selector names (naming one storage field frees all three: label, type
+and detail describe one storage entry; so `--a storage_label=gp3 --b storage_label=io2`
 compares gp3 with io2 at every fleet size and instance type both have); when
 each side holds a single configuration they pair whatever their fields.
 
@@ -34,6 +35,7 @@ from typing import Any
 from iofleet.errors import Problem, ValidationFailed
 
 CONFIG_FIELDS = ("instance_type", "storage_label", "storage_type", "storage_detail", "fleet_size")
+STORAGE_FIELDS = ("storage_label", "storage_type", "storage_detail")
 SELECTOR_FIELDS = (*CONFIG_FIELDS, "repeat", "cell_id")
 HIGHER_IS_BETTER = frozenset({"iops", "bw_bytes"})
 FORMATS = ("table", "json", "csv")
@@ -76,6 +78,7 @@ ROW_COLUMNS = (
             "repeats_disagree",
         )
     ),
+    "design_effect",
     "slots_needed",
     "repeats_needed",
     "note",
@@ -175,6 +178,8 @@ def _pairs(
         same = [f"{f}={x}" for f, x, y in zip(CONFIG_FIELDS, ca, cb, strict=True) if x == y]
         return [(ca, cb, ",".join(same))]
     named = set(a.selector) | set(b.selector)
+    if named & set(STORAGE_FIELDS):  # a storage entry's label, type and detail go together
+        named |= set(STORAGE_FIELDS)
     free = [i for i, f in enumerate(CONFIG_FIELDS) if f not in named]
 
     def key(config: tuple[str, ...]) -> tuple[str, ...]:
@@ -352,6 +357,7 @@ def _row(
         "p_value": comp.p_value,
         "p_adjusted": None,
         "verdict": None,
+        "design_effect": comp.design_effect,
         "slots_needed": comp.slots_needed,
         "repeats_needed": comp.repeats_needed,
         "note": "",
@@ -372,9 +378,11 @@ def _row(
 def _too_few_note(row: Mapping[str, Any]) -> str:
     from iofleet.results.stats import POWER_METHOD
 
+    deff = row["design_effect"]
+    effective = f" (design effect {deff:.2f} of the repeats)" if deff > 1 else ""
     have = (
-        f"{row['a_n_slots']} vs {row['b_n_slots']} slots: the Mann-Whitney test cannot "
-        "reach p < 0.05"
+        f"{row['a_n_slots']} vs {row['b_n_slots']} slots{effective}: the Mann-Whitney test "
+        "cannot reach p < 0.05"
     )
     if row["slots_needed"] is None:
         return f"{have}; too few slots to estimate the spread"

@@ -132,7 +132,7 @@ def _ioping_piece(path: Path, text: str) -> Piece:
     try:
         out = parse_ioping(text)
     except ParseError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(f"ioping -J output: {exc}") from None
     if not out.requests:
         raise ValueError("ioping output holds no timed request (only the warm-up?)")
     stamps = [r["ts"] for r in out.requests if isinstance(r.get("ts"), int | float)]

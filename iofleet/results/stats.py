@@ -14,7 +14,11 @@ array of slot values per repeat.
   Mann-Whitney U test on the pooled slot values with the Hodges-Lehmann shift
   (median of all pairwise differences B - A), whether the samples are too few
   for the test to ever reach ALPHA, and how many slots would detect a 5%
-  difference.
+  difference. Slots of one repeat share its conditions (the day, the
+  neighbours, the burst bucket): when repeats differ, the test's z is deflated
+  by the design effect 1 + (m - 1) x ICC (one-way ANOVA across repeats; the
+  larger of the two sides), which keeps the false-positive rate near ALPHA
+  (tests/unit/test_compare_stats.py measures it).
 - `adjust`: Benjamini-Hochberg over every p-value shown
   (scipy.stats.false_discovery_control).
 - `verdict`: a_better | b_better | no_difference | too_few_samples.
@@ -43,7 +47,8 @@ MANN_WHITNEY_ARE = 3 / math.pi  # asymptotic efficiency vs the t test, normal da
 POWER_METHOD = (
     "two-sample normal approximation (alpha 0.05 two-sided, power 0.8) on the pooled "
     "CV across slots, divided by the Mann-Whitney efficiency 3/pi, at least the smallest "
-    "n whose exact Mann-Whitney test can reach alpha; repeats = slots / fleet size"
+    "n whose exact Mann-Whitney test can reach alpha, times the repeats' design effect; "
+    "repeats = slots / slots per repeat"
 )
 
 Groups = Sequence[Any]
@@ -70,6 +75,7 @@ class Comparison:
     shift: float | None  # Hodges-Lehmann: median of all differences B - A, in the unit
     p_value: float | None  # Mann-Whitney U, two-sided; None when too few
     too_few: bool  # no outcome of the exact test could reach ALPHA with these n
+    design_effect: float  # >= 1; how much the repeats' shared conditions shrink the sample
     slots_needed: int | None  # per side, to detect a TARGET_DIFFERENCE change
     repeats_needed: int | None  # at the sides' slots per repeat
 
@@ -157,6 +163,29 @@ def bootstrap_means(
     return out
 
 
+def design_effect(groups: Groups) -> float:
+    """1 + (m0 - 1) x ICC for slots clustered in repeats (1.0 with one repeat).
+
+    ICC = s_b^2 / (s_b^2 + MSW) with s_b^2 = max(0, (MSB - MSW) / m0), the
+    one-way random-effects ANOVA estimator; m0 the ANOVA's effective group size.
+    """
+    arrays = _arrays(groups)
+    k = len(arrays)
+    n = sum(g.size for g in arrays)
+    if k < 2 or n <= k:
+        return 1.0
+    grand = float(np.mean(np.concatenate(arrays)))
+    ssb = sum(g.size * (float(np.mean(g)) - grand) ** 2 for g in arrays)
+    ssw = sum(float(np.sum((g - np.mean(g)) ** 2)) for g in arrays)
+    msb, msw = ssb / (k - 1), ssw / (n - k)
+    m0 = (n - sum(g.size**2 for g in arrays) / n) / (k - 1)
+    s_b = max(0.0, (msb - msw) / m0)
+    if s_b == 0:
+        return 1.0
+    icc = s_b / (s_b + msw)
+    return 1.0 + (m0 - 1) * icc
+
+
 def min_attainable_p(n_a: int, n_b: int) -> float:
     """The smallest two-sided p-value an exact Mann-Whitney test can give (no ties)."""
     if n_a < 1 or n_b < 1:
@@ -203,17 +232,35 @@ def compare(a: Groups, b: Groups, rng: np.random.Generator | None = None) -> Com
         if ratios.size:
             tail = (1 - CONFIDENCE) / 2 * 100
             ci_low, ci_high = (float(x) for x in np.percentile(ratios, [tail, 100 - tail]))
-    too_few = min_attainable_p(pooled_a.size, pooled_b.size) > ALPHA
+    # Slots of one repeat share that repeat's conditions, so they are not
+    # independent draws: the rank test's z is deflated by the larger side's design
+    # effect 1 + (m - 1) x ICC (ICC from a one-way ANOVA across repeats), and the
+    # samples count as n / design effect for the too-few rule.
+    deff = max(design_effect(arrays_a), design_effect(arrays_b))
+    n_a_eff, n_b_eff = pooled_a.size / deff, pooled_b.size / deff
+    too_few = min_attainable_p(math.floor(n_a_eff), math.floor(n_b_eff)) > ALPHA
     p_value = None
     if not too_few:
         both = np.concatenate([pooled_a, pooled_b])
         if np.all(both == both[0]):
             p_value = 1.0
         else:
-            p_value = float(stats.mannwhitneyu(pooled_b, pooled_a, alternative="two-sided").pvalue)
+            p_raw = float(
+                stats.mannwhitneyu(
+                    pooled_b, pooled_a, alternative="two-sided", method="asymptotic"
+                ).pvalue
+                if deff > 1
+                else stats.mannwhitneyu(pooled_b, pooled_a, alternative="two-sided").pvalue
+            )
+            if deff > 1:
+                z = stats.norm.isf(p_raw / 2) / math.sqrt(deff)
+                p_raw = float(2 * stats.norm.sf(z))
+            p_value = min(1.0, p_raw)
     cvs = [c for c in (_cv(pooled_a), _cv(pooled_b)) if c is not None]
     cv = math.sqrt(sum(c * c for c in cvs) / len(cvs)) if cvs else None
     needed = slots_needed(cv)
+    if needed is not None:
+        needed = math.ceil(needed * deff)
     per_repeat = max(
         pooled_a.size / len(arrays_a),
         pooled_b.size / len(arrays_b),
@@ -225,6 +272,7 @@ def compare(a: Groups, b: Groups, rng: np.random.Generator | None = None) -> Com
         shift=hodges_lehmann(pooled_a, pooled_b),
         p_value=p_value,
         too_few=too_few,
+        design_effect=deff,
         slots_needed=needed,
         repeats_needed=math.ceil(needed / per_repeat) if needed is not None else None,
     )
