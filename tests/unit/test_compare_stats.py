@@ -160,6 +160,4 @@ def test_slots_needed_from_the_cv() -> None:
     assert stats.slots_needed(0.0) == 4  # the smallest n an exact test can use
     assert stats.slots_needed(None) is None
     comp = stats.compare([[100.0, 110.0]], [[105.0, 95.0]])
-    assert comp.slots_needed is not None and comp.repeats_needed == math.ceil(
-        comp.slots_needed / 2
-    )
+    assert comp.slots_needed is not None and comp.repeats_needed == math.ceil(comp.slots_needed / 2)
