@@ -44,6 +44,7 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 SLOT_PER = ("file", "dir")
 ALL_CLIENTS = "All clients"
+_FIO_DOCUMENT = re.compile(r'^\{\s*"fio version"\s*:', re.MULTILINE)
 
 
 @dataclass
@@ -74,6 +75,12 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
     from iofleet.parsers import ParseError
     from iofleet.parsers.fio import _decode, parse_fio
 
+    documents = len(_FIO_DOCUMENT.findall(text))
+    if documents > 1:
+        raise ValueError(
+            f"holds {documents} fio JSON documents (runs appended to one file?); "
+            "give one file per fio run"
+        )
     try:
         doc, _ = _decode(text)
     except ParseError as exc:
