@@ -436,8 +436,9 @@ def _side_text(row: Mapping[str, Any], side: str) -> str:
 
     n = f"{row[f'{side}_n_slots']}/{row[f'{side}_n_repeats']}"
     flag = " !" if row[f"{side}_repeats_disagree"] else ""
+    mean = fmt_value(row[side], row["unit"])
     median = fmt_value(row[f"{side}_median"], row["unit"])
-    return f"{median} cv {_pct(row[f'{side}_cv'])} n {n}{flag}"
+    return f"{mean} (med {median}) cv {_pct(row[f'{side}_cv'])} n {n}{flag}"
 
 
 def render_table(rows: Sequence[Mapping[str, Any]], a: Side, b: Side) -> str:
@@ -451,14 +452,14 @@ def render_table(rows: Sequence[Mapping[str, Any]], a: Side, b: Side) -> str:
     lines.append(
         "ratio = mean B / mean A with its 95% two-stage bootstrap interval (repeats, then "
         "slots); p = Mann-Whitney U over slots, Benjamini-Hochberg adjusted over every row; "
-        "sides: median, CV across slots, n slots/repeats ('!' = repeats disagree)"
+        "sides: mean (median), CV across slots, n slots/repeats ('!' = repeats disagree)"
     )
     header = ("metric", "A", "B", "ratio [95% CI]", "p adj", "verdict")
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
         key = (r["config"], r["metric_source"], r["workload"], r["job"], r["direction"])
         groups[key].append(r)
-    notes: list[str] = []
+    method_used = False
     for (config, source, workload, job, direction), group in groups.items():
         title = f"{source} {workload}"
         if job and job != workload:
@@ -468,24 +469,18 @@ def render_table(rows: Sequence[Mapping[str, Any]], a: Side, b: Side) -> str:
         if config:
             title += f"  [{config}]"
         table: list[tuple[str, ...]] = []
+        notes: list[str] = []
         for r in group:
+            metric = METRIC_TITLES.get(r["metric"], r["metric"])
             ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
             if r["ci_low"] is not None:
                 ratio += f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
             p = "-" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}"
-            verdict = r["verdict"]
             if r["note"]:
-                notes.append(f"{title} {METRIC_TITLES.get(r['metric'], r['metric'])}: {r['note']}")
-            table.append(
-                (
-                    METRIC_TITLES.get(r["metric"], r["metric"]),
-                    _side_text(r, "a"),
-                    _side_text(r, "b"),
-                    ratio,
-                    p,
-                    verdict,
-                )
-            )
+                bracket = f" [{POWER_METHOD}]"
+                method_used = method_used or bracket in r["note"]
+                notes.append(f"    {metric}: {r['note'].replace(bracket, '')}")
+            table.append((metric, _side_text(r, "a"), _side_text(r, "b"), ratio, p, r["verdict"]))
         lines.append("")
         lines.append(title)
         widths = [max(len(x[i]) for x in [header, *table]) for i in range(len(header))]
@@ -493,25 +488,17 @@ def render_table(rows: Sequence[Mapping[str, Any]], a: Side, b: Side) -> str:
             lines.append(
                 "  " + "  ".join(f"{c:<{w}}" for c, w in zip(x, widths, strict=True)).rstrip()
             )
+        if notes:
+            lines.append("  notes:")
+            lines += notes
     counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     lines.append("")
     lines.append(
         f"{len(rows)} comparisons: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     )
-    if notes:
-        lines.append("")
-        lines.append("notes:")
-        lines += [f"  {n}" for n in _dedupe_power(notes, POWER_METHOD)]
+    if method_used:
+        lines.append(f"slots needed for a 5% difference: {POWER_METHOD}")
     return "\n".join(lines) + "\n"
-
-
-def _dedupe_power(notes: list[str], method: str) -> list[str]:
-    """Print the power method once instead of on every note."""
-    bracket = f" [{method}]"
-    out = [n.replace(bracket, "") for n in notes]
-    if any(bracket in n for n in notes):
-        out.append(f"slots needed: {method}")
-    return out
 
 
 # --- command --------------------------------------------------------------------
