@@ -110,6 +110,11 @@ def repeats_test(groups: Groups) -> float | None:
 
 
 def summarize(groups: Groups) -> Summary:
+    with np.errstate(all="ignore"):  # overflow on absurd values gives inf, not a warning
+        return _summarize(groups)
+
+
+def _summarize(groups: Groups) -> Summary:
     arrays = _arrays(groups)
     if not arrays:
         raise ValueError("no values")
@@ -215,6 +220,11 @@ def slots_needed(cv: float | None) -> int | None:
 
 def compare(a: Groups, b: Groups, rng: np.random.Generator | None = None) -> Comparison:
     """Side B against side A (see the module docstring)."""
+    with np.errstate(all="ignore"):  # overflow on absurd values gives inf, not a warning
+        return _compare(a, b, rng)
+
+
+def _compare(a: Groups, b: Groups, rng: np.random.Generator | None) -> Comparison:
     rng = rng if rng is not None else np.random.default_rng(SEED)
     arrays_a, arrays_b = _arrays(a), _arrays(b)
     if not arrays_a or not arrays_b:
@@ -294,13 +304,20 @@ def verdict(comp: Comparison, p_adjusted: float | None, higher_is_better: bool) 
 
     A difference needs all three to agree: the adjusted Mann-Whitney p-value
     below ALPHA, the ratio's interval excluding 1, and the Hodges-Lehmann shift
-    pointing the same way.
+    pointing the same way (when A's mean is 0 there is no ratio: the p-value
+    and the shift decide).
     """
     if comp.too_few:
         return "too_few_samples"
-    if p_adjusted is None or p_adjusted >= ALPHA or comp.ci_low is None or comp.ci_high is None:
+    if p_adjusted is None or p_adjusted >= ALPHA:
         return "no_difference"
-    if comp.ci_low > 1 and (comp.shift or 0) > 0:
+    if comp.ratio is None:  # A's mean is 0: no ratio, the test and the shift decide
+        if not comp.shift:
+            return "no_difference"
+        b_higher = comp.shift > 0
+    elif comp.ci_low is None or comp.ci_high is None:
+        return "no_difference"
+    elif comp.ci_low > 1 and (comp.shift or 0) > 0:
         b_higher = True
     elif comp.ci_high < 1 and (comp.shift or 0) < 0:
         b_higher = False

@@ -161,3 +161,11 @@ def test_slots_needed_from_the_cv() -> None:
     assert stats.slots_needed(None) is None
     comp = stats.compare([[100.0, 110.0]], [[105.0, 95.0]])
     assert comp.slots_needed is not None and comp.repeats_needed == math.ceil(comp.slots_needed / 2)
+
+
+def test_a_side_of_zeros_has_no_ratio_but_the_test_still_decides() -> None:
+    comp = stats.compare([[0.0] * 6], [[1.0, 1.1, 0.9, 1.0, 1.2, 0.95]])
+    assert comp.ratio is None and comp.ci_low is None
+    assert stats.verdict(comp, comp.p_value, higher_is_better=True) == "b_better"
+    same = stats.compare([[0.0] * 6], [[0.0] * 6])
+    assert stats.verdict(same, same.p_value, higher_is_better=True) == "no_difference"
