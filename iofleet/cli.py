@@ -82,6 +82,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return report_command(Path(args.warehouse), run_id=args.run, fmt=args.format, html=args.html)
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from iofleet.results.compare import compare_command
+
+    return compare_command(
+        Path(args.warehouse), args.runs, a_selector=args.a, b_selector=args.b, fmt=args.format
+    )
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from iofleet.results.importer import import_command
+
+    return import_command(
+        [Path(f) for f in args.files], Path(args.out), label=args.label, slot_per=args.slot_per
+    )
+
+
 def _cmd_agent(args: argparse.Namespace) -> int:
     from iofleet.agent.slot import run_slot_file
 
@@ -130,6 +146,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("--html", help="also write an HTML report to this path")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "compare",
+        help="is B better than A? per workload and metric, with intervals and a verdict",
+        description="Compare two runs, or configurations within runs (README 'Compare').",
+    )
+    p.add_argument("--warehouse", required=True, help="path to warehouse.duckdb")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="RUN_A [RUN_B] (one run: --a and --b)")
+    p.add_argument("--a", metavar="SELECTOR", help="side A: FIELD=VALUE[,FIELD=VALUE...]")
+    p.add_argument("--b", metavar="SELECTOR", help="side B: FIELD=VALUE[,FIELD=VALUE...]")
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser(
+        "import",
+        help="load existing fio JSON/JSON+ and ioping -J files as a run",
+        description="Import results made outside iofleet (README 'Import').",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--out", required=True, help="output directory (raw/, warehouse)")
+    p.add_argument("--label", required=True, help="storage label (and run name) of these results")
+    p.add_argument(
+        "--slot-per",
+        choices=["file", "dir"],
+        default="file",
+        help="what one slot (instance) is: each file (default) or each directory; "
+        "fio client/server output is one slot per host",
+    )
+    p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("agent", help="run one slot from a slot payload (used by local and EC2)")
     p.add_argument("--slot", required=True, help="slot payload JSON file")

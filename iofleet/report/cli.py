@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.report.model import ReportData
+
+if TYPE_CHECKING:
+    from iofleet.warehouse import Warehouse
 
 FORMATS = ("table", "json", "csv")
 
@@ -25,6 +29,7 @@ def load_report_data(wh: object, run_id: str) -> ReportData:
 
     assert isinstance(wh, Warehouse)
     return ReportData(
+        noise=_repeat_noise(wh, run_id),
         run_id=run_id,
         run=wh.run_info(run_id),
         percentiles=wh.cell_percentiles(run_id),
@@ -47,6 +52,17 @@ def load_report_data(wh: object, run_id: str) -> ReportData:
     )
 
 
+def _repeat_noise(wh: Warehouse, run_id: str) -> list[dict[str, Any]] | None:
+    """Repeat noise of the run's configurations (None when scipy is not installed)."""
+    try:
+        from iofleet.results.noise import repeat_noise
+    except ImportError:
+        return None
+    from iofleet.results.compare import load_slot_values
+
+    return repeat_noise(load_slot_values(wh, [run_id]))
+
+
 def render(data: ReportData, fmt: str) -> str:
     if fmt == "json":
         from iofleet.report.machine import render_json
@@ -63,30 +79,34 @@ def render(data: ReportData, fmt: str) -> str:
     raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
 
 
-def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | None) -> int:
-    """Print the report of one run (default: the latest) and optionally write HTML."""
+def open_warehouse(path: Path) -> Warehouse:
+    """An existing warehouse file, or UsageError (`--warehouse PATH: ...`, exit 2)."""
     import duckdb
 
-    from iofleet.report.html import render_html
     from iofleet.warehouse import Warehouse
 
-    if fmt not in FORMATS:
-        raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
-    path = Path(warehouse)
     if not path.is_file():
         raise UsageError(f"--warehouse {path}: no such file")
     try:
-        wh = Warehouse(path)
+        return Warehouse(path)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
             raise EnvironmentProblem(f"--warehouse {path}: cannot open: {first}") from None
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
-    with wh:
+
+
+def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | None) -> int:
+    """Print the report of one run (default: the latest) and optionally write HTML."""
+    from iofleet.report.html import render_html
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    with open_warehouse(Path(warehouse)) as wh:
         known = wh.run_ids()
         if run_id is None:
             if not known:
-                raise UsageError(f"--warehouse {path}: no runs in this warehouse")
+                raise UsageError(f"--warehouse {warehouse}: no runs in this warehouse")
             run_id = known[0]
         elif run_id not in known:
             shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")

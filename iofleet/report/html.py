@@ -9,6 +9,8 @@ from iofleet.report.model import (
     EXPECTED_HEADER,
     EXPECTED_NOTE,
     FLEET_COLUMNS,
+    NOISE_HEADER,
+    NOISE_NOTE,
     PCT_COLUMNS,
     SKEW_HEADER,
     SKEW_NOTE,
@@ -17,6 +19,7 @@ from iofleet.report.model import (
     expected_table,
     group_fleet,
     group_percentiles,
+    noise_table,
     skew_table,
     storage_text,
 )
@@ -288,6 +291,12 @@ def render_html(data: ReportData) -> str:
         body.append("<h2>Start skew</h2>")
         body.append(f'<p class="note">{escape(SKEW_NOTE)}.</p>')
         body.append(_html_table(list(SKEW_HEADER), skew))
+    noise = noise_table(data.noise or [])
+    if noise:
+        flagged = sum(1 for r in data.noise or [] if r.get("repeats_disagree"))
+        body.append(f"<h2>Repeat noise ({flagged} flagged)</h2>")
+        body.append(f'<p class="note">{escape(NOISE_NOTE)}.</p>')
+        body.append(_html_table(list(NOISE_HEADER), noise, left_cols=4))
     if data.ingest_errors:
         body.append(f'<h2>Ingest errors ({len(data.ingest_errors)})</h2><ul class="errors">')
         body += [

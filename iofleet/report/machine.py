@@ -60,6 +60,7 @@ def render_json(data: ReportData) -> str:
         "start_skew": _clean(data.skew),
         "slots": _clean(data.slots),
         "ingest_errors": _clean(data.ingest_errors),
+        "repeat_noise": _clean(data.noise) if data.noise is not None else None,
     }
     return json.dumps(doc, indent=2) + "\n"
 

@@ -264,6 +264,8 @@ class ReportData:
     ingest_errors: list[dict[str, Any]]
     expected: list[dict[str, Any]] = field(default_factory=list)
     skew: list[dict[str, Any]] = field(default_factory=list)  # the start_skew view
+    # repeat noise per configuration (iofleet.results.noise); None: not computed
+    noise: list[dict[str, Any]] | None = None
 
     def slot_summary(self) -> str:
         total = len(self.slots)
@@ -275,3 +277,60 @@ class ReportData:
         if total - ok - failed:
             text += f", {total - ok - failed} without a final status"
         return text
+
+
+NOISE_NOTE = (
+    "configurations measured in 2+ repeats: CV across slots, CV of the repeat means, "
+    "within-repeat CV; 'DISAGREE' = a Kruskal-Wallis test across the repeats' slots, "
+    "Benjamini-Hochberg adjusted over the report, is below 0.05 (the repeats differ "
+    "beyond their slots' noise); '-' = not testable (a repeat of one slot)"
+)
+NOISE_HEADER = (
+    "storage",
+    "fleet",
+    "workload",
+    "metric",
+    "repeats",
+    "slots",
+    "mean",
+    "CV slots",
+    "CV repeats",
+    "CV within",
+    "p adj",
+    "repeats",
+)
+
+
+def noise_table(rows: Iterable[Row], metrics: Iterable[str] | None = None) -> list[list[str]]:
+    """noise rows -> display rows (NOISE_HEADER); `metrics` limits the metrics shown,
+    but a flagged row is always shown."""
+    from iofleet.report.units import fmt_value
+
+    wanted = set(metrics) if metrics is not None else None
+
+    def pct(x: Any) -> str:
+        return "-" if x is None else f"{float(x) * 100:.1f}%"
+
+    out = []
+    for r in rows:
+        if wanted is not None and r.get("metric") not in wanted and not r.get("repeats_disagree"):
+            continue
+        disagree = r.get("repeats_disagree")
+        flag = "-" if disagree is None else "DISAGREE" if disagree else "agree"
+        out.append(
+            [
+                storage_text(r),
+                str(r.get("fleet_size") if r.get("fleet_size") is not None else "-"),
+                workload_title(r),
+                METRIC_TITLES.get(str(r.get("metric")), str(r.get("metric"))),
+                str(r.get("n_repeats")),
+                str(r.get("n_slots")),
+                fmt_value(r.get("mean"), r.get("unit")),
+                pct(r.get("cv")),
+                pct(r.get("cv_repeats")),
+                pct(r.get("cv_within")),
+                "-" if r.get("p_adjusted") is None else f"{float(r['p_adjusted']):.3g}",
+                flag,
+            ]
+        )
+    return out

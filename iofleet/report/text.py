@@ -8,6 +8,8 @@ from iofleet.report.model import (
     EXPECTED_HEADER,
     EXPECTED_NOTE,
     FLEET_COLUMNS,
+    NOISE_HEADER,
+    NOISE_NOTE,
     PCT_COLUMNS,
     SKEW_HEADER,
     SKEW_NOTE,
@@ -15,6 +17,7 @@ from iofleet.report.model import (
     expected_table,
     group_fleet,
     group_percentiles,
+    noise_table,
     skew_table,
     storage_text,
 )
@@ -88,6 +91,11 @@ def render_text(data: ReportData) -> str:
     if expected:
         out += [f"Expected vs measured - {EXPECTED_NOTE}:", ""]
         out += _table(list(EXPECTED_HEADER), expected, right_from=4) + [""]
+    noise = noise_table(data.noise or [], TEXT_METRICS)
+    if noise:
+        flagged = sum(1 for r in data.noise or [] if r.get("repeats_disagree"))
+        out += [f"Repeat noise ({flagged} flagged) - {NOISE_NOTE}:", ""]
+        out += _table(list(NOISE_HEADER), noise, right_from=4) + [""]
     fleet = group_fleet(data.fleet)
     if fleet:
         out += ["Fleet latency (fio histograms merged across all slots of a cell):", ""]

@@ -45,3 +45,15 @@ def view_sql(name: str) -> str:
 def all_views() -> dict[str, str]:
     """Every view's Trino/Athena `SELECT`, in dependency order."""
     return {name: view_sql(name) for name in VIEW_NAMES}
+
+
+QUERY_DIR = SQL_DIR / "queries"
+"""Queries (not views) over the views, same dialect and rules: `queries/NAME.sql`."""
+
+
+def query_sql(name: str) -> str:
+    """The Trino/Athena `SELECT` of query `name` under queries/ (KeyError if unknown)."""
+    path = QUERY_DIR / f"{name}.sql"
+    if not name.isidentifier() or not path.is_file():
+        raise KeyError(name)
+    return path.read_text(encoding="utf-8").strip().rstrip(";")

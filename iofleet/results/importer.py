@@ -1,0 +1,378 @@
+"""`iofleet import`: results made outside iofleet, loaded as a run.
+
+Accepts fio `--output-format=json` / `json+` output (fio 3.x, any job shape:
+one job or many, numjobs with or without group_reporting, text before the
+JSON) and `ioping -J` output. Each accepted file becomes artifacts of the raw
+layout (docs/internals.md) under `OUT/raw/RUN_ID/`, in one cell labelled by
+the user (`--label`), and `OUT/warehouse.duckdb` is (re)built from `OUT/raw/`,
+so `iofleet report` and `iofleet compare` read it like any run.
+
+Slots. A slot is one instance: by default each file is one slot
+(`--slot-per file`); `--slot-per dir` makes each directory one slot (its fio
+and ioping files are that instance's workloads). fio client/server output
+(`fio --client`, a `client_stats` array) is split by host: one slot per host
+(its "All clients" aggregate is left out; the slot's fio artifact holds that
+host's entries as a `jobs` document).
+
+Workloads. Files measuring the same thing share a workload: a fio workload is
+named by its job names (sorted, joined by '+'), ioping is `ioping`. A slot
+holding the same workload twice refuses the second file (say which slot each
+belongs to with separate files or `--slot-per file`).
+
+Bad files are refused one by one (`PATH: message` on stderr); the others are
+imported. Exit 0 when every file was imported, 1 when some were refused (the
+rest are imported), 2 when none could be (nothing is written).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from iofleet.errors import EnvironmentProblem, Problem, UsageError, ValidationFailed
+
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+SLOT_PER = ("file", "dir")
+ALL_CLIENTS = "All clients"
+_FIO_DOCUMENT = re.compile(r'^\{\s*"fio version"\s*:', re.MULTILINE)
+
+
+@dataclass
+class Piece:
+    """One workload of one slot, from one file (or one host of a client file)."""
+
+    path: Path
+    kind: str  # fio | ioping
+    name: str  # workload name: fio job names; "ioping"
+    text: str  # the artifact written (the file verbatim, or one host's jobs document)
+    host: str | None = None
+    fio_version: str | None = None
+    started: datetime | None = None
+
+
+@dataclass
+class Slot:
+    key: tuple[str, str | None]
+    pieces: list[tuple[int, Piece]] = field(default_factory=list)  # (workload index, piece)
+
+
+def _workload_name(jobnames: Sequence[str]) -> str:
+    joined = "+".join(sorted(set(jobnames))) or "fio"
+    return _NAME_UNSAFE.sub("_", joined).strip("_.")[:80] or "fio"
+
+
+def _fio_pieces(path: Path, text: str) -> list[Piece]:
+    from iofleet.parsers import ParseError
+    from iofleet.parsers.fio import _decode, parse_fio
+
+    documents = len(_FIO_DOCUMENT.findall(text))
+    if documents > 1:
+        raise ValueError(
+            f"holds {documents} fio JSON documents (runs appended to one file?); "
+            "give one file per fio run"
+        )
+    try:
+        doc, _ = _decode(text)
+    except ParseError as exc:
+        raise ValueError(str(exc)) from None
+    version = doc.get("fio version") if isinstance(doc.get("fio version"), str) else None
+    stamp = doc.get("timestamp")
+    started = (
+        datetime.fromtimestamp(stamp, UTC)
+        if isinstance(stamp, int | float) and not isinstance(stamp, bool) and stamp > 0
+        else None
+    )
+    if "jobs" not in doc and isinstance(doc.get("client_stats"), list):
+        hosts: dict[str, list[Any]] = {}
+        for i, entry in enumerate(doc["client_stats"]):
+            if not isinstance(entry, dict):
+                raise ValueError(f"client_stats[{i}]: expected an object")
+            if entry.get("jobname") == ALL_CLIENTS:
+                continue
+            host = entry.get("hostname")
+            hosts.setdefault(host if isinstance(host, str) and host else "?", []).append(entry)
+        if not hosts:
+            raise ValueError("client_stats holds no per-host entries")
+        texts = {
+            host: json.dumps({"fio version": version, "timestamp": stamp, "jobs": entries})
+            for host, entries in hosts.items()
+        }
+    else:
+        texts = {None: text}  # type: ignore[dict-item]
+    pieces = []
+    for host, piece_text in texts.items():
+        try:
+            out = parse_fio(piece_text)
+        except ParseError as exc:
+            raise ValueError(str(exc)) from None
+        if not any(r.get("iops") is not None and (r.get("io_bytes") or 0) > 0 for r in out.records):
+            where = f" (host {host})" if host else ""
+            raise ValueError(f"fio output{where}: no job did any I/O")
+        pieces.append(
+            Piece(
+                path=path,
+                kind="fio",
+                name=_workload_name([str(r["job"]) for r in out.records]),
+                text=piece_text,
+                host=host,
+                fio_version=version,
+                started=started,
+            )
+        )
+    return pieces
+
+
+def _ioping_piece(path: Path, text: str) -> Piece:
+    from iofleet.parsers import ParseError
+    from iofleet.parsers.ioping import parse_ioping
+
+    try:
+        out = parse_ioping(text)
+    except ParseError as exc:
+        raise ValueError(f"ioping -J output: {exc}") from None
+    if not out.requests:
+        raise ValueError("ioping output holds no timed request (only the warm-up?)")
+    stamps = [r["ts"] for r in out.requests if isinstance(r.get("ts"), int | float)]
+    started = datetime.fromtimestamp(min(stamps), UTC) if stamps else None
+    return Piece(path=path, kind="ioping", name="ioping", text=text, started=started)
+
+
+def read_pieces(path: Path) -> list[Piece]:
+    """The workloads one file holds; ValueError with a one-line reason if it cannot be imported."""
+    from iofleet.parsers import detect_kind
+
+    if path.is_dir():
+        raise ValueError("is a directory (give the files)")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text (fio JSON or ioping -J output expected)") from None
+    if not text.strip():
+        raise ValueError("empty file")
+    kind = detect_kind(text)
+    if kind == "app":
+        raise ValueError("an iofleet app timing file: not importable (fio or ioping output only)")
+    if kind == "ioping":
+        return [_ioping_piece(path, text)]
+    return _fio_pieces(path, text)
+
+
+def _slot_key(piece: Piece, slot_per: str) -> tuple[str, str | None]:
+    where = piece.path.resolve()
+    return (str(where.parent if slot_per == "dir" else where), piece.host)
+
+
+def plan_slots(
+    paths: Sequence[Path], slot_per: str
+) -> tuple[list[Slot], list[tuple[str, str]], list[Problem]]:
+    """Slots with their pieces, the workloads [(kind, name)] by index, and the refused files."""
+    problems: list[Problem] = []
+    workloads: list[tuple[str, str]] = []
+    slots: dict[tuple[str, str | None], Slot] = {}
+    seen: set[Path] = set()
+    for path in paths:
+        if path.resolve() in seen:
+            problems.append(Problem(str(path), "given twice"))
+            continue
+        seen.add(path.resolve())
+        try:
+            pieces = read_pieces(path)
+        except ValueError as exc:
+            problems.append(Problem(str(path), " ".join(str(exc).split())))
+            continue
+        clashes = []
+        for piece in pieces:
+            slot = slots.get(_slot_key(piece, slot_per))
+            key = (piece.kind, piece.name)
+            if slot and any((p.kind, p.name) == key for _, p in slot.pieces):
+                other = next(p for _, p in slot.pieces if (p.kind, p.name) == key)
+                clashes.append(f"its slot already has workload {piece.name} from {other.path}")
+        if clashes:
+            problems.append(Problem(str(path), clashes[0] + " (use --slot-per file)"))
+            continue
+        for piece in pieces:
+            key = (piece.kind, piece.name)
+            if key not in workloads:
+                workloads.append(key)
+            slot_key = _slot_key(piece, slot_per)
+            slots.setdefault(slot_key, Slot(slot_key)).pieces.append((workloads.index(key), piece))
+    return list(slots.values()), workloads, problems
+
+
+def _iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _write_json(path: Path, doc: object) -> None:
+    _write(path, json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def write_run(
+    tmp: Path, run_id: str, label: str, slots: list[Slot], workloads: list[tuple[str, str]]
+) -> None:
+    """The raw layout of one imported run under `tmp` (which becomes raw/RUN_ID)."""
+    now = datetime.now(UTC)
+    starts = [p.started for s in slots for _, p in s.pieces if p.started]
+    started = min(starts) if starts else now
+    cell_id = f"c000-{label}"
+    n_files = len({p.path for s in slots for _, p in s.pieces})
+    cell = {
+        "cell_id": cell_id,
+        "cell_index": 0,
+        "instance_type": "imported",
+        "storage_label": label,
+        "storage_type": "imported",
+        "storage_detail": f"imported from {n_files} file{'s' if n_files != 1 else ''}",
+        "fleet_size": len(slots),
+        "repeat": 1,
+    }
+    workload_docs = [
+        {"kind": kind, "name": name} if kind == "fio" else {"kind": kind}
+        for kind, name in workloads
+    ]
+    _write_json(
+        tmp / "run.json",
+        {
+            "run_id": run_id,
+            "mode": "import",
+            "matrix_name": label,
+            "description": f"iofleet import of {n_files} files",
+            "started_at": _iso(started),
+            "finished_at": _iso(now),
+            "status": "SUCCEEDED",
+            "total_instances": len(slots),
+            "plan": {"cells": [cell], "total_instances": len(slots)},
+            "imported": [
+                {
+                    "slot_index": i,
+                    "workload_index": wi,
+                    "file": str(p.path.resolve()),
+                    "host": p.host,
+                }
+                for i, s in enumerate(slots)
+                for wi, p in s.pieces
+            ],
+        },
+    )
+    for index, slot in enumerate(slots):
+        slot_dir = tmp / cell_id / f"slot-{index:04d}"
+        slot_starts = [p.started for _, p in slot.pieces if p.started]
+        slot_started = _iso(min(slot_starts)) if slot_starts else _iso(started)
+        versions = [p.fio_version for _, p in slot.pieces if p.fio_version]
+        _write_json(
+            slot_dir / "manifest.json",
+            {
+                "version": 1,
+                "run_id": run_id,
+                "slot_index": index,
+                "cell": cell,
+                "platform": "import",
+                "started_at": slot_started,
+                "hostname": slot.key[1],
+                "fio_version": versions[0] if versions else None,
+                "workloads": workload_docs,
+                "source_files": sorted({str(p.path.resolve()) for _, p in slot.pieces}),
+            },
+        )
+        entries = []
+        for wi, piece in sorted(slot.pieces, key=lambda x: x[0]):
+            if piece.kind == "fio":
+                artifact = f"w{wi:02d}-fio-{piece.name}.json"
+            else:
+                artifact = f"w{wi:02d}-ioping.json"
+            _write(slot_dir / artifact, piece.text)
+            entries.append(
+                {
+                    "index": wi,
+                    "kind": piece.kind,
+                    "name": piece.name,
+                    "status": "SUCCEEDED",
+                    "error": None,
+                    "artifact": f"{cell_id}/slot-{index:04d}/{artifact}",
+                    "source_file": str(piece.path.resolve()),
+                }
+            )
+        _write_json(
+            slot_dir / "slot.json",
+            {
+                "version": 1,
+                "run_id": run_id,
+                "cell_id": cell_id,
+                "slot_index": index,
+                "status": "SUCCEEDED",
+                "exit_code": 0,
+                "error": None,
+                "started_at": slot_started,
+                "finished_at": slot_started,
+                "workloads": entries,
+            },
+        )
+
+
+def new_import_run_id(label: str, now: datetime) -> str:
+    return f"{label}-{now.strftime('%Y%m%dt%H%M%Sz').lower()}-{secrets.token_hex(3)}"
+
+
+def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str = "file") -> int:
+    from iofleet.warehouse import Warehouse
+
+    if not LABEL_RE.match(label):
+        raise ValidationFailed(
+            [
+                Problem(
+                    "--label",
+                    f"{label!r}: letters, digits, '.', '_' and '-' only, "
+                    "starting with a letter or digit, at most 63 characters",
+                )
+            ]
+        )
+    if slot_per not in SLOT_PER:
+        raise ValidationFailed([Problem("--slot-per", f"expected one of {', '.join(SLOT_PER)}")])
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    slots, workloads, problems = plan_slots(files, slot_per)
+    if not slots:
+        raise ValidationFailed(problems or [Problem("FILES", "no file given")])
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    run_id = new_import_run_id(label, datetime.now(UTC))
+    raw = out / "raw"
+    try:
+        raw.mkdir(parents=True, exist_ok=True)
+        tmp = out / f".import-{run_id}"
+        write_run(tmp, run_id, label, slots, workloads)
+        os.replace(tmp, raw / run_id)
+    except OSError as exc:
+        shutil.rmtree(out / f".import-{run_id}", ignore_errors=True)
+        raise EnvironmentProblem(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    warehouse = out / "warehouse.duckdb"
+    with Warehouse(warehouse) as wh:
+        stats = wh.ingest_dir(raw)
+        errors = wh.ingest_errors(run_id)
+    for e in errors:  # the parsers accepted every file above: a mismatch is a bug
+        print(f"{raw / e['object_key']}: {e['reason']}", file=sys.stderr)
+    imported = len(files) - len(problems)
+    print(
+        f"imported {imported} of {len(files)} files as run {run_id}: {len(slots)} slots, "
+        f"{len(workloads)} workloads -> {warehouse} ({stats})"
+    )
+    return 1 if problems or errors else 0

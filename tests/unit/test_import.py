@@ -1,0 +1,223 @@
+"""`iofleet import`: fio / ioping files made outside iofleet become a run in the warehouse.
+
+Real DuckDB; the inputs are real fio and ioping outputs (tests/fixtures), except
+where a test says it edits one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from iofleet.cli import main
+from iofleet.parsers.fio import parse_fio
+from iofleet.parsers.ioping import parse_ioping
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIO = FIXTURES / "fio"
+IOPING = FIXTURES / "ioping"
+PROBES = Path(__file__).resolve().parents[1] / "data" / "probes" / "import"
+# fio-3.33 --client output (json+) against one `fio --server` on 127.0.0.1:8766
+CLIENT = FIO / "client-server-one-host.json"
+
+
+def _import(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main(["import", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _db(out: Path) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+
+
+def test_each_file_becomes_one_slot_of_one_labelled_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = [FIO / "json-randread.json", FIO / "jsonplus-two-jobs.json", IOPING / "read-c21.json"]
+    rc, out, err = _import(capsys, *map(str, files), "--out", str(tmp_path), "--label", "gp3")
+    assert rc == 0, err
+    db = _db(tmp_path)
+    [(run_id,)] = db.execute("SELECT run_id FROM runs").fetchall()
+    assert run_id.startswith("gp3-") and run_id in out
+    slots = db.execute(
+        "SELECT slot_index, storage_label, fleet_size, status FROM slots ORDER BY slot_index"
+    ).fetchall()
+    assert slots == [
+        (0, "gp3", 3, "SUCCEEDED"),
+        (1, "gp3", 3, "SUCCEEDED"),
+        (2, "gp3", 3, "SUCCEEDED"),
+    ]
+    # every fio record of each file is a row, at that file's slot
+    for slot, path in enumerate(files[:2]):
+        records = parse_fio(path.read_text()).records
+        rows = db.execute(
+            "SELECT job, direction, iops FROM fio_results WHERE slot_index = ? ORDER BY job_index, direction",
+            [slot],
+        ).fetchall()
+        assert sorted(rows) == sorted((r["job"], r["direction"], r["iops"]) for r in records)
+    requests = db.execute("SELECT count(*) FROM ioping_requests WHERE slot_index = 2").fetchone()
+    assert requests == (len(parse_ioping((IOPING / "read-c21.json").read_text()).requests),)
+    # the raw artifact is the file, verbatim
+    [fio_raw] = (tmp_path / "raw" / run_id).glob("c000-gp3/slot-0000/w*-fio-*.json")
+    assert fio_raw.read_bytes() == files[0].read_bytes()
+
+
+def test_same_job_in_several_files_is_one_workload_across_slots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (FIO / "json-randread.json").read_text()
+    for i in range(3):
+        (tmp_path / f"host{i}.json").write_text(text)
+    rc, _, err = _import(
+        capsys,
+        *(str(tmp_path / f"host{i}.json") for i in range(3)),
+        "--out",
+        str(tmp_path / "o"),
+        "--label",
+        "x",
+    )
+    assert rc == 0, err
+    rows = (
+        _db(tmp_path / "o")
+        .execute(
+            "SELECT workload_index, workload, count(*) FROM slot_metrics WHERE metric = 'iops' GROUP BY ALL"
+        )
+        .fetchall()
+    )
+    assert rows == [(0, "randread", 3)]
+
+
+def test_slot_per_dir_puts_a_directory_s_files_in_one_slot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for host in ("h1", "h2"):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "fio.json").write_bytes((FIO / "json-randread.json").read_bytes())
+        (tmp_path / host / "ioping.json").write_bytes((IOPING / "read-c21.json").read_bytes())
+    files = sorted(str(p) for p in tmp_path.glob("h*/*.json"))
+    rc, _, err = _import(
+        capsys, *files, "--out", str(tmp_path / "o"), "--label", "x", "--slot-per", "dir"
+    )
+    assert rc == 0, err
+    db = _db(tmp_path / "o")
+    assert db.execute("SELECT count(*), max(fleet_size) FROM slots").fetchone() == (2, 2)
+    per_slot = db.execute(
+        "SELECT slot_index, count(DISTINCT metric_source) FROM slot_metrics GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert per_slot == [(0, 2), (1, 2)]
+
+
+def test_slot_per_dir_refuses_a_second_copy_of_a_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_bytes((FIO / "json-randread.json").read_bytes())
+    rc, _, err = _import(
+        capsys,
+        str(tmp_path / "a.json"),
+        str(tmp_path / "b.json"),
+        "--out",
+        str(tmp_path / "o"),
+        "--label",
+        "x",
+        "--slot-per",
+        "dir",
+    )
+    assert rc == 1
+    assert err.splitlines() == [
+        f"{tmp_path / 'b.json'}: its slot already has workload randread from "
+        f"{tmp_path / 'a.json'} (use --slot-per file)"
+    ]
+    assert _db(tmp_path / "o").execute("SELECT count(*) FROM slots").fetchone() == (1,)
+
+
+def test_fio_client_server_output_is_one_slot_per_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the real one-host client output, with a second host and the "All clients"
+    # aggregate added by hand (fio 3.33 printed one host for two --client)
+    doc = json.loads(CLIENT.read_text())
+    [entry] = doc["client_stats"]
+    other = json.loads(json.dumps(entry))
+    other["hostname"] = "10.0.0.9"
+    other["read"]["iops"] = 1234.5
+    total = json.loads(json.dumps(entry))
+    total["jobname"] = "All clients"
+    doc["client_stats"] = [entry, other, total]
+    path = tmp_path / "clients.json"
+    path.write_text(json.dumps(doc))
+    rc, _, err = _import(capsys, str(path), "--out", str(tmp_path / "o"), "--label", "fsx")
+    assert rc == 0, err
+    db = _db(tmp_path / "o")
+    rows = db.execute(
+        "SELECT s.hostname, f.job, f.iops FROM slots s JOIN fio_results f USING (run_id, cell_id, slot_index) "
+        "ORDER BY s.hostname"
+    ).fetchall()
+    assert rows == [
+        ("10.0.0.9", "rr", 1234.5),
+        ("127.0.0.2", "rr", entry["read"]["iops"]),
+    ]
+
+
+def test_a_bad_file_among_good_ones_is_listed_and_the_rest_imported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = PROBES / "fio-no-io.json"
+    rc, out, err = _import(
+        capsys, str(FIO / "json-randread.json"), str(bad), "--out", str(tmp_path), "--label", "x"
+    )
+    assert rc == 1
+    assert err.splitlines() == [f"{bad}: fio output: no job did any I/O"]
+    assert "imported 1 of 2 files" in out
+    assert _db(tmp_path).execute("SELECT count(*) FROM fio_results").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("probe", sorted(p.name for p in PROBES.iterdir()))
+def test_probe_files_are_refused_with_one_line_and_nothing_written(
+    probe: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = PROBES / probe
+    out = tmp_path / "out"
+    rc, _, err = _import(capsys, str(path), "--out", str(out), "--label", "x")
+    assert rc == 2
+    [line] = err.splitlines()
+    assert line.startswith(f"{path}: ") and len(line) > len(f"{path}: ") + 5
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--label", "no spaces"], "--label: 'no spaces': letters, digits"),
+        (["--label", "../up"], "--label: '../up': letters, digits"),
+        (["--label", "x", "--slot-per", "host"], None),  # argparse refuses: exit 2
+    ],
+)
+def test_bad_options_exit_2(
+    args: list[str], line: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) if line is None else _no_raise():
+        rc, _, err = _import(
+            capsys, str(FIO / "json-randread.json"), "--out", str(tmp_path / "o"), *args
+        )
+        assert rc == 2 and err.startswith(line)  # type: ignore[arg-type]
+    assert not (tmp_path / "o").exists()
+
+
+class _no_raise:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def test_missing_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.json"
+    rc, _, err = _import(capsys, str(missing), "--out", str(tmp_path / "o"), "--label", "x")
+    assert rc == 2
+    assert err == f"{missing}: cannot read: No such file or directory\n"

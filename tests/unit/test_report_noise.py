@@ -1,0 +1,97 @@
+"""The report's repeat-noise section: repeats pooled per configuration, their spread
+shown, and a configuration whose repeats disagree flagged (text, HTML, JSON).
+
+Real DuckDB; the slot and app rows are written here (build times chosen so one
+configuration's second repeat is twice as slow as its first)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iofleet.report.cli import report_command
+from iofleet.schema import APP_RUNS, RUNS, SLOTS
+from iofleet.warehouse import Warehouse
+
+RUN = "noise-20261123t120000z"
+BUILD_SECONDS = {
+    # (storage label, repeat) -> the slots' build times
+    ("steady", 1): [100.0, 103.0, 98.0, 101.0, 99.0],
+    ("steady", 2): [102.0, 97.0, 100.5, 99.5, 101.5],
+    ("shifty", 1): [100.0, 103.0, 98.0, 101.0, 99.0],
+    ("shifty", 2): [200.0, 206.0, 196.0, 202.0, 198.0],
+}
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse.duckdb"
+    slots, apps = [], []
+    for index, ((label, repeat), seconds) in enumerate(sorted(BUILD_SECONDS.items())):
+        cell = f"c{index:03d}-{label}-x5-r{repeat}"
+        for slot, wall in enumerate(seconds):
+            slots.append(
+                SLOTS.row(
+                    run_id=RUN,
+                    cell_id=cell,
+                    slot_index=slot,
+                    cell_index=index,
+                    instance_type="local",
+                    storage_label=label,
+                    storage_type="local",
+                    storage_detail=label,
+                    fleet_size=5,
+                    repeat=repeat,
+                    status="SUCCEEDED",
+                )
+            )
+            apps.append(
+                APP_RUNS.row(
+                    run_id=RUN,
+                    cell_id=cell,
+                    slot_index=slot,
+                    workload_index=0,
+                    app="c-build",
+                    phase="run",
+                    exit_code=0,
+                    wall_seconds=wall,
+                )
+            )
+    with Warehouse(path) as wh:
+        wh.insert_rows(RUNS, [RUNS.row(run_id=RUN, matrix_name="noise", mode="local")])
+        wh.insert_rows(SLOTS, slots)
+        wh.insert_rows(APP_RUNS, apps)
+    return path
+
+
+def test_text_report_flags_only_the_configuration_whose_repeats_disagree(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert report_command(warehouse, RUN, "table", None) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("Repeat noise (1 flagged)") :]
+    lines = {line.split()[0]: line for line in section.splitlines() if line.startswith("  s")}
+    assert lines["shifty"].rstrip().endswith("DISAGREE")
+    assert lines["steady"].rstrip().endswith("agree")
+    assert " 2 " in lines["shifty"] and " 10 " in lines["shifty"]  # repeats, slots pooled
+
+
+def test_html_and_json_carry_the_noise(
+    warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = tmp_path / "r.html"
+    assert report_command(warehouse, RUN, "json", str(html)) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_label = {r["storage_label"]: r for r in doc["repeat_noise"]}
+    assert by_label["shifty"]["repeats_disagree"] is True
+    assert by_label["steady"]["repeats_disagree"] is False
+    assert by_label["shifty"]["n_repeats"] == 2 and by_label["shifty"]["n_slots"] == 10
+    # CV of the repeat means: means 100.2 and 200.4
+    assert by_label["shifty"]["cv_repeats"] == pytest.approx(
+        (abs(200.4 - 100.2) / 2**0.5) / 150.3, rel=1e-6
+    )
+    page = html.read_text()
+    assert "Repeat noise (1 flagged)" in page
+    assert page.count("DISAGREE") == 2  # the note and the shifty row
