@@ -32,6 +32,8 @@ from iofleet.aws.store import S3ResultsStore
 IMDS = "http://169.254.169.254/latest"
 
 
+REGION_ENV = "IOFLEET_REGION"  # tells the agent child where its DynamoDB barrier is
+
 def _imds(path: str) -> str:
     req = urllib.request.Request(
         f"{IMDS}/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
@@ -137,7 +139,9 @@ def run_in_process(doc: dict[str, Any], results_root: Path) -> int:
         return EXIT_INTERRUPTED
 
 
-def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
+def run_interruptible(
+    doc: dict[str, Any], results_root: Path, region: str | None = None
+) -> int:
     """Run the agent in a child process and outlive it, so what was measured is uploaded
     whatever happens to the agent.
 
@@ -150,6 +154,8 @@ def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
     (SIGKILL, the OOM killer), this program, a child subreaper, kills what it left
     behind, removes the slot's files from a directory target and writes slot.json
     (FAILED, "agent killed by SIGKILL"). If this program dies, the agent gets SIGTERM.
+    `region` (on EC2): the agent child makes its own DynamoDB client there for the
+    start barrier (clients do not cross a process boundary).
     """
     from iofleet.agent.reaper import children, kill_orphans, set_subreaper
 
@@ -168,6 +174,8 @@ def run_interruptible(doc: dict[str, Any], results_root: Path) -> int:
         env = dict(os.environ)
         package_parent = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        if region:
+            env[REGION_ENV] = region
         signal.signal(signal.SIGTERM, forward)
         others = children()  # not ours to kill
         set_subreaper(True)
@@ -231,6 +239,11 @@ def _run_agent_main(argv: list[str]) -> int:
     if os.getppid() != int(argv[2]):  # the parent died before prctl took effect
         return EXIT_INTERRUPTED
     doc = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    region = os.environ.get(REGION_ENV)
+    if region:  # the payload's barrier is kind dynamodb (boto3 only on EC2)
+        import boto3
+
+        barrier.register(boto3.client("dynamodb", region_name=region))
     return run_in_process(doc, Path(argv[1]))
 
 
@@ -260,9 +273,8 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         target = slot.get("target", {})
         mount_shared(target)
         resolve_volume(clients["ec2"], target)
-        barrier.register(clients["dynamodb"])  # the slot payload's barrier is kind dynamodb
         with tempfile.TemporaryDirectory(prefix="iofleet-raw-") as tmp:
-            code = run_interruptible(doc, Path(tmp))
+            code = run_interruptible(doc, Path(tmp), region=args.region)
             keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))
     except Exception as exc:  # noqa: BLE001 - every failure becomes the task's cause
         signals.failure(type(exc).__name__, f"{type(exc).__name__}: {exc}")
