@@ -31,7 +31,7 @@ REQUIRED_JOBS = {
 
 GOOD = """; A tiny job
 ; @param TARGET=.     where
-; @param RUNTIME=5    seconds
+; @param RUNTIME:duration=5    seconds
 [global]
 directory=${TARGET}
 runtime=${RUNTIME}
@@ -148,7 +148,7 @@ def test_undeclared_variable_is_rejected(library: Path) -> None:
 
 
 def test_unused_parameter_is_rejected(library: Path) -> None:
-    text = GOOD.replace("[global]", "; @param SIZE=1g  unused\n[global]")
+    text = GOOD.replace("[global]", "; @param SIZE:size=1g  unused\n[global]")
     with pytest.raises(JobFileError, match="SIZE is declared but never used"):
         load_job_file(_write(library, "x", text))
 
@@ -176,7 +176,7 @@ def test_lower_case_parameter_is_rejected(library: Path) -> None:
 
 
 def test_malformed_param_line_is_rejected(library: Path) -> None:
-    text = GOOD.replace("; @param RUNTIME=5    seconds", "; @param RUNTIME")
+    text = GOOD.replace("; @param RUNTIME:duration=5    seconds", "; @param RUNTIME")
     with pytest.raises(JobFileError, match="@param NAME=default"):
         load_job_file(_write(library, "x", text))
 
@@ -207,7 +207,10 @@ def test_check_params_names_the_known_parameters() -> None:
 
 def test_check_params_rejects_non_token_values() -> None:
     problems = check_params("seq-read-1m-qd32", {"SIZE": "1g; rm -rf /"})
-    assert len(problems) == 1 and "SIZE" in problems[0] and "plain token" in problems[0]
+    assert problems == [
+        "parameter SIZE: must be a size (bytes, or with fio's units k m g t p) from 1 to 64t, "
+        "got '1g; rm -rf /'"
+    ]
 
 
 def test_check_params_rejects_target() -> None:
@@ -281,6 +284,7 @@ def test_module_is_stdlib_only() -> None:
     imports = re.findall(r"^(?:from|import) (\S+)", source, re.MULTILINE)
     assert {i.split(".")[0] for i in imports} <= {
         "__future__",
+        "math",
         "os",
         "re",
         "collections",
