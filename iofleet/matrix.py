@@ -35,7 +35,7 @@ from pydantic import (
     ValidationError,
 )
 
-from iofleet.agent.payload import CELL_FIELDS
+from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, UsageError, ValidationFailed
 
 # --------------------------------------------------------------------------- bounds
@@ -52,10 +52,6 @@ INT64_MAX = 2**63 - 1
 MAX_CELLS = 500
 MAX_INSTANCES = 100_000
 MAX_REPEATS = 1000
-# Step Functions: the slot task's TimeoutSeconds is slot_timeout_s plus the boot margin
-# (iofleet.aws.plan.BOOT_MARGIN_S); a standard execution lasts at most one year. A slot
-# longer than a week is a mistake, not a benchmark.
-MAX_SLOT_TIMEOUT_S = 7 * 24 * 3600
 # An inline Map (the cells of a run) runs at most 40 iterations at once.
 MAX_CELL_CONCURRENCY = 40
 MAX_TEXT = 64 * 1024  # an inline app's commands
@@ -522,7 +518,7 @@ def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, st
             problems.append(
                 (
                     ("workloads", index, "ioping"),
-                    f"count x interval_ms is {_ioping_seconds(item):g} s, longer than "
+                    f"count x interval_ms is {_ioping_seconds(item):.0f} s, longer than "
                     f"slot_timeout_s ({limit} s)",
                 )
             )
@@ -569,7 +565,8 @@ def _item_problems(
         except ValidationError:
             continue  # reported by the whole-matrix pass
         valid.append((index, model))
-        problems += [((key, index, name), message) for name, message in check(model)]
+        # a name like "params.RUNTIME" is two steps of the path
+        problems += [((key, index, *name.split(".", 1)), msg) for name, msg in check(model)]
     return problems, valid
 
 
@@ -803,6 +800,8 @@ def load_matrix_bytes(data: bytes) -> Matrix:
         raise _refuse(f"the matrix is over the {MAX_MATRIX_BYTES} byte limit")
     if data.startswith(b"\xef\xbb\xbf"):
         raise _refuse("the matrix starts with a byte order mark (save it as UTF-8 without BOM)")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise _refuse("the matrix is UTF-16 text (save it as UTF-8)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
