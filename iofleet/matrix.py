@@ -727,7 +727,7 @@ def _document_problems(doc: object) -> list[tuple[Loc, str]]:
                 problems.append((path, "integer out of range (beyond 64 bits)"))
         elif isinstance(value, float):
             if not math.isfinite(value):
-                problems.append((path, f"{value} is not a finite number"))
+                problems.append((path, f"{json.dumps(value)} is not a finite number"))
         elif isinstance(value, str):
             problem = _string_problem(value)
             if problem:

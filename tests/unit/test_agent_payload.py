@@ -73,7 +73,7 @@ def test_every_problem_is_reported_on_one_line() -> None:
     assert "\n" not in message
     assert "slot_index: must be an integer from 0 to 99999" in message
     assert "workloads[1].count: must be an integer from 1 to 1000000" in message
-    assert "time_limit_s: must be a positive number up to 691200" in message
+    assert "time_limit_s: must be a positive number up to 604800" in message
 
 
 def test_unknown_workload_kind_is_rejected() -> None:

@@ -233,7 +233,7 @@ def test_base_matrix_is_valid() -> None:
         (
             "workloads.0.params",
             {"RUN TIME": 1},
-            "workloads[0].params.RUN TIME: must be a parameter name",
+            'workloads[0].params["RUN TIME"]: must be a parameter name',
         ),
         ("workloads.0.extra", 1, "workloads[0].extra: unknown key (allowed: fio, params)"),
         (
