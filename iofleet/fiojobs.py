@@ -48,8 +48,10 @@ class JobFileError(ValueError):
 
 
 # fio's number syntax (fio(1) "Parameter types"): sizes take k/m/g/t/p with optional
-# "i" and "b" (base 1024 by default); times take us/ms/s/m/h/d (seconds if bare).
-_SIZE_RE = re.compile(r"(?P<n>[0-9]{1,15})(?:(?P<unit>[kmgtp])(?:ib|i|b)?|b)?", re.I)
+# "i" or "b" (base 1024) or "ib" (base 1000: fio's default kb_base inverts the IEC
+# prefixes, checked with fio 3.33: size=4kib makes a 4000-byte file); times take
+# us/ms/s/m/h/d (seconds if bare).
+_SIZE_RE = re.compile(r"(?P<n>[0-9]{1,15})(?:(?P<unit>[kmgtp])(?P<suffix>ib|i|b)?|b)?", re.I)
 _TIME_RE = re.compile(r"(?P<n>[0-9]{1,15})(?P<unit>us|ms|s|m|h|d)?", re.I)
 _INT_RE = re.compile(r"[0-9]{1,15}")
 _SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -78,7 +80,10 @@ class ParamType:
             m = _SIZE_RE.fullmatch(text)
             if not m:
                 return None
-            return float(int(m["n"]) * _SIZE_MULT[(m["unit"] or "").lower()])
+            unit = (m["unit"] or "").lower()
+            if (m["suffix"] or "").lower() == "ib":  # fio's default kb_base: 4kib is 4000
+                return float(int(m["n"]) * 1000 ** "_kmgtp".index(unit))
+            return float(int(m["n"]) * _SIZE_MULT[unit])
         m = _TIME_RE.fullmatch(text)
         return float(m["n"]) * _SECONDS[(m["unit"] or "").lower()] if m else None
 

@@ -108,7 +108,9 @@ Label = Annotated[
     _matches(_LABEL_RE, "1-32 characters of a-z, 0-9, '.', '_' and '-', starting alphanumeric"),
 ]
 InstanceType = Annotated[
-    str, _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)")
+    str,
+    Field(max_length=40),
+    _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)"),
 ]
 FileSystemId = Annotated[str, _matches(_FS_ID_RE, "a file system id like fs-0123456789abcdef0")]
 AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id like ami-0123456789abcdef0")]

@@ -194,3 +194,11 @@ def test_app_run_may_span_lines_but_not_hold_nul() -> None:
     doc["workloads"][2]["run"] = "make\x00"
     with pytest.raises(PayloadError, match=r"workloads\[2\]\.run: contains a control character"):
         parse_payload(doc)
+
+
+def test_volume_id_rule_is_a_full_string_match() -> None:
+    from iofleet.agent.devices import DeviceError, volume_serial
+
+    assert volume_serial("vol-0123456789abcdef0") == "vol0123456789abcdef0"
+    with pytest.raises(DeviceError, match="not an EBS volume id"):
+        volume_serial("vol-0123456789abcdef0\n")

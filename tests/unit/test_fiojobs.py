@@ -337,6 +337,7 @@ def test_declared_range_narrows_the_type(library: Path) -> None:
         ("SIZE", "256M"),
         ("SIZE", "1g"),
         ("SIZE", "1GiB"),
+        ("SIZE", "4kib"),
         ("SIZE", "2tb"),
         ("SIZE", "64t"),
         ("RUNTIME", 90),

@@ -164,3 +164,23 @@ def test_launch_refuses_a_manifest_slot_timeout_it_cannot_express(value: object)
 
     with pytest.raises(ValueError, match="slot_timeout_s must be an integer from 1 to 604800"):
         slot_time_limit({"run_id": "r", "slot_timeout_s": value})
+
+
+def test_the_largest_plan_fits_one_step_functions_state(
+    cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iofleet.matrix import MAX_CELLS
+
+    monkeypatch.setenv("MAX_INSTANCES", "100000")
+    # the longest names the rules allow, as many cells as a run may have
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    matrix["name"] = "n" * 48
+    matrix["instance_types"] = [("m7" + "a" * 40)[:29] + ".48xlarge"]
+    matrix["storage"][0]["label"] = "l" * 32
+    matrix["parallelism"] = [100 - i for i in range(MAX_CELLS // 10)]
+    matrix["repeats"] = 10
+    matrix["limits"] = {"max_instances": 100_000}
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True and len(out["cells"]) == MAX_CELLS
+    # the Plan task's result is the state the Cells Map iterates: 256 KiB at most
+    assert len(json.dumps(out).encode()) < 256 * 1024
