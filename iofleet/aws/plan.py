@@ -51,7 +51,7 @@ def plan_run(
     started_at = event.get("started_at") or datetime.now(UTC).isoformat()
     plan_doc = plan.to_dict()
     timeout_s = int(matrix.slot_timeout_s) + BOOT_MARGIN_S
-    heartbeat = min(heartbeat_s, timeout_s)
+    heartbeat = min(heartbeat_s, timeout_s - 1)  # Step Functions: HeartbeatSeconds < TimeoutSeconds
     cells = []
     for cell, doc in zip(plan.cells, plan_doc["cells"], strict=True):
         doc["populate_workloads"] = [

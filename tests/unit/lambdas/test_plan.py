@@ -184,3 +184,15 @@ def test_the_largest_plan_fits_one_step_functions_state(
     assert out["valid"] is True and len(out["cells"]) == MAX_CELLS
     # the Plan task's result is the state the Cells Map iterates: 256 KiB at most
     assert len(json.dumps(out).encode()) < 256 * 1024
+
+
+def test_heartbeat_stays_below_the_task_timeout(
+    cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a deployment's heartbeat longer than the shortest slot's task timeout
+    monkeypatch.setenv("HEARTBEAT_S", "100000")
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    matrix["slot_timeout_s"] = 3600
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True
+    assert all(0 < c["heartbeat_s"] < c["timeout_s"] for c in out["cells"])
