@@ -51,9 +51,9 @@ class JobFileError(ValueError):
 # "i" or "b" (base 1024) or "ib" (base 1000: fio's default kb_base inverts the IEC
 # prefixes, checked with fio 3.33: size=4kib makes a 4000-byte file); times take
 # us/ms/s/m/h/d (seconds if bare).
-_SIZE_RE = re.compile(r"(?P<n>[0-9]{1,15})(?:(?P<unit>[kmgtp])(?P<suffix>ib|i|b)?|b)?", re.I)
-_TIME_RE = re.compile(r"(?P<n>[0-9]{1,15})(?P<unit>us|ms|s|m|h|d)?", re.I)
-_INT_RE = re.compile(r"[0-9]{1,15}")
+_PARAM_SIZE_RE = re.compile(r"(?P<n>[0-9]{1,15})(?:(?P<unit>[kmgtp])(?P<suffix>ib|i|b)?|b)?", re.I)
+_PARAM_TIME_RE = re.compile(r"(?P<n>[0-9]{1,15})(?P<unit>us|ms|s|m|h|d)?", re.I)
+_PARAM_INT_RE = re.compile(r"[0-9]{1,15}")
 _SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _SECONDS = {"": 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _TIB = 1 << 40
@@ -75,16 +75,16 @@ class ParamType:
     def parse(self, text: str) -> float | None:
         """The value in base units, or None if `text` is not of this kind."""
         if self.kind in ("int", "percent", "bool"):
-            return float(text) if _INT_RE.fullmatch(text) else None
+            return float(text) if _PARAM_INT_RE.fullmatch(text) else None
         if self.kind in ("size", "rate"):
-            m = _SIZE_RE.fullmatch(text)
+            m = _PARAM_SIZE_RE.fullmatch(text)
             if not m:
                 return None
             unit = (m["unit"] or "").lower()
             if (m["suffix"] or "").lower() == "ib":  # fio's default kb_base: 4kib is 4000
                 return float(int(m["n"]) * 1000 ** "_kmgtp".index(unit))
             return float(int(m["n"]) * _SIZE_MULT[unit])
-        m = _TIME_RE.fullmatch(text)
+        m = _PARAM_TIME_RE.fullmatch(text)
         return float(m["n"]) * _SECONDS[(m["unit"] or "").lower()] if m else None
 
     def describe(self) -> str:
