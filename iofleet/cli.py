@@ -50,7 +50,9 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         print(f"{job.name:<{width}}  {job.description}")
         if args.verbose:
             for name, default in job.params.items():
-                print(f"{'':<{width}}    ${{{name}}} = {default}")
+                kind = job.param_types.get(name)
+                what = f"  - {kind.describe()}" if kind else ""
+                print(f"{'':<{width}}    ${{{name}}} = {default}{what}")
     return 0
 
 

@@ -4,7 +4,13 @@ A job file is plain fio syntax with `${VAR}` parameters (fio expands environment
 variables itself). Its header declares the description and every parameter:
 
     ; One-line description
-    ; @param RUNTIME=180   seconds of timed I/O
+    ; @param RUNTIME:duration=180   seconds of timed I/O
+    ; @param NUM_JOBS:int(1..1024)=16   parallel processes
+
+Every parameter but TARGET declares a type (`int`, `size`, `rate`, `duration`,
+`bool`, `percent`), optionally with a range; a workload's value must parse as that
+type and fall in that range, so a value fio cannot run (0 jobs, a negative runtime,
+a path, "nan") is refused before any instance starts.
 
 The format is documented in `fio-jobs/README.md`. Stdlib only: the agent imports
 this module on a bare instance.
@@ -12,6 +18,7 @@ this module on a bare instance.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -24,17 +31,116 @@ SUFFIX = ".fio"
 # Set by render_command from the slot's target, never from a workload's params.
 TARGET_PARAM = "TARGET"
 # Values go into fio's environment, never through a shell; keep them plain tokens.
-_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/,+-]+$")
+_VALUE_RE = re.compile(r"[A-Za-z0-9._:/,+-]+\Z")
 # fio splits `directory=` on ':' (several directories), so a target can't hold one.
-_TARGET_RE = re.compile(r"^[A-Za-z0-9._/+-]+$")
-_FILENAME_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
-_PARAM_RE = re.compile(r"^[;#]\s*@param\s+(?P<name>\S+?)=(?P<default>\S*)(?:\s+(?P<help>.*))?$")
-_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_TARGET_RE = re.compile(r"[A-Za-z0-9._/+-]+\Z")
+_FILENAME_RE = re.compile(r"[A-Za-z0-9._+-]+\Z")
+_PARAM_RE = re.compile(
+    r"[;#]\s*@param\s+(?P<name>[^\s:=]+)(?::(?P<type>[a-z]+)(?:\((?P<lo>[0-9]*)\.\.(?P<hi>[0-9]*)\))?)?"
+    r"=(?P<default>\S*)(?:\s+(?P<help>.*))?"
+)
+_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
 _VAR_RE = re.compile(r"\$\{([^}]*)\}")
 
 
 class JobFileError(ValueError):
     """A job file in the library is malformed; the message is one line."""
+
+
+# fio's number syntax (fio(1) "Parameter types"): sizes take k/m/g/t/p with optional
+# "i" or "b" (base 1024) or "ib" (base 1000: fio's default kb_base inverts the IEC
+# prefixes, checked with fio 3.33: size=4kib makes a 4000-byte file); times take
+# us/ms/s/m/h/d (seconds if bare).
+_PARAM_SIZE_RE = re.compile(r"(?P<n>[0-9]{1,15})(?:(?P<unit>[kmgtp])(?P<suffix>ib|i|b)?|b)?", re.I)
+_PARAM_TIME_RE = re.compile(r"(?P<n>[0-9]{1,15})(?P<unit>us|ms|s|m|h|d)?", re.I)
+_PARAM_INT_RE = re.compile(r"[0-9]{1,15}")
+_SIZE_MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_SECONDS = {"": 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_TIB = 1 << 40
+WEEK_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class ParamType:
+    """What a parameter's value must be: `kind` parsed into base units, in [lo, hi].
+
+    int: a count; size: bytes; rate: bytes per second; duration: seconds;
+    bool: 0 or 1; percent: 0-100.
+    """
+
+    kind: str
+    lo: float
+    hi: float
+
+    def parse(self, text: str) -> float | None:
+        """The value in base units, or None if `text` is not of this kind."""
+        if self.kind in ("int", "percent", "bool"):
+            return float(text) if _PARAM_INT_RE.fullmatch(text) else None
+        if self.kind in ("size", "rate"):
+            m = _PARAM_SIZE_RE.fullmatch(text)
+            if not m:
+                return None
+            unit = (m["unit"] or "").lower()
+            if (m["suffix"] or "").lower() == "ib":  # fio's default kb_base: 4kib is 4000
+                return float(int(m["n"]) * 1000 ** "_kmgtp".index(unit))
+            return float(int(m["n"]) * _SIZE_MULT[unit])
+        m = _PARAM_TIME_RE.fullmatch(text)
+        return float(m["n"]) * _SECONDS[(m["unit"] or "").lower()] if m else None
+
+    def describe(self) -> str:
+        what = {
+            "int": "an integer",
+            "percent": "a percentage",
+            "bool": "0 or 1",
+            "size": "a size (bytes, or with fio's units k m g t p)",
+            "rate": "a rate in bytes/s (or with fio's units k m g t)",
+            "duration": "a duration (seconds, or with fio's units us ms s m h d)",
+        }[self.kind]
+        if self.kind == "bool":
+            return what
+        return f"{what} from {_human(self.kind, self.lo)} to {_human(self.kind, self.hi)}"
+
+    def problem(self, text: str) -> str | None:
+        value = self.parse(text)
+        if value is None or math.isnan(value):
+            return f"must be {self.describe()}, got {text!r}"
+        if not self.lo <= value <= self.hi:
+            return f"must be {self.describe()}, got {text!r}"
+        return None
+
+
+def _human(kind: str, value: float) -> str:
+    if kind in ("size", "rate"):
+        for unit in ("p", "t", "g", "m", "k"):
+            if value >= _SIZE_MULT[unit] and value % _SIZE_MULT[unit] == 0:
+                return f"{int(value // _SIZE_MULT[unit])}{unit}"
+    if kind == "duration":
+        for unit, secs in (("d", 86400), ("h", 3600), ("m", 60)):
+            if value >= secs and value % secs == 0:
+                return f"{int(value // secs)}{unit}"
+        return f"{value:g}s"
+    return f"{value:g}"
+
+
+# kind -> (lo, hi) when the header gives no range: positive, within what a slot can run
+_TYPE_DEFAULTS: dict[str, tuple[float, float]] = {
+    "int": (1, 65536),
+    "percent": (0, 100),
+    "bool": (0, 1),
+    "size": (1, 64 * _TIB),  # the largest EBS volume
+    "rate": (1, 1 << 40),  # 1 TiB/s per job
+    "duration": (1, WEEK_S),  # iofleet.matrix.MAX_SLOT_TIMEOUT_S
+}
+PARAM_TYPES = tuple(_TYPE_DEFAULTS)
+
+
+def _param_type(kind: str, lo: str | None, hi: str | None) -> ParamType:
+    default_lo, default_hi = _TYPE_DEFAULTS[kind]
+    return ParamType(
+        kind,
+        float(lo) if lo else default_lo,
+        float(hi) if hi else default_hi,
+    )
 
 
 @dataclass(frozen=True)
@@ -44,6 +150,7 @@ class JobFile:
     path: Path
     params: dict[str, str]  # ${VAR} name (UPPER) -> default, in declaration order
     param_help: dict[str, str] = field(default_factory=dict)
+    param_types: dict[str, ParamType] = field(default_factory=dict)  # every param but TARGET
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -52,6 +159,7 @@ class JobFile:
             "path": str(self.path),
             "params": dict(self.params),
             "param_help": dict(self.param_help),
+            "param_types": {k: t.describe() for k, t in self.param_types.items()},
         }
 
 
@@ -75,6 +183,7 @@ def load_job_file(path: Path) -> JobFile:
     description = lines[0][1:].strip()
     params: dict[str, str] = {}
     param_help: dict[str, str] = {}
+    param_types: dict[str, ParamType] = {}
     used: list[str] = []
     has_target_dir = False
     for number, line in enumerate(lines[1:], start=2):
@@ -82,16 +191,40 @@ def load_job_file(path: Path) -> JobFile:
         if stripped.startswith((";", "#")):
             if "@param" not in stripped:
                 continue
-            match = _PARAM_RE.match(stripped)
+            match = _PARAM_RE.fullmatch(stripped)
             if not match:
-                raise JobFileError(f"{path}:{number}: expected '; @param NAME=default  help'")
-            name, default = match["name"], match["default"]
-            if not _NAME_RE.match(name):
+                raise JobFileError(
+                    f"{path}:{number}: expected '; @param NAME:TYPE=default  help' "
+                    "(or '; @param NAME=default  help')"
+                )
+            name, default, kind = match["name"], match["default"], match["type"]
+            if not _NAME_RE.fullmatch(name):
                 raise JobFileError(f"{path}:{number}: parameter {name!r} must be UPPER_CASE")
             if name in params:
                 raise JobFileError(f"{path}:{number}: parameter {name} declared twice")
-            if not _VALUE_RE.match(default):
+            if not _VALUE_RE.fullmatch(default):
                 raise JobFileError(f"{path}:{number}: default {default!r} is not a plain token")
+            if name != TARGET_PARAM:
+                if kind is None:
+                    raise JobFileError(
+                        f"{path}:{number}: parameter {name} needs a type: "
+                        f"'; @param {name}:TYPE=default' ({', '.join(PARAM_TYPES)})"
+                    )
+                if kind not in _TYPE_DEFAULTS:
+                    raise JobFileError(
+                        f"{path}:{number}: unknown type {kind!r} ({', '.join(PARAM_TYPES)})"
+                    )
+                ptype = _param_type(kind, match["lo"], match["hi"])
+                if ptype.lo > ptype.hi:
+                    raise JobFileError(f"{path}:{number}: empty range for {name}")
+                bad_default = ptype.problem(default)
+                if bad_default:
+                    raise JobFileError(f"{path}:{number}: default of {name} {bad_default}")
+                param_types[name] = ptype
+            elif kind is not None:
+                raise JobFileError(
+                    f"{path}:{number}: {TARGET_PARAM} takes no type (the agent sets it)"
+                )
             params[name] = default
             param_help[name] = (match["help"] or "").strip()
             continue
@@ -112,7 +245,7 @@ def load_job_file(path: Path) -> JobFile:
     unused = [p for p in params if p not in used]
     if unused:
         raise JobFileError(f"{path}: parameter {unused[0]} is declared but never used")
-    return JobFile(path.stem, description, path, params, param_help)
+    return JobFile(path.stem, description, path, params, param_help, param_types)
 
 
 def list_jobs() -> list[JobFile]:
@@ -130,7 +263,7 @@ def job_names() -> list[str]:
 
 def get_job(name: str) -> JobFile:
     """The named job file; KeyError if the library has none by that name."""
-    if not _FILENAME_RE.match(name) or name.startswith("."):
+    if not _FILENAME_RE.fullmatch(name) or name.startswith("."):
         raise KeyError(name)
     path = jobs_dir() / f"{name}{SUFFIX}"
     if not path.is_file():
@@ -143,31 +276,41 @@ def _unknown_job(name: str) -> str:
     return f"unknown fio job {name!r} (known: {known})"
 
 
-def check_params(name: str, params: Mapping[str, object]) -> list[str]:
-    """Problems with a workload's parameters (keys are case-insensitive); [] if fine."""
-    try:
-        job = get_job(name)
-    except KeyError:
-        return [_unknown_job(name)]
+def _value_text(value: object) -> str:
+    """A parameter value as fio sees it: a whole float is an integer."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(key as given, message) for every bad parameter."""
     settable = [p for p in job.params if p != TARGET_PARAM]
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     for key, value in params.items():
         upper = str(key).upper()
         if upper == TARGET_PARAM:
-            problems.append(
-                f"parameter {TARGET_PARAM} is set from the slot's target, not by params"
-            )
+            problems.append((str(key), "set from the slot's target, not by params"))
             continue
         if upper not in job.params:
-            problems.append(f"unknown parameter {key} (known: {', '.join(settable)})")
+            problems.append((str(key), f"unknown parameter (known: {', '.join(settable)})"))
             continue
         if isinstance(value, bool) or not isinstance(value, str | int | float):
-            problems.append(f"parameter {upper}: expected a string or a number")
+            problems.append((str(key), "expected a string or a number"))
             continue
-        if not _VALUE_RE.match(str(value)):
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append((str(key), f"must be a finite number, got {value}"))
+            continue
+        text = _value_text(value)
+        ptype = job.param_types.get(upper)
+        if ptype is not None:
+            problem = ptype.problem(text)
+            if problem:
+                problems.append((str(key), problem))
+                continue
+        if not _VALUE_RE.fullmatch(text) or "/" in text or ".." in text:
             problems.append(
-                f"parameter {upper}: {str(value)!r} is not a plain token "
-                "(letters, digits and . _ : / , + - only)"
+                (str(key), f"{text!r} is not a plain token (letters, digits and . _ : , + - only)")
             )
     return problems
 
@@ -290,6 +433,49 @@ def raw_layout(job: JobFile, env: Mapping[str, str], device_bytes: int) -> RawLa
             f"one region each) but it has {_mib(device_bytes)}; lower SIZE or NUM_JOBS"
         )
     return RawLayout(region, processes, needed)
+
+
+def param_problems(name: str, params: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(`params.KEY` or `fio`, message) for every problem of a workload's parameters.
+
+    Keys are case-insensitive; each value is checked against the type and range its
+    `; @param` line declares.
+    """
+    try:
+        job = get_job(name)
+    except KeyError:
+        return [("fio", _unknown_job(name))]
+    return [(f"params.{key}", message) for key, message in _param_problems(job, params)]
+
+
+def check_params(name: str, params: Mapping[str, object]) -> list[str]:
+    """Problems with a workload's parameters as one-line strings; [] if fine."""
+    lines = []
+    for where, message in param_problems(name, params):
+        key = where.removeprefix("params.")
+        if where == "fio":
+            lines.append(message)
+        elif message.startswith("unknown parameter"):
+            lines.append(message.replace("unknown parameter", f"unknown parameter {key}", 1))
+        else:
+            lines.append(f"parameter {key.upper()}: {message}")
+    return lines
+
+
+def param_seconds(name: str, params: Mapping[str, object]) -> dict[str, float]:
+    """The given duration parameters of job `name` in seconds (valid values only)."""
+    try:
+        job = get_job(name)
+    except KeyError:
+        return {}
+    out: dict[str, float] = {}
+    for key, value in params.items():
+        ptype = job.param_types.get(str(key).upper())
+        if ptype is not None and ptype.kind == "duration":
+            seconds = ptype.parse(_value_text(value))
+            if seconds is not None:
+                out[str(key)] = seconds
+    return out
 
 
 def render_command(

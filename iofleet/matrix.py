@@ -5,14 +5,18 @@ cell is one (instance type, storage, fleet size, repeat); each of its
 `fleet_size` slots runs every workload in order.
 
 Validation reports every problem at once as `PATH: message` lines (PATH like
-`storage[0].iops`): pydantic checks the shape, then each storage and workload
-item that has a valid shape gets its semantic checks (published EBS limits,
-fio job names and parameters, app presets), then the plan checks the target.
+`storage[0].iops`): the document is checked first (size, UTF-8, JSON syntax,
+duplicate keys, nesting depth, finite numbers, integers in range), then pydantic
+checks the shape, then each storage and workload item that has a valid shape
+gets its semantic checks (published EBS limits, fio job names and typed
+parameters, app presets), then the plan checks the target and counts cells and
+instances arithmetically before expanding anything.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable
@@ -31,8 +35,27 @@ from pydantic import (
     ValidationError,
 )
 
-from iofleet.agent.payload import CELL_FIELDS
+from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, UsageError, ValidationFailed
+
+# --------------------------------------------------------------------------- bounds
+
+# A matrix file larger than this is refused before it is parsed (examples are < 4 KiB).
+MAX_MATRIX_BYTES = 1024 * 1024
+# Containers nested deeper than this are refused (a valid matrix nests 4 levels).
+MAX_DEPTH = 16
+# Integers are stored as int64 downstream; a JSON integer literal longer than this is
+# refused before Python converts it (int("9" * 5000) raises past sys.int_info digits).
+MAX_INT_DIGITS = 19
+INT64_MAX = 2**63 - 1
+# A plan's cells travel in one Step Functions state (256 KiB payload limit).
+MAX_CELLS = 500
+MAX_INSTANCES = 100_000
+MAX_REPEATS = 1000
+# An inline Map (the cells of a run) runs at most 40 iterations at once.
+MAX_CELL_CONCURRENCY = 40
+MAX_TEXT = 64 * 1024  # an inline app's commands
+MAX_DESCRIPTION = 4096
 
 # --------------------------------------------------------------------------- shapes
 
@@ -51,7 +74,7 @@ _INSTANCE_TYPE_RE = re.compile(
 
 def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
     def check(value: str) -> str:
-        if not regex.match(value):
+        if not regex.fullmatch(value):
             raise ValueError(f"must be {what}, got {value!r}")
         return value
 
@@ -64,13 +87,30 @@ def _not_blank(value: str) -> str:
     return value
 
 
+# The characters fio takes in `directory=` (iofleet.fiojobs renders the target there;
+# fio splits the value on ':').
+_LOCAL_PATH_RE = re.compile(r"[A-Za-z0-9._/+-]{1,4096}")
+
+
+def _local_path(value: str) -> str:
+    _not_blank(value)
+    if not _LOCAL_PATH_RE.fullmatch(value):
+        raise ValueError(
+            f"must be a path of letters, digits and . _ / + - only (fio's directory= "
+            f"splits on ':'), got {value!r}"
+        )
+    return value
+
+
 MatrixName = Annotated[str, _matches(_NAME_RE, "1-48 characters of a-z, 0-9 and '-'")]
 Label = Annotated[
     str,
     _matches(_LABEL_RE, "1-32 characters of a-z, 0-9, '.', '_' and '-', starting alphanumeric"),
 ]
 InstanceType = Annotated[
-    str, _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)")
+    str,
+    Field(max_length=40),
+    _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)"),
 ]
 FileSystemId = Annotated[str, _matches(_FS_ID_RE, "a file system id like fs-0123456789abcdef0")]
 AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id like ami-0123456789abcdef0")]
@@ -78,7 +118,7 @@ AppName = Annotated[
     str,
     _matches(_APP_NAME_RE, "1-48 characters of a-z, 0-9, '.', '_' and '-', starting alphanumeric"),
 ]
-Command = Annotated[str, AfterValidator(_not_blank)]
+Command = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_not_blank)]
 Filesystem = Literal["xfs", "ext4", "raw"]
 
 
@@ -118,7 +158,7 @@ class EfsStorage(_Model):
     file_system_id: FileSystemId | None = None
     performance_mode: Literal["generalPurpose", "maxIO"] | None = None
     throughput_mode: Literal["bursting", "elastic", "provisioned"] | None = None
-    provisioned_mibps: int | None = Field(default=None, ge=1)
+    provisioned_mibps: int | None = Field(default=None, ge=1, le=100_000)
 
     def detail(self) -> str:
         if self.file_system_id:
@@ -136,8 +176,8 @@ class FsxOpenZfsStorage(_Model):
     label: Label
     file_system_id: FileSystemId | None = None
     storage_capacity_gib: int | None = Field(default=None, ge=64, le=524288)
-    throughput_capacity: int | None = Field(default=None, ge=64)
-    iops: int | None = Field(default=None, ge=1)
+    throughput_capacity: int | None = Field(default=None, ge=64, le=100_000)
+    iops: int | None = Field(default=None, ge=1, le=10_000_000)
 
     def detail(self) -> str:
         if self.file_system_id:
@@ -164,7 +204,7 @@ class LocalStorage(_Model):
 
     type: Literal["local"]
     label: Label
-    path: Annotated[str, AfterValidator(_not_blank)]
+    path: Annotated[str, AfterValidator(_local_path)]
 
     def detail(self) -> str:
         return self.path
@@ -208,9 +248,9 @@ ParamValue = Annotated[Any, AfterValidator(_param_value)]
 class FioWorkload(_Model):
     """`{"fio": NAME, "params": {...}}`: a job from the fio-jobs library."""
 
-    fio: str
+    fio: Annotated[str, Field(max_length=128)]
     params: dict[Annotated[str, _matches(_PARAM_RE, "a parameter name")], ParamValue] = Field(
-        default_factory=dict
+        default_factory=dict, max_length=64
     )
 
     def param_strings(self) -> dict[str, str]:
@@ -226,7 +266,7 @@ def _param_text(value: str | int | float) -> str:
 
 class IopingSettings(_Model):
     count: int = Field(default=100, ge=1, le=1_000_000)
-    interval_ms: int = Field(default=1000, ge=0)
+    interval_ms: int = Field(default=1000, ge=0, le=3_600_000)
     write: bool = False
 
 
@@ -289,23 +329,25 @@ Workload = Annotated[
 
 
 class Limits(_Model):
-    max_instances: int = Field(default=100, ge=1)
-    budget_usd: float | None = Field(default=None, gt=0)
+    max_instances: int = Field(default=100, ge=1, le=MAX_INSTANCES)
+    budget_usd: float | None = Field(default=None, gt=0, le=10_000_000)
 
 
 class Matrix(_Model):
     name: MatrixName
-    description: str = ""
-    instance_types: list[InstanceType] = Field(default_factory=list)
-    storage: list[Storage] = Field(min_length=1)
-    workloads: list[Workload] = Field(min_length=1)
-    parallelism: list[Annotated[int, Field(ge=1)]] = Field(min_length=1)
-    repeats: int = Field(default=1, ge=1)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    instance_types: list[InstanceType] = Field(default_factory=list, max_length=100)
+    storage: list[Storage] = Field(min_length=1, max_length=100)
+    workloads: list[Workload] = Field(min_length=1, max_length=100)
+    parallelism: list[Annotated[int, Field(ge=1, le=MAX_INSTANCES)]] = Field(
+        min_length=1, max_length=100
+    )
+    repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     limits: Limits = Field(default_factory=Limits)
     ami_id: AmiId | None = None
     stop_on_failure: bool = False
-    cell_concurrency: int = Field(default=1, ge=1)
-    slot_timeout_s: int = Field(default=7200, ge=1)
+    cell_concurrency: int = Field(default=1, ge=1, le=MAX_CELL_CONCURRENCY)
+    slot_timeout_s: int = Field(default=7200, ge=1, le=MAX_SLOT_TIMEOUT_S)
     burst_policy: Literal["as-is", "refill", "drain"] = "as-is"
 
 
@@ -330,9 +372,14 @@ def format_path(loc: Iterable[str | int]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY_RE.fullmatch(part):
+            out += f"[{json.dumps(part)}]"  # a key with odd characters stays on one line
         else:
             out += f".{part}" if out else part
     return out
+
+
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def _json_kind(value: object) -> str:
@@ -389,6 +436,12 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
         return loc, f"expected an array, got {_json_kind(value)}"
     if kind == "too_short":
         return loc, "must not be empty"
+    if kind == "too_long":
+        limit = err.get("ctx", {}).get("max_length")
+        return loc, f"at most {limit} items, got {err.get('ctx', {}).get('actual_length')}"
+    if kind == "string_too_long":
+        limit = err.get("ctx", {}).get("max_length")
+        return loc, f"at most {limit} characters, got {len(value)}"
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
         return loc, f"must be one of {expected}, got {_json_kind(value)}"
@@ -454,15 +507,42 @@ def _storage_problems(item: Any) -> list[tuple[str, str]]:
     return problems
 
 
+def _ioping_seconds(item: IopingWorkload) -> float:
+    return item.ioping.count * item.ioping.interval_ms / 1000.0
+
+
+def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Workloads that cannot finish inside slot_timeout_s."""
+    problems: list[tuple[Loc, str]] = []
+    limit = matrix.slot_timeout_s
+    for index, item in enumerate(matrix.workloads):
+        if isinstance(item, IopingWorkload) and _ioping_seconds(item) > limit:
+            problems.append(
+                (
+                    ("workloads", index, "ioping"),
+                    f"count x interval_ms is {_ioping_seconds(item):.0f} s, longer than "
+                    f"slot_timeout_s ({limit} s)",
+                )
+            )
+        elif isinstance(item, FioWorkload):
+            from iofleet.fiojobs import param_seconds
+
+            for name, seconds in param_seconds(item.fio, item.params).items():
+                if seconds > limit:
+                    problems.append(
+                        (
+                            ("workloads", index, "params", name),
+                            f"{seconds:g} s is longer than slot_timeout_s ({limit} s)",
+                        )
+                    )
+    return problems
+
+
 def _workload_problems(item: Any) -> list[tuple[str, str]]:
     if isinstance(item, FioWorkload):
-        from iofleet.fiojobs import check_params, get_job
+        from iofleet.fiojobs import param_problems
 
-        try:
-            get_job(item.fio)
-        except KeyError:
-            return [("fio", check_params(item.fio, {})[0])]
-        return [("params", p) for p in check_params(item.fio, item.params)]
+        return param_problems(item.fio, item.params)
     if isinstance(item, AppWorkload) and isinstance(item.app, str):
         from iofleet.apps import get_preset
 
@@ -487,7 +567,8 @@ def _item_problems(
         except ValidationError:
             continue  # reported by the whole-matrix pass
         valid.append((index, model))
-        problems += [((key, index, name), message) for name, message in check(model)]
+        # a name like "params.RUNTIME" is two steps of the path
+        problems += [((key, index, *name.split(".", 1)), msg) for name, msg in check(model)]
     return problems, valid
 
 
@@ -543,6 +624,8 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
     ]
     problems += _duplicates(raw, "instance_types", hashable, "instance type")
     problems += _duplicates(raw, "parallelism", hashable, "fleet size")
+    if matrix is not None and not problems:
+        problems += _timeout_problems(raw, matrix)
     problems.sort(key=_sort_key)
     return (matrix if not problems else None), problems
 
@@ -554,8 +637,129 @@ def _fail(problems: list[tuple[Loc, str]]) -> ValidationFailed:
 # --------------------------------------------------------------------------- loading
 
 
+class _BadNumber:
+    """A JSON number literal that has no finite int64 / float value (kept for its path)."""
+
+    def __init__(self, text: str, why: str) -> None:
+        self.text, self.why = text, why
+
+
+class _JsonObject(dict):  # type: ignore[type-arg]
+    """A parsed JSON object that remembers the keys it saw twice."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def _parse_int(text: str) -> int | _BadNumber:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        return _BadNumber(text, f"a {digits}-digit integer is out of range")
+    return int(text)
+
+
+def _parse_float(text: str) -> float | _BadNumber:
+    value = float(text)
+    if not math.isfinite(value):
+        return _BadNumber(text, f"{_short(text)} is out of range of a finite number")
+    return value
+
+
+def _parse_constant(text: str) -> _BadNumber:
+    return _BadNumber(text, f"{text} is not a JSON number (only finite numbers are allowed)")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject()
+    duplicates = []
+    for key, value in pairs:
+        if key in obj and key not in duplicates:
+            duplicates.append(key)
+        obj[key] = value
+    if duplicates:
+        obj.duplicates = tuple(duplicates)
+    return obj
+
+
+def _short(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _child(path: Loc, key: str | int) -> Loc:
+    return (*path, key)
+
+
+def _document_problems(doc: object) -> list[tuple[Loc, str]]:
+    """Problems of the JSON document itself, each at its path; walks without recursion.
+
+    Also run on an already-parsed matrix (the Plan Lambda's event), so it checks what
+    Python's json module lets through: NaN and Infinity, integers beyond int64, lone
+    surrogates and NUL characters in strings, non-string keys, deep nesting.
+    """
+    problems: list[tuple[Loc, str]] = []
+    stack: list[tuple[Loc, object, int]] = [((), doc, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, dict | list) and depth >= MAX_DEPTH:
+            problems.append((path, f"nested deeper than {MAX_DEPTH} levels"))
+            continue
+        if isinstance(value, dict):
+            for key in getattr(value, "duplicates", ()):
+                problems.append((_child(path, key), "duplicate key (each key at most once)"))
+            children: list[tuple[Loc, object, int]] = []
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    problems.append((path, f"keys must be strings, got {type(key).__name__}"))
+                    continue
+                key_problem = _string_problem(key)
+                if key_problem:
+                    problems.append((path, f"key {key_problem}"))
+                    continue
+                children.append((_child(path, key), item, depth + 1))
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            stack.extend(
+                reversed([(_child(path, i), item, depth + 1) for i, item in enumerate(value)])
+            )
+        elif isinstance(value, _BadNumber):
+            problems.append((path, value.why))
+        elif isinstance(value, bool) or value is None:
+            continue
+        elif isinstance(value, int):
+            if not -INT64_MAX - 1 <= value <= INT64_MAX:
+                problems.append((path, "integer out of range (beyond 64 bits)"))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                problems.append((path, f"{json.dumps(value)} is not a finite number"))
+        elif isinstance(value, str):
+            problem = _string_problem(value)
+            if problem:
+                problems.append((path, problem))
+        else:
+            problems.append((path, f"not a JSON value ({type(value).__name__})"))
+    return problems
+
+
+def _string_problem(value: str) -> str | None:
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid Unicode (lone surrogate at character {exc.start})"
+    return None
+
+
 def validate_matrix_dict(d: object) -> Matrix:
-    """A validated Matrix; ValidationFailed listing every problem otherwise."""
+    """A validated Matrix; ValidationFailed listing every problem otherwise.
+
+    Takes a parsed document (from load_matrix_bytes or the Plan Lambda's event).
+    """
+    try:
+        document = _document_problems(d)
+    except RecursionError:  # a container nested past Python's limit (not from our parser)
+        document = [((), f"nested deeper than {MAX_DEPTH} levels")]
+    if document:
+        raise _fail(document)
     if not isinstance(d, dict):
         raise ValidationFailed(
             [Problem("", f"the matrix must be a JSON object, got {_json_kind(d)}")]
@@ -566,34 +770,65 @@ def validate_matrix_dict(d: object) -> Matrix:
     return matrix
 
 
+def _refuse(message: str) -> ValidationFailed:
+    return ValidationFailed([Problem("", message)])
+
+
 def load_matrix_text(text: str) -> Matrix:
+    if len(text) > MAX_MATRIX_BYTES:
+        raise _refuse(f"the matrix is over the {MAX_MATRIX_BYTES} byte limit")
+    if text.startswith("\ufeff"):
+        raise _refuse("the matrix starts with a byte order mark (save it as UTF-8 without BOM)")
     if not text.strip():
-        raise ValidationFailed([Problem("", "the matrix is empty (expected a JSON object)")])
+        raise _refuse("the matrix is empty (expected a JSON object)")
     try:
-        doc = json.loads(text)
+        doc = json.loads(
+            text,
+            object_pairs_hook=_object,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+        )
     except json.JSONDecodeError as exc:
-        raise ValidationFailed(
-            [Problem("", f"line {exc.lineno} column {exc.colno}: {exc.msg}")]
-        ) from None
+        raise _refuse(f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise _refuse(f"nested deeper than {MAX_DEPTH} levels") from None
     return validate_matrix_dict(doc)
 
 
+def load_matrix_bytes(data: bytes) -> Matrix:
+    """Validate a matrix from its bytes: size, BOM and UTF-8 first, then the JSON."""
+    if len(data) > MAX_MATRIX_BYTES:
+        raise _refuse(f"the matrix is over the {MAX_MATRIX_BYTES} byte limit")
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise _refuse("the matrix starts with a byte order mark (save it as UTF-8 without BOM)")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise _refuse("the matrix is UTF-16 text (save it as UTF-8)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _refuse(
+            f"line {line}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return load_matrix_text(text)
+
+
 def load_matrix_file(path: str | Path) -> Matrix:
-    """Load and validate a matrix file; "-" reads stdin."""
+    """Load and validate a matrix file; "-" reads stdin. Reads at most the size limit."""
     if str(path) == "-":
-        return load_matrix_text(sys.stdin.read())
+        return load_matrix_bytes(sys.stdin.buffer.read(MAX_MATRIX_BYTES + 1))
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as handle:
+            data = handle.read(MAX_MATRIX_BYTES + 1)
     except FileNotFoundError:
         raise UsageError(f"{p}: no such matrix file") from None
     except IsADirectoryError:
         raise UsageError(f"{p}: is a directory, expected a matrix JSON file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{p}: not UTF-8 text, expected a matrix JSON file") from None
     except OSError as exc:
         raise UsageError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    return load_matrix_text(text)
+    return load_matrix_bytes(data)
 
 
 # --------------------------------------------------------------------------- plan
@@ -729,11 +964,60 @@ def _cell_id(
     return "-".join(parts)
 
 
-def build_plan(matrix: Matrix, target: str = "aws") -> Plan:
-    """Expand a matrix into cells for `target` ("aws" or "local")."""
+def plan_size(matrix: Matrix, target: str) -> tuple[int, int]:
+    """(cells, instances) of the plan for `target`, counted without expanding it."""
+    types = len(matrix.instance_types) if target == "aws" else 1
+    per_fleet = types * len(matrix.storage) * matrix.repeats
+    return per_fleet * len(matrix.parallelism), per_fleet * sum(matrix.parallelism)
+
+
+def size_problems(matrix: Matrix, target: str, max_instances: int | None = None) -> list[Problem]:
+    """The plan's counts against the limits, before anything is expanded.
+
+    `max_instances` is a deployment's own cap (the Plan Lambda's), checked besides the
+    matrix's `limits.max_instances`.
+    """
+    cells, instances = plan_size(matrix, target)
+    problems: list[Problem] = []
+    limit = matrix.limits.max_instances
+    if instances > limit:
+        problems.append(
+            Problem(
+                "limits.max_instances",
+                f"plan needs {instances} instances, over the limit of {limit}",
+            )
+        )
+    elif max_instances is not None and instances > max_instances:
+        problems.append(
+            Problem(
+                "limits.max_instances",
+                f"plan needs {instances} instances, over this deployment's "
+                f"max_instances_per_run of {max_instances}",
+            )
+        )
+    if cells > MAX_CELLS:
+        problems.append(
+            Problem(
+                "",
+                f"plan has {cells} cells (instance types x storage x parallelism x repeats), "
+                f"over the limit of {MAX_CELLS} cells per run",
+            )
+        )
+    return problems
+
+
+def build_plan(matrix: Matrix, target: str = "aws", max_instances: int | None = None) -> Plan:
+    """Expand a matrix into cells for `target` ("aws" or "local").
+
+    The cell and instance counts are checked first, arithmetically, so an oversized
+    matrix is refused without expanding it.
+    """
     problems = _target_problems(matrix, target)
     if problems:
         raise _fail(problems)
+    too_big = size_problems(matrix, target, max_instances)
+    if too_big:
+        raise ValidationFailed(too_big)
     instance_types: list[str | None] = list(matrix.instance_types) if target == "aws" else [None]
     combos = [
         (itype, storage, fleet, rep)
@@ -759,16 +1043,6 @@ def build_plan(matrix: Matrix, target: str = "aws") -> Plan:
         for i, (itype, storage, fleet, rep) in enumerate(combos)
     ]
     plan = Plan(matrix=matrix, target=target, cells=cells)
-    limit = matrix.limits.max_instances
-    if plan.total_instances > limit:
-        raise ValidationFailed(
-            [
-                Problem(
-                    "limits.max_instances",
-                    f"plan needs {plan.total_instances} instances, over the limit of {limit}",
-                )
-            ]
-        )
     from iofleet.cost import budget_problem
 
     over_budget = budget_problem(plan)

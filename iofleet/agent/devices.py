@@ -52,7 +52,7 @@ SYS_BLOCK = Path("/sys/block")
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 SWAPS = Path("/proc/swaps")
 EBS_BY_ID_PREFIX = "nvme-Amazon_Elastic_Block_Store_"
-_VOLUME_ID = re.compile(r"^vol-[0-9a-f]{8,17}$")
+_VOLUME_ID = re.compile(r"vol-[0-9a-f]{8,17}\Z")  # \Z: `$` lets a trailing newline through
 FILESYSTEMS = ("xfs", "ext4", "raw")
 
 

@@ -9,18 +9,37 @@ Stdlib only.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from iofleet.errors import UsageError
 
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Full-string matches only (`$` would let a trailing newline through into paths, S3 keys
+# and command lines).
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 WORKLOAD_KINDS = ("fio", "ioping", "app")
 BURST_POLICIES = ("as-is", "refill", "drain")
-_FIO_SIZE = re.compile(r"^[0-9]+[kKmMgGtT]?$")
+_FIO_SIZE = re.compile(r"[0-9]{1,15}[kKmMgGtT]?\Z")
+_IOPING_SIZE = re.compile(r"[0-9]{1,15}[kKmMgG]?\Z")
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+# fio parameter values reach fio's environment; iofleet.fiojobs checks their types
+_PARAM_VALUE = re.compile(r"[A-Za-z0-9._:,+-]{1,64}\Z")
+# `mount -o` options: comma-separated words, maybe with =values
+_MOUNT_OPTIONS = re.compile(r"[A-Za-z0-9_.=:,+-]{1,256}\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 PLATFORMS = ("local", "aws")
 DEFAULT_TIME_LIMIT_S = 3600.0
+# A slot's time limit (the matrix's slot_timeout_s): a week. The AWS side adds a boot
+# margin for the Step Functions task timeout (a standard execution lasts at most a year)
+# and an expiry tag (iofleet.aws.launch); longer is a mistake, not a benchmark.
+MAX_SLOT_TIMEOUT_S = 7 * 24 * 3600
+# Upper bounds of the other values: what the plan can produce, with room to spare.
+MAX_TIME_LIMIT_S = float(MAX_SLOT_TIMEOUT_S)
+MAX_WAIT_S = 24 * 3600.0
+MAX_SLOTS = 100_000
+MAX_INT = 2**63 - 1
 
 
 class PayloadError(UsageError):
@@ -130,40 +149,63 @@ class _Checker:
     def add(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
 
-    def string(self, doc: dict, key: str, path: str, *, required: bool = True) -> str | None:
+    def string(
+        self, doc: dict, key: str, path: str, *, required: bool = True, multiline: bool = False
+    ) -> str | None:
         value = doc.get(key)
         if value is None and not required:
             return None
         if not isinstance(value, str) or not value:
             self.add(f"{path}{key}", "required, a non-empty string")
             return None
+        problem = _text_problem(value, multiline)
+        if problem:
+            self.add(f"{path}{key}", problem)
+            return None
         return value
 
     def identifier(self, doc: dict, key: str, path: str) -> str | None:
         value = self.string(doc, key, path)
         if value is not None and not SAFE_ID.match(value):
-            self.add(f"{path}{key}", "letters, digits and . _ - only")
+            self.add(f"{path}{key}", "1-200 letters, digits and . _ - only")
             return None
         return value
 
     def integer(
-        self, doc: dict, key: str, path: str, minimum: int, default: int | None = None
+        self,
+        doc: dict,
+        key: str,
+        path: str,
+        minimum: int,
+        default: int | None = None,
+        maximum: int = MAX_INT,
     ) -> int:
         value = doc.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.add(f"{path}{key}", f"must be an integer >= {minimum}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            self.add(f"{path}{key}", f"must be an integer from {minimum} to {maximum}")
             return minimum
         return value
 
     def number(
-        self, doc: dict, key: str, path: str, default: float, *, positive: bool = False
+        self,
+        doc: dict,
+        key: str,
+        path: str,
+        default: float,
+        *,
+        positive: bool = False,
+        maximum: float = MAX_WAIT_S,
     ) -> float:
         value = doc.get(key, default)
         bad = isinstance(value, bool) or not isinstance(value, int | float)
-        if bad or value < 0 or (positive and value == 0):
-            self.add(
-                f"{path}{key}", "must be a positive number" if positive else "must be a number >= 0"
-            )
+        if (
+            bad
+            or not math.isfinite(value)
+            or not 0 <= value <= maximum
+            or (positive and value == 0)
+        ):
+            low = "positive number" if positive else "number from 0"
+            self.add(f"{path}{key}", f"must be a {low} up to {maximum:g}")
             return default
         return float(value)
 
@@ -173,6 +215,24 @@ class _Checker:
             self.add(f"{path}{key}", "must be true or false")
             return default
         return value
+
+
+def _text_problem(value: str, multiline: bool = False) -> str | None:
+    """Strings reach paths, command lines and JSON files: no control characters (a
+    multi-line shell script may hold newlines and tabs), valid Unicode."""
+    bad = _CONTROL.search(value.replace("\n", "").replace("\t", "") if multiline else value)
+    if bad:
+        return f"contains a control character ({bad.group()!r})"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "not valid Unicode (lone surrogate)"
+    return None
+
+
+def _absolute(check: _Checker, value: str | None, path: str) -> None:
+    if value is not None and (not value.startswith("/") or "/../" in f"{value}/"):
+        check.add(path, "must be an absolute path without '..'")
 
 
 def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
@@ -192,30 +252,42 @@ def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
             params = {}
         clean = {}
         for key, value in params.items():
-            if isinstance(value, bool) or not isinstance(value, str | int | float):
+            if not isinstance(key, str) or not _PARAM_NAME.match(key):
+                check.add(f"{path}params", f"parameter name {key!r} must be a plain name")
+            elif isinstance(value, bool) or not isinstance(value, str | int | float):
                 check.add(f"{path}params.{key}", "must be a string or a number")
+            elif isinstance(value, float) and not math.isfinite(value):
+                check.add(f"{path}params.{key}", "must be a finite number")
+            elif not _PARAM_VALUE.match(str(value)) or ".." in str(value):
+                check.add(
+                    f"{path}params.{key}",
+                    f"{str(value)!r} is not a plain token (letters, digits and . _ : , + -)",
+                )
             else:
                 clean[str(key)] = str(value)
         return Workload(index, "fio", name, params=clean)
     if kind == "ioping":
         size = check.string(doc, "size", path, required=False)
-        if size is not None and not re.match(r"^[0-9]+[kKmMgG]?$", size):
+        if size is not None and not _IOPING_SIZE.match(size):
             check.add(f"{path}size", "an ioping size like 4k or 1m")
         return Workload(
             index,
             "ioping",
             "ioping",
-            count=check.integer(doc, "count", path, 1),
-            interval_ms=check.number(doc, "interval_ms", path, 0.0),
+            count=check.integer(doc, "count", path, 1, maximum=1_000_000),
+            interval_ms=check.number(doc, "interval_ms", path, 0.0, maximum=3_600_000),
             write=check.boolean(doc, "write", path, False),
             size=size,
             direct=check.boolean(doc, "direct", path, False),
         )
     name = check.identifier(doc, "name", path) or "?"
-    run = check.string(doc, "run", path) or ""
+    run = check.string(doc, "run", path, multiline=True) or ""
     populate = doc.get("populate")
     if populate is not None and not isinstance(populate, str):
         check.add(f"{path}populate", "must be a string or null")
+        populate = None
+    elif populate is not None and _text_problem(populate, multiline=True):
+        check.add(f"{path}populate", str(_text_problem(populate, multiline=True)))
         populate = None
     return Workload(index, "app", name, run=run, populate=populate)
 
@@ -240,14 +312,19 @@ def _target(check: _Checker, doc: object) -> Target:
             mount_point = None
         elif mount_point is not None and not mount_point.startswith("/"):
             check.add("target.mount_point", "must be an absolute path")
+        mount_options = check.string(doc, "mount_options", "target.", required=False)
+        if mount_options is not None and not _MOUNT_OPTIONS.match(mount_options):
+            check.add("target.mount_options", "mount options: letters, digits and _ . = : , + -")
+        by_id_dir = check.string(doc, "by_id_dir", "target.", required=False)
+        _absolute(check, by_id_dir, "target.by_id_dir")
         return Target(
             "block",
             volume_id=volume_id,
             filesystem=filesystem if isinstance(filesystem, str) else None,
             created_by_run=check.boolean(doc, "created_by_run", "target.", False),
             mount_point=mount_point,
-            mount_options=check.string(doc, "mount_options", "target.", required=False),
-            by_id_dir=check.string(doc, "by_id_dir", "target.", required=False),
+            mount_options=mount_options,
+            by_id_dir=by_id_dir,
             attach_wait_s=check.number(doc, "attach_wait_s", "target.", 120.0),
         )
     check.add("target.kind", f"must be one of directory, block, got {kind!r}")
@@ -285,18 +362,18 @@ def _burst(check: _Checker, doc: object) -> Burst:
         sizes = {}
         for key, default in (("bs", "16k"), ("size", "1g")):
             value = item.get(key, default)
-            if not isinstance(value, str) or not _FIO_SIZE.match(value):
+            if not isinstance(value, str) or not _FIO_SIZE.match(value) or value[0] == "0":
                 check.add(f"{path}{key}", "a fio size like 16k or 1g")
                 value = default
             sizes[key] = value
         actions.append(
             BurstAction(
-                workload_index=check.integer(item, "workload_index", path, 0),
+                workload_index=check.integer(item, "workload_index", path, 0, maximum=1000),
                 action=kind,
                 seconds=check.number(item, "seconds", path, 0.0),
                 rw=str(rw),
                 bs=sizes["bs"],
-                iodepth=check.integer(item, "iodepth", path, 1, default=32),
+                iodepth=check.integer(item, "iodepth", path, 1, default=32, maximum=65536),
                 size=sizes["size"],
             )
         )
@@ -320,7 +397,9 @@ def parse_payload(doc: object) -> SlotPayload:
         cell = {}
     else:
         cell_id = check.identifier(cell, "cell_id", "cell.") or "?"
-    slot_index = check.integer(doc, "slot_index", "", 0)
+        if "fleet_size" in cell:
+            check.integer(cell, "fleet_size", "cell.", 1, maximum=MAX_SLOTS)
+    slot_index = check.integer(doc, "slot_index", "", 0, maximum=MAX_SLOTS - 1)
     target = _target(check, doc.get("target"))
     raw_workloads = doc.get("workloads")
     workloads: list[Workload] = []
@@ -339,7 +418,9 @@ def parse_payload(doc: object) -> SlotPayload:
     if not isinstance(results, dict):
         check.add("results", "required, an object")
         results = {}
-    time_limit_s = check.number(doc, "time_limit_s", "", DEFAULT_TIME_LIMIT_S, positive=True)
+    time_limit_s = check.number(
+        doc, "time_limit_s", "", DEFAULT_TIME_LIMIT_S, positive=True, maximum=MAX_TIME_LIMIT_S
+    )
     platform = doc.get("platform", "local")
     if platform not in PLATFORMS:
         check.add("platform", f"must be one of {', '.join(PLATFORMS)}, got {platform!r}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from iofleet.agent.payload import CELL_FIELDS
+from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
 from iofleet.aws.plan import find_cell, load_manifest
@@ -34,6 +34,21 @@ class LaunchEnv:
 
 def client_token(run_id: str, cell_id: str, name: str) -> str:
     return hashlib.sha256(f"{run_id}/{cell_id}/{name}".encode()).hexdigest()[:64]
+
+
+def slot_time_limit(manifest: dict[str, Any]) -> int:
+    """The run's slot_timeout_s, refused (one line) unless 1 to MAX_SLOT_TIMEOUT_S seconds."""
+    value = manifest.get("slot_timeout_s", 7200)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_SLOT_TIMEOUT_S
+    ):
+        raise ValueError(
+            f"run {manifest.get('run_id')!r}: slot_timeout_s must be an integer from 1 to "
+            f"{MAX_SLOT_TIMEOUT_S}, got {value!r}"
+        )
+    return value
 
 
 def expires_at(slot_timeout_s: int, now: datetime | None = None) -> str:
@@ -67,7 +82,7 @@ def instance_payload(
             "timeout_s": 900,
         },
         "results": {"kind": "s3", "bucket": env.bucket, "prefix": keys.RAW_PREFIX},
-        "time_limit_s": int(manifest.get("slot_timeout_s", 7200)),
+        "time_limit_s": slot_time_limit(manifest),
         "burst": cell.get("burst") or {"policy": "as-is", "actions": []},  # docs/expectations.md
     }
     return {
@@ -102,7 +117,7 @@ def launch(
         manifest.get("ami_id")
         or ssm.get_parameter(Name=ec2_spec.ami_parameter(instance_type))["Parameter"]["Value"]
     )
-    time_limit = int(manifest.get("slot_timeout_s", 7200))
+    time_limit = slot_time_limit(manifest)
     user_data = render_user_data(
         UserDataParams(
             region=env.region,

@@ -61,21 +61,15 @@ def plan_run(
 
     try:
         matrix = validate_matrix_dict(event.get("matrix"))
-        plan = build_plan(matrix, target="aws")
+        # counted before the cells are expanded: an oversized matrix never reaches memory
+        plan = build_plan(matrix, target="aws", max_instances=max_instances)
     except ValidationFailed as exc:
         return invalid(exc.lines())
-    if plan.total_instances > max_instances:
-        return invalid(
-            [
-                f"limits.max_instances: plan needs {plan.total_instances} instances, over this "
-                f"deployment's max_instances_per_run of {max_instances}"
-            ]
-        )
     run_id = new_run_id(matrix.name, event.get("started_at"), event.get("execution_arn"))
     started_at = event.get("started_at") or datetime.now(UTC).isoformat()
     plan_doc = plan.to_dict()
     timeout_s = int(matrix.slot_timeout_s) + BOOT_MARGIN_S
-    heartbeat = min(heartbeat_s, timeout_s)
+    heartbeat = min(heartbeat_s, timeout_s - 1)  # Step Functions: HeartbeatSeconds < TimeoutSeconds
     cells = []
     for cell, doc in zip(plan.cells, plan_doc["cells"], strict=True):
         doc["populate_workloads"] = [

@@ -175,9 +175,19 @@ def test_failing_app_is_recorded_with_its_exit_code(tmp_path: Path) -> None:
     assert parse_app((_slot_dir(tmp_path) / "w00-app-tiny.json").read_text())["exit_code"] == 3
 
 
-def test_fio_job_error_fails_the_workload_and_keeps_the_raw_output(tmp_path: Path) -> None:
-    # given SIZE=0: fio prints its JSON with the job's error 22 and exits 1
-    bad = {"kind": "fio", "name": "latency-4k-qd1-randread", "params": {"SIZE": "0"}}
+def test_fio_job_error_fails_the_workload_and_keeps_the_raw_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given SIZE=0: fio prints its JSON with the job's error 22 and exits 1. The library's
+    # SIZE is a size of at least 1 byte, so a copy of the job declares 0 allowed.
+    from iofleet.fiojobs import get_job
+
+    library = tmp_path / "jobs"
+    library.mkdir()
+    text = get_job("latency-4k-qd1-randread").path.read_text()
+    (library / "size-zero.fio").write_text(text.replace("SIZE:size=", "SIZE:size(0..)="))
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    bad = {"kind": "fio", "name": "size-zero", "params": {"SIZE": "0"}}
 
     code = run_slot(_payload(tmp_path, [bad]))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,78 @@ def test_local_target_rejects_aws_storage() -> None:
     assert result.stderr.strip() == (
         "storage[0].type: 'ebs' storage needs an AWS run; local runs take only 'local' storage"
     )
+
+
+# --- the probe set: bad matrices as data (tests/data/probes/matrices) ----------------------
+
+PROBES = REPO / "tests" / "data" / "probes" / "matrices"
+EXPECTED: dict[str, dict] = json.loads((PROBES / "expected.json").read_text())
+GOOD_MATRIX = json.dumps(MATRIX).encode()
+# made at test time: a valid matrix padded past the size limit (1 MiB) with spaces
+GENERATED = {"document-oversize": GOOD_MATRIX + b" " * (1024 * 1024 + 1 - len(GOOD_MATRIX))}
+OVERSIZE_LINE = "the matrix is over the 1048576 byte limit"
+
+
+def _probe_bytes(name: str) -> bytes:
+    return GENERATED[name] if name in GENERATED else (PROBES / f"{name}.json").read_bytes()
+
+
+def _run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("IOFLEET_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_probe_files_and_expected_lines_match_one_to_one() -> None:
+    files = {p.stem for p in PROBES.glob("*.json")} - {"expected"}
+    assert files == set(EXPECTED)
+    assert len(files) + len(GENERATED) >= 60
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED) + sorted(GENERATED))
+def test_bad_matrix_probe_is_refused_with_its_path_and_creates_nothing(
+    name: str, tmp_path: Path
+) -> None:
+    # given a bad matrix in an empty working directory
+    work = tmp_path / "work"
+    work.mkdir()
+    matrix = tmp_path / "matrix.json"
+    matrix.write_bytes(_probe_bytes(name))
+    expected = EXPECTED[name]["stderr"] if name in EXPECTED else [OVERSIZE_LINE]
+    target = EXPECTED.get(name, {}).get("target", "aws")
+    # when it is planned
+    result = _run_in(work, "plan", str(matrix), "--target", target)
+    # then exactly the expected `PATH: message` lines, exit 2, nothing on stdout
+    assert (result.returncode, result.stderr.splitlines()) == (2, expected)
+    assert result.stdout == ""
+    # and when it is run locally, it is refused the same way before anything exists
+    out = tmp_path / "out"
+    local = _run_in(work, "local", str(matrix), "--out", str(out), "-q")
+    assert local.returncode == 2, local.stderr
+    lines = local.stderr.splitlines()
+    assert lines and "Traceback" not in local.stderr and "internal error" not in local.stderr
+    if target == "local":
+        assert lines == expected
+    assert not out.exists()
+    assert list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_is_still_accepted_by_plan_and_local_validation(example: Path) -> None:
+    from iofleet.matrix import build_plan, load_matrix_file
+
+    target = "local" if "local" in example.stem else "aws"
+    plan = build_plan(load_matrix_file(example), target=target)
+    assert plan.cells
+
+
+def test_oversized_stdin_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    result = iofleet("plan", "-", stdin=json.dumps(MATRIX) + " " * (2 * 1024 * 1024))
+    assert (result.returncode, result.stderr.splitlines()) == (2, [OVERSIZE_LINE])

@@ -161,7 +161,7 @@ def test_payload_burst_actions_are_parsed_with_defaults() -> None:
         ({"policy": "drain", "actions": {}}, "burst.actions: must be a list"),
         (
             {"policy": "drain", "actions": [{"workload_index": 0, "seconds": -1}]},
-            "burst.actions[0].seconds: must be a number >= 0",
+            "burst.actions[0].seconds: must be a number from 0 up to 86400",
         ),
         (
             {"policy": "drain", "actions": [{"workload_index": 0, "rw": "trim"}]},

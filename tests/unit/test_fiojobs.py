@@ -35,7 +35,7 @@ REQUIRED_JOBS = {
 
 GOOD = """; A tiny job
 ; @param TARGET=.     where
-; @param RUNTIME=5    seconds
+; @param RUNTIME:duration=5    seconds
 [global]
 directory=${TARGET}
 runtime=${RUNTIME}
@@ -152,7 +152,7 @@ def test_undeclared_variable_is_rejected(library: Path) -> None:
 
 
 def test_unused_parameter_is_rejected(library: Path) -> None:
-    text = GOOD.replace("[global]", "; @param SIZE=1g  unused\n[global]")
+    text = GOOD.replace("[global]", "; @param SIZE:size=1g  unused\n[global]")
     with pytest.raises(JobFileError, match="SIZE is declared but never used"):
         load_job_file(_write(library, "x", text))
 
@@ -180,7 +180,7 @@ def test_lower_case_parameter_is_rejected(library: Path) -> None:
 
 
 def test_malformed_param_line_is_rejected(library: Path) -> None:
-    text = GOOD.replace("; @param RUNTIME=5    seconds", "; @param RUNTIME")
+    text = GOOD.replace("; @param RUNTIME:duration=5    seconds", "; @param RUNTIME")
     with pytest.raises(JobFileError, match="@param NAME=default"):
         load_job_file(_write(library, "x", text))
 
@@ -211,7 +211,10 @@ def test_check_params_names_the_known_parameters() -> None:
 
 def test_check_params_rejects_non_token_values() -> None:
     problems = check_params("seq-read-1m-qd32", {"SIZE": "1g; rm -rf /"})
-    assert len(problems) == 1 and "SIZE" in problems[0] and "plain token" in problems[0]
+    assert problems == [
+        "parameter SIZE: must be a size (bytes, or with fio's units k m g t p) from 1 to 64t, "
+        "got '1g; rm -rf /'"
+    ]
 
 
 def test_check_params_rejects_target() -> None:
@@ -362,6 +365,7 @@ def test_module_is_stdlib_only() -> None:
     imports = re.findall(r"^(?:from|import) (\S+)", source, re.MULTILINE)
     assert {i.split(".")[0] for i in imports} <= {
         "__future__",
+        "math",
         "os",
         "re",
         "collections",
@@ -389,3 +393,112 @@ def test_raw_seed_matrices_fit_their_volumes() -> None:
                     assert argv[2] == "--filename=/dev/x"
                     checked += 1
     assert checked >= 2  # seed 002: io2 and gp2, 8 GiB each
+
+
+# --- typed parameters (; @param NAME:TYPE=default) ----------------------------------
+
+
+def test_every_library_parameter_but_target_declares_a_type() -> None:
+    for job in list_jobs():
+        assert set(job.param_types) == set(job.params) - {"TARGET"}, job.name
+
+
+def test_untyped_parameter_is_rejected(library: Path) -> None:
+    text = GOOD.replace("RUNTIME:duration=5", "RUNTIME=5")
+    with pytest.raises(JobFileError, match="parameter RUNTIME needs a type"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_unknown_type_is_rejected(library: Path) -> None:
+    text = GOOD.replace("RUNTIME:duration=5", "RUNTIME:seconds=5")
+    with pytest.raises(JobFileError, match="unknown type 'seconds'"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_default_outside_its_type_is_rejected(library: Path) -> None:
+    text = GOOD.replace("RUNTIME:duration=5", "RUNTIME:duration(10..)=5")
+    with pytest.raises(JobFileError, match="default of RUNTIME must be a duration"):
+        load_job_file(_write(library, "x", text))
+
+
+def test_declared_range_narrows_the_type(library: Path) -> None:
+    _write(library, "x", GOOD.replace("RUNTIME:duration=5", "RUNTIME:duration(2..60)=5"))
+    assert check_params("x", {"RUNTIME": "1m"}) == []
+    assert check_params("x", {"RUNTIME": 61}) == [
+        "parameter RUNTIME: must be a duration (seconds, or with fio's units us ms s m h d) "
+        "from 2s to 1m, got '61'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("SIZE", "4096"),
+        ("SIZE", "4k"),
+        ("SIZE", "256M"),
+        ("SIZE", "1g"),
+        ("SIZE", "1GiB"),
+        ("SIZE", "4kib"),
+        ("SIZE", "2tb"),
+        ("SIZE", "64t"),
+        ("RUNTIME", 90),
+        ("RUNTIME", 90.0),
+        ("RUNTIME", "1500ms"),
+        ("RUNTIME", "30s"),
+        ("RUNTIME", "5m"),
+        ("RUNTIME", "2h"),
+        ("RUNTIME", "7d"),
+        ("NUM_JOBS", 1024),
+        ("IO_DEPTH", "1"),
+        ("DIRECT", 0),
+        ("READ_RATE", "16m"),
+        ("BURST_START", 0),
+    ],
+)
+def test_values_fio_takes_are_accepted(key: str, value: object) -> None:
+    assert check_params("logging-steady-write-burst-read", {key: value}) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("NUM_JOBS", 0),
+        ("NUM_JOBS", 1025),
+        ("NUM_JOBS", -1),
+        ("NUM_JOBS", 2.5),
+        ("NUM_JOBS", float("nan")),
+        ("IO_DEPTH", "1e3"),
+        ("RUNTIME", -60),
+        ("RUNTIME", 0),
+        ("RUNTIME", "nan"),
+        ("RUNTIME", "inf"),
+        ("RUNTIME", float("inf")),
+        ("RUNTIME", "999ms"),
+        ("RUNTIME", "8d"),
+        ("RUNTIME", "60\n"),
+        ("SIZE", "../../etc"),
+        ("SIZE", "/dev/sda"),
+        ("SIZE", "0"),
+        ("SIZE", "65t"),
+        ("SIZE", "1x"),
+        ("SIZE", "1.5g"),
+        ("DIRECT", 2),
+        ("DIRECT", "true"),
+        ("READ_RATE", "0"),
+        ("BURST_START", -1),
+    ],
+)
+def test_values_fio_cannot_run_are_refused(key: str, value: object) -> None:
+    problems = check_params("logging-steady-write-burst-read", {key: value})
+    assert len(problems) == 1 and problems[0].startswith(f"parameter {key}: must be")
+
+
+def test_render_command_refuses_a_value_outside_its_type() -> None:
+    with pytest.raises(ValueError, match="parameter NUM_JOBS: must be an integer from 1"):
+        render_command("seq-read-1m-qd32", {"NUM_JOBS": "0"}, "/mnt/data")
+
+
+def test_name_rules_are_full_string_matches() -> None:
+    # Python's `$` matches before a trailing newline; the rules must not
+    with pytest.raises(ValueError, match="target directory"):
+        render_command("seq-read-1m-qd32", {}, "/mnt/data\n")

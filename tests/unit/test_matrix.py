@@ -220,7 +220,11 @@ def test_base_matrix_is_valid() -> None:
             "no-such-job",
             "workloads[0].fio: unknown fio job 'no-such-job' (known: latency-4k-qd1-randread,",
         ),
-        ("workloads.0.params", {"BOGUS": 1}, "workloads[0].params: unknown parameter BOGUS"),
+        (
+            "workloads.0.params",
+            {"BOGUS": 1},
+            "workloads[0].params.BOGUS: unknown parameter (known:",
+        ),
         (
             "workloads.0.params",
             {"RUNTIME": True},
@@ -229,7 +233,7 @@ def test_base_matrix_is_valid() -> None:
         (
             "workloads.0.params",
             {"RUN TIME": 1},
-            "workloads[0].params.RUN TIME: must be a parameter name",
+            'workloads[0].params["RUN TIME"]: must be a parameter name',
         ),
         ("workloads.0.extra", 1, "workloads[0].extra: unknown key (allowed: fio, params)"),
         (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,126 @@ def test_executions_started_in_the_same_second_get_different_run_ids(
         assert keys.run_date(out["run_id"]) == "2026-11-21"
     # and a retry of the first execution's Plan step lands on the same run id
     assert plan.handler(_event(matrix), context)["run_id"] == first["run_id"]
+
+
+# --- the matrix probe set through the Plan Lambda (tests/data/probes/matrices) -------------
+
+PROBES = Path(__file__).resolve().parents[2] / "data" / "probes" / "matrices"
+EXPECTED: dict[str, dict] = json.loads((PROBES / "expected.json").read_text())
+# what reaches the handler: the Lambda runtime parses the event with Python's json, which
+# takes NaN and Infinity; probes it cannot parse never reach the handler (lambda: false)
+LAMBDA_PROBES = sorted(n for n, e in EXPECTED.items() if e.get("lambda", True))
+
+
+def _paths(lines: list[str]) -> list[str]:
+    return [line.split(": ", 1)[0] for line in lines]
+
+
+@pytest.mark.parametrize("name", LAMBDA_PROBES)
+def test_bad_matrix_probe_fails_the_plan_lambda_at_the_same_paths(
+    name: str, cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_INSTANCES", "100000")  # only the matrix's own limits apply
+    # given the probe as the Lambda runtime would hand it over
+    matrix = json.loads((PROBES / f"{name}.json").read_bytes())
+    # when the Plan Lambda validates it
+    out = plan.handler(_event(matrix), context)
+    # then the matrix fails at the same paths as `iofleet plan --target aws`, nothing is written
+    assert out["valid"] is False
+    expected = EXPECTED[name]["stderr"]
+    if EXPECTED[name]["target"] == "aws":
+        assert _paths(out["errors"]) == _paths(expected)
+    assert all("\n" not in line for line in out["errors"])
+    assert cloud.keys() == []
+    assert cloud.client("dynamodb").scan(TableName=cloud.table)["Count"] == 0
+
+
+def test_plan_lambda_refuses_an_oversized_matrix_without_expanding_it(
+    cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iofleet.matrix
+
+    def no_cells(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the plan was expanded")
+
+    monkeypatch.setattr(iofleet.matrix, "Cell", no_cells)
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    # 4 instance types x 100 fleet sizes x 1000 repeats = 400,000 cells
+    matrix.update(parallelism=list(range(1, 101)), repeats=1000)
+    matrix["limits"] = {"max_instances": 100_000}
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is False
+    assert out["errors"] == [
+        "limits.max_instances: plan needs 20200000 instances, over the limit of 100000",
+        "plan has 400000 cells (instance types x storage x parallelism x repeats), "
+        "over the limit of 500 cells per run",
+    ]
+    assert cloud.keys() == []
+
+
+def test_longest_slot_timeout_fits_step_functions_and_the_launch(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
+    from iofleet.agent.payload import MAX_SLOT_TIMEOUT_S
+    from iofleet.aws.launch import expires_at
+    from iofleet.aws.userdata import UserDataParams, render_user_data
+
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    matrix["slot_timeout_s"] = MAX_SLOT_TIMEOUT_S
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True
+    for cell in out["cells"]:
+        # Step Functions: HeartbeatSeconds < TimeoutSeconds, a standard execution <= 1 year
+        assert 0 < cell["heartbeat_s"] < cell["timeout_s"] <= 365 * 24 * 3600
+    assert expires_at(MAX_SLOT_TIMEOUT_S).endswith("Z")
+    script = render_user_data(
+        UserDataParams(
+            region="us-east-1",
+            bucket="b",
+            payload_key="k",
+            agent_bucket="b",
+            agent_key="a",
+            time_limit_s=MAX_SLOT_TIMEOUT_S,
+        )
+    )
+    assert f" {MAX_SLOT_TIMEOUT_S} " in script
+
+
+@pytest.mark.parametrize("value", [10**12, 0, -1, 1.5, "7200", None])
+def test_launch_refuses_a_manifest_slot_timeout_it_cannot_express(value: object) -> None:
+    from iofleet.aws.launch import slot_time_limit
+
+    with pytest.raises(ValueError, match="slot_timeout_s must be an integer from 1 to 604800"):
+        slot_time_limit({"run_id": "r", "slot_timeout_s": value})
+
+
+def test_the_largest_plan_fits_one_step_functions_state(
+    cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iofleet.matrix import MAX_CELLS
+
+    monkeypatch.setenv("MAX_INSTANCES", "100000")
+    # the longest names the rules allow, as many cells as a run may have
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    matrix["name"] = "n" * 48
+    matrix["instance_types"] = [("m7" + "a" * 40)[:29] + ".48xlarge"]
+    matrix["storage"][0]["label"] = "l" * 32
+    matrix["parallelism"] = [100 - i for i in range(MAX_CELLS // 10)]
+    matrix["repeats"] = 10
+    matrix["limits"] = {"max_instances": 100_000}
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True and len(out["cells"]) == MAX_CELLS
+    # the Plan task's result is the state the Cells Map iterates: 256 KiB at most
+    assert len(json.dumps(out).encode()) < 256 * 1024
+
+
+def test_heartbeat_stays_below_the_task_timeout(
+    cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a deployment's heartbeat longer than the shortest slot's task timeout
+    monkeypatch.setenv("HEARTBEAT_S", "100000")
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    matrix["slot_timeout_s"] = 3600
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True
+    assert all(0 < c["heartbeat_s"] < c["timeout_s"] for c in out["cells"])
