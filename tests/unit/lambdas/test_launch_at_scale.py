@@ -5,6 +5,7 @@ instances, their subnet) and on the slot item in DynamoDB, not the function's an
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -23,10 +24,16 @@ from iofleet.aws.launch import (
     client_token,
     launch_schedule,
 )
+from lambdas.cleanup import handler as cleanup
 from lambdas.launch import handler as launch_handler
 from tests.cloud.localcloud import ec2_faults
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
-from tests.unit.lambdas.test_fleet_handlers import TOKEN, _planned, _seed000
+from tests.unit.lambdas.test_fleet_handlers import (
+    TOKEN,
+    _cleanup_failed_cell,
+    _planned,
+    _seed000,
+)
 
 ZONES = ("us-east-1a", "us-east-1b")
 
@@ -322,7 +329,45 @@ def test_barrier_waits_for_the_last_wave(
     cell = run["cells"][0]
     _launch(cloud, two_zones, run, cell, 44, Slept())
     payload = cloud.text(keys.payload_key(run["run_id"], cell["cell_id"], "slot-0044"))
-    import json
-
     barrier = json.loads(payload)["slot"]["barrier"]
     assert (barrier["parties"], barrier["timeout_s"]) == (45, 900 + 20)
+
+
+def test_a_slot_failing_after_launch_retries_names_them_in_the_cell_reason(
+    cloud: Cloud, two_zones: dict[str, Any], faults: dict[str, Any], context: FakeLambdaContext
+) -> None:
+    # given: slot 1 launched after two throttled calls, then its agent failed
+    faults["rules"] = {"throttle_first": 2}
+    run, cell = _cell(context, two_zones["ami"])
+    _launch(cloud, two_zones, run, cell, 1, Slept())
+    caught = {"Error": "AgentFailed", "Cause": "agent exited with status 1"}
+    cleanup.handler(
+        {
+            "scope": "slot",
+            "run_id": run["run_id"],
+            "cell_id": cell["cell_id"],
+            "slot_index": 1,
+            "error": caught,
+        },
+        context,
+    )
+    # when: the fleet's Map fails and the cell's cleanup runs
+    _cleanup_failed_cell(
+        context,
+        run,
+        cell,
+        {
+            "Error": "States.ExceedToleratedFailureThreshold",
+            "Cause": "The specified tolerated failure threshold was exceeded",
+        },
+    )
+    # then: the cell's reason names the slot, its error and its launch retries
+    item = cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")
+    assert item is not None
+    assert item["error"]["S"] == (
+        "1 of 2 slots failed: slot-0001: AgentFailed: agent exited with status 1"
+        " (after 2 launch retries) (States.ExceedToleratedFailureThreshold)"
+    )
+    # and: the instance is gone with the cell
+    states = {i["State"]["Name"] for i in _instances(cloud, run["run_id"])}
+    assert states == {"terminated"}
