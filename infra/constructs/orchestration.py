@@ -762,8 +762,9 @@ class Orchestration(Construct):
             "reads the plan manifest",
         )
         self._grant_shared_storage(stack, fleet)
-        # the slot item (launch retries as they happen, then where it launched)
-        table.grant(self.launch.role, "dynamodb:UpdateItem")
+        # the slot item: launch retries as they happen, then where it launched; a retried
+        # invocation reads which subnets had no capacity (iofleet.aws.launch.subnet_order)
+        table.grant(self.launch.role, "dynamodb:UpdateItem", "dynamodb:GetItem")
         allow_objects(
             self.launch.role,
             bucket,

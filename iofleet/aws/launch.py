@@ -27,7 +27,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -177,25 +177,43 @@ class LaunchRecord:
     prefix: str = ""
     retries: list[str] = field(default_factory=list)
 
-    def retry(self, why: str) -> None:
+    def retry(self, why: str, refused_subnet: str | None = None) -> None:
         """One more refused call: the count and the reason, appended atomically (a retried
-        invocation adds to what the earlier ones wrote)."""
+        invocation adds to what the earlier ones wrote); a subnet refused for capacity joins
+        `launch_refused_subnets`."""
         self.retries.append(why)
+        names = {
+            "#why": f"{self.prefix}launch_retry_reasons",
+            "#count": f"{self.prefix}launch_retries",
+        }
+        values: dict[str, Any] = {
+            ":none": {"L": []},
+            ":why": {"L": [{"S": why[:500]}]},
+            ":one": {"N": "1"},
+        }
+        expression = "SET #why = list_append(if_not_exists(#why, :none), :why) ADD #count :one"
+        if refused_subnet:
+            names["#refused"] = f"{self.prefix}launch_refused_subnets"
+            values[":subnet"] = {"SS": [refused_subnet]}
+            expression += ", #refused :subnet"
         self.ddb.update_item(
             TableName=self.table,
             Key={k: {"S": v} for k, v in self.key.items()},
-            UpdateExpression="SET #why = list_append(if_not_exists(#why, :none), :why) "
-            "ADD #count :one",
-            ExpressionAttributeNames={
-                "#why": f"{self.prefix}launch_retry_reasons",
-                "#count": f"{self.prefix}launch_retries",
-            },
-            ExpressionAttributeValues={
-                ":none": {"L": []},
-                ":why": {"L": [{"S": why[:500]}]},
-                ":one": {"N": "1"},
-            },
+            UpdateExpression=expression,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
         )
+
+    def refused_subnets(self) -> set[str]:
+        """Subnets an earlier invocation for this slot found without capacity."""
+        item = self.ddb.get_item(
+            TableName=self.table,
+            Key={k: {"S": v} for k, v in self.key.items()},
+            ProjectionExpression="#refused",
+            ExpressionAttributeNames={"#refused": f"{self.prefix}launch_refused_subnets"},
+            ConsistentRead=True,
+        ).get("Item", {})
+        return set(item.get(f"{self.prefix}launch_refused_subnets", {}).get("SS", []))
 
     def launched(self, attributes: dict[str, str]) -> None:
         set_attributes(
@@ -243,7 +261,7 @@ def run_instance(
                 if code in NO_CAPACITY:
                     message = (getattr(exc, "response", {}).get("Error") or {}).get("Message", "")
                     refused.append(f"{where}: {code}: {message}".rstrip(": "))
-                    record.retry(f"{code} in {where}")
+                    record.retry(f"{code} in {where}", refused_subnet=subnet_id)
                     break
                 raise
     raise InsufficientCapacity(
@@ -261,12 +279,18 @@ def _retried(record: LaunchRecord) -> str:
     return f"launch retries: {len(record.retries)} ({detail})"
 
 
-def subnet_order(env: LaunchEnv, index: int) -> list[tuple[str, str]]:
-    """The stack's subnets starting at the slot's own (slots spread over AZs), then the rest."""
+def subnet_order(
+    env: LaunchEnv, index: int, refused: Collection[str] = ()
+) -> list[tuple[str, str]]:
+    """The stack's subnets starting at the slot's own (slots spread over AZs), then the rest;
+    subnets an earlier invocation found without capacity go last. That way a retried
+    invocation asks first where the earlier one may have launched, with the same
+    ClientToken, and gets that instance back instead of launching a second one elsewhere."""
     zones = env.subnet_zones if len(env.subnet_zones) == len(env.subnet_ids) else ()
     pairs = [(s, zones[i] if zones else "") for i, s in enumerate(env.subnet_ids)]
     start = index % len(pairs)
-    return pairs[start:] + pairs[:start]
+    rotated = pairs[start:] + pairs[:start]
+    return [p for p in rotated if p[0] not in refused] + [p for p in rotated if p[0] in refused]
 
 
 def launch(
@@ -343,7 +367,7 @@ def launch(
             ],
         },
         token=lambda subnet_id: client_token(run_id, cell_id, name, subnet_id),
-        subnets=subnet_order(env, index),
+        subnets=subnet_order(env, index, record.refused_subnets()),
         record=record,
         backoff=backoff or Backoff(),
         sleep=sleep,

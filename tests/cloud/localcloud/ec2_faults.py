@@ -10,6 +10,11 @@ Installed in the moto server process by `hooks.install()` (rules from the hooks'
      "no_capacity_zones": ["us-east-1b"],   # InsufficientInstanceCapacity in these AZs
      "unsupported_zones": ["us-east-1c"]}   # Unsupported (the type is not offered there)
 
+Also EC2's idempotency, which moto lacks (it keeps the ClientToken and ignores it): a
+call repeating an earlier call's ClientToken gets that call's reservation back instead
+of new instances (EC2 checks the request rate first: such a call can still be throttled,
+but never runs out of capacity). Calls without a token are left alone.
+
 Each injected fault is handed to `log` as {"code", "subnet_id", "zone", "client_token"}
 so a test can match every fault with the retry the launcher recorded for it.
 Throttling is checked before capacity, as EC2 checks the request rate before it looks
@@ -28,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 THROTTLE_MESSAGE = "Request limit exceeded."
+MOTO_NO_TOKEN = "ABCDE"  # moto's stand-in when a call has no ClientToken
 
 
 class Faults:
@@ -39,6 +45,7 @@ class Faults:
         self.rules = ""
         self.calls = 0
         self.rng = random.Random()  # noqa: S311 - a test's fault sequence
+        self.reservations: dict[str, Any] = {}  # ClientToken -> moto reservation
 
     def throttled(self, rules: dict[str, Any]) -> bool:
         with self.lock:
@@ -52,12 +59,15 @@ class Faults:
             return self.rng.random() < float(rules.get("throttle_fraction", 0))
 
 
-def check(
-    rules: dict[str, Any], faults: Faults, *, zone: str, instance_type: str
-) -> tuple[str, str] | None:
-    """(code, message) of the fault this call gets, or None."""
+def throttle(rules: dict[str, Any], faults: Faults) -> tuple[str, str] | None:
+    """(code, message) when this call is throttled, or None."""
     if faults.throttled(rules):
         return "RequestLimitExceeded", THROTTLE_MESSAGE
+    return None
+
+
+def capacity(rules: dict[str, Any], *, zone: str, instance_type: str) -> tuple[str, str] | None:
+    """(code, message) when this call's AZ cannot take the instance, or None."""
     if zone in rules.get("no_capacity_zones", []):
         return (
             "InsufficientInstanceCapacity",
@@ -93,21 +103,31 @@ def wrap(
         security_group_names: Any,
         **kwargs: Any,
     ) -> Any:
-        rules = rules_of()
-        if rules:
-            subnet_id = kwargs.get("subnet_id") or ""
-            zone = self.get_subnet(subnet_id).availability_zone if subnet_id else ""
-            fault = check(rules, state, zone=zone, instance_type=kwargs.get("instance_type", ""))
-            if fault is not None:
-                log(
-                    {
-                        "code": fault[0],
-                        "subnet_id": subnet_id,
-                        "zone": zone,
-                        "client_token": kwargs.get("client_token"),
-                    }
-                )
-                raise EC2ClientError(*fault)
-        return original(self, image_id, count, user_data, security_group_names, **kwargs)
+        rules = rules_of() or {}
+        subnet_id = kwargs.get("subnet_id") or ""
+        zone = self.get_subnet(subnet_id).availability_zone if subnet_id and rules else ""
+        token = kwargs.get("client_token")
+        if token == MOTO_NO_TOKEN:
+            token = None
+
+        def fail(fault: tuple[str, str]) -> None:
+            log({"code": fault[0], "subnet_id": subnet_id, "zone": zone, "client_token": token})
+            raise EC2ClientError(*fault)
+
+        if rules and (fault := throttle(rules, state)):
+            fail(fault)
+        with state.lock:
+            earlier = state.reservations.get(token) if token else None
+        if earlier is not None:  # EC2's idempotency: the same token, the same instances
+            return earlier
+        if rules and (
+            fault := capacity(rules, zone=zone, instance_type=kwargs.get("instance_type", ""))
+        ):
+            fail(fault)
+        reservation = original(self, image_id, count, user_data, security_group_names, **kwargs)
+        if token:
+            with state.lock:
+                state.reservations[token] = reservation
+        return reservation
 
     return run_instances

@@ -221,6 +221,25 @@ def test_no_capacity_in_one_az_moves_the_slot_to_the_other(
     assert "launch_retries" not in slot1 and slot1["availability_zone"]["S"] == "us-east-1b"
 
 
+def test_retried_invocation_asks_first_where_the_earlier_one_launched(
+    cloud: Cloud, two_zones: dict[str, Any], faults: dict[str, Any], context: FakeLambdaContext
+) -> None:
+    # given: us-east-1a had no capacity, so slot 0 launched in us-east-1b; then the
+    # invocation is retried (say the Lambda died after RunInstances) and 1a has capacity now
+    faults["rules"] = {"no_capacity_zones": ["us-east-1a"]}
+    run, cell = _cell(context, two_zones["ami"])
+    first = _launch(cloud, two_zones, run, cell, 0, Slept())
+    faults["rules"] = {}
+    # when
+    again = _launch(cloud, two_zones, run, cell, 0, Slept())
+    # then: the same instance (same subnet, same ClientToken), not a second one in 1a
+    assert again["instance_id"] == first["instance_id"]
+    (instance,) = _instances(cloud, run["run_id"])
+    assert instance["Placement"]["AvailabilityZone"] == "us-east-1b"
+    item = _slot_item(cloud, run["run_id"], cell["cell_id"], 0)
+    assert item["launch_refused_subnets"] == {"SS": [two_zones["subnets"][0]]}
+
+
 def test_no_capacity_anywhere_fails_with_every_subnets_answer(
     cloud: Cloud, two_zones: dict[str, Any], faults: dict[str, Any], context: FakeLambdaContext
 ) -> None:
