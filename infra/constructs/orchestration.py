@@ -37,7 +37,8 @@ from iofleet.aws import keys
 from iofleet.schema import BURST_METRICS
 
 LAMBDA_ERRORS = ["States.ALL"]
-LAUNCH_THROTTLED = "LaunchThrottled"  # iofleet.aws.launch.LaunchThrottled, the Lambda's errorType
+# iofleet.aws.launch's errors (the Lambda's errorType) when its own retry budget runs out
+LAUNCH_RETRYABLE = ["LaunchThrottled", "LaunchUnavailable"]
 
 
 def _invoke(
@@ -208,13 +209,13 @@ class CellFlow(sfn.StateMachineFragment):
             timeouts_at="$",
             comment="launch one instance; it signals this task token when its slot is done",
         )
-        # RunInstances throttling is retried in the launch Lambda first (backoff with full
-        # jitter, each retry recorded on the slot); when its budget runs out it raises
-        # LaunchThrottled and the task is retried here, later, with a new task token (the
+        # RunInstances throttling (and EC2's 5xx) is retried in the launch Lambda first
+        # (backoff with full jitter, each retry recorded on the slot); when its budget runs
+        # out it raises LaunchThrottled (LaunchUnavailable) and the task is retried here, later, with a new task token (the
         # ClientToken keeps it to one instance). Capacity errors are not retried here: the
         # Lambda already tried every subnet, and the fleet is waiting at its barrier.
         launch_slot.add_retry(
-            errors=[LAUNCH_THROTTLED],
+            errors=LAUNCH_RETRYABLE,
             interval=Duration.seconds(5),
             backoff_rate=2,
             max_attempts=4,

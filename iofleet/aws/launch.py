@@ -50,6 +50,10 @@ LAUNCH_WAVE_SIZE = 20
 LAUNCH_WAVE_INTERVAL_S = 10
 
 THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+# EC2's own transient failures (HTTP 5xx); botocore would retry them, but its EC2 retries are
+# off (every retry is recorded here), so this loop retries them the same way as throttling.
+# Safe: the ClientToken returns the instance if the failed call had launched it after all.
+UNAVAILABLE = frozenset({"InternalError", "ServiceUnavailable", "Unavailable", "InternalFailure"})
 # this subnet's AZ cannot take the instance now (or ever, for Unsupported); another AZ may
 NO_CAPACITY = frozenset(
     {"InsufficientInstanceCapacity", "Unsupported", "InsufficientFreeAddressesInSubnet"}
@@ -58,6 +62,10 @@ NO_CAPACITY = frozenset(
 
 class LaunchThrottled(Exception):  # noqa: N818 - the state machine's error name
     """RunInstances stayed throttled for this invocation's whole retry budget."""
+
+
+class LaunchUnavailable(Exception):  # noqa: N818 - the state machine's error name
+    """EC2 kept failing (5xx, or no answer) for this invocation's whole retry budget."""
 
 
 class InsufficientCapacity(Exception):  # noqa: N818 - the state machine's error name
@@ -159,11 +167,25 @@ def instance_payload(
 
 
 def _error_code(exc: Exception) -> str | None:
+    """EC2's error code; for no answer at all (connection refused or reset, read timeout),
+    the botocore exception's name, counted as UNAVAILABLE."""
+    from botocore.exceptions import ConnectionError as NoConnection
+    from botocore.exceptions import HTTPClientError
+
+    if isinstance(exc, NoConnection | HTTPClientError):
+        return type(exc).__name__
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
         return None
     code = (response.get("Error") or {}).get("Code")
     return str(code) if code else None
+
+
+def _unavailable(exc: Exception, code: str | None) -> bool:
+    from botocore.exceptions import ConnectionError as NoConnection
+    from botocore.exceptions import HTTPClientError
+
+    return code in UNAVAILABLE or isinstance(exc, NoConnection | HTTPClientError)
 
 
 @dataclass
@@ -232,10 +254,12 @@ def run_instance(
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
 ) -> dict[str, Any]:
-    """RunInstances in the first subnet that has capacity, retrying throttling in place.
+    """RunInstances in the first subnet that has capacity, retrying throttling and EC2's
+    transient failures in place.
 
-    `subnets`: (subnet id, AZ name or "") in the order to try. Raises LaunchThrottled or
-    InsufficientCapacity (their messages name every answer) when the launch cannot be done.
+    `subnets`: (subnet id, AZ name or "") in the order to try. Raises LaunchThrottled,
+    LaunchUnavailable or InsufficientCapacity (their messages name every answer) when the
+    launch cannot be done; any other error as it came.
     """
     rng = rng or random.SystemRandom()
     refused: list[str] = []
@@ -249,11 +273,14 @@ def run_instance(
                 return out
             except Exception as exc:
                 code = _error_code(exc)
-                if code in THROTTLED:
+                throttled = code in THROTTLED
+                if throttled or _unavailable(exc, code):
                     record.retry(f"{code} in {where}")
                     if attempt + 1 == backoff.attempts:
-                        raise LaunchThrottled(
-                            f"RunInstances still throttled ({code}) after {backoff.attempts} "
+                        what = "throttled" if throttled else "failing"
+                        error = LaunchThrottled if throttled else LaunchUnavailable
+                        raise error(
+                            f"RunInstances still {what} ({code}) after {backoff.attempts} "
                             f"calls in {where}; {_retried(record)}"
                         ) from exc
                     sleep(backoff.delay(attempt, rng))

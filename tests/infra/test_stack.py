@@ -549,7 +549,7 @@ def test_throttled_launch_is_retried_with_full_jitter_and_capacity_is_not(
     slot = all_states(asl)["Fleet"]["ItemProcessor"]["States"]["RunSlot"]
     (throttled,) = [r for r in slot["Retry"] if "LaunchThrottled" in r["ErrorEquals"]]
     assert throttled == {
-        "ErrorEquals": ["LaunchThrottled"],
+        "ErrorEquals": ["LaunchThrottled", "LaunchUnavailable"],
         "IntervalSeconds": 5,
         "MaxAttempts": 4,
         "BackoffRate": 2,

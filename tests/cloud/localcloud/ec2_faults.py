@@ -6,6 +6,7 @@ Installed in the moto server process by `hooks.install()` (rules from the hooks'
 
     {"throttle_fraction": 0.3,          # this share of calls answer RequestLimitExceeded
      "throttle_first": 2,               # ... or the first N calls (deterministic)
+     "answers": ["InternalError"],      # the first calls answer these codes, in order
      "seed": 7,                         # the fraction's random sequence
      "no_capacity_zones": ["us-east-1b"],   # InsufficientInstanceCapacity in these AZs
      "unsupported_zones": ["us-east-1c"]}   # Unsupported (the type is not offered there)
@@ -47,23 +48,27 @@ class Faults:
         self.rng = random.Random()  # noqa: S311 - a test's fault sequence
         self.reservations: dict[str, Any] = {}  # ClientToken -> moto reservation
 
-    def throttled(self, rules: dict[str, Any]) -> bool:
+    def call(self, rules: dict[str, Any]) -> tuple[str, str] | None:
+        """Count this call; (code, message) when the rules throttle it or script its answer."""
         with self.lock:
             current = json.dumps(rules, sort_keys=True)
             if current != self.rules:
                 self.rules, self.calls = current, 0
                 self.rng = random.Random(rules.get("seed"))  # noqa: S311
             self.calls += 1
+            answers = rules.get("answers", [])
+            if self.calls <= len(answers):
+                return answers[self.calls - 1], f"scripted answer {answers[self.calls - 1]}"
             if self.calls <= int(rules.get("throttle_first", 0)):
-                return True
-            return self.rng.random() < float(rules.get("throttle_fraction", 0))
+                return "RequestLimitExceeded", THROTTLE_MESSAGE
+            if self.rng.random() < float(rules.get("throttle_fraction", 0)):
+                return "RequestLimitExceeded", THROTTLE_MESSAGE
+            return None
 
 
 def throttle(rules: dict[str, Any], faults: Faults) -> tuple[str, str] | None:
-    """(code, message) when this call is throttled, or None."""
-    if faults.throttled(rules):
-        return "RequestLimitExceeded", THROTTLE_MESSAGE
-    return None
+    """(code, message) when this call is throttled (or answered as scripted), or None."""
+    return faults.call(rules)
 
 
 def capacity(rules: dict[str, Any], *, zone: str, instance_type: str) -> tuple[str, str] | None:

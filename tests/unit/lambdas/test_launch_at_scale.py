@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto.ec2.models.instances import InstanceBackend
 
 from iofleet.aws import keys
@@ -390,3 +392,40 @@ def test_a_slot_failing_after_launch_retries_names_them_in_the_cell_reason(
     # and: the instance is gone with the cell
     states = {i["State"]["Name"] for i in _instances(cloud, run["run_id"])}
     assert states == {"terminated"}
+
+
+PROBES = json.loads(
+    (Path(__file__).resolve().parents[2] / "data/probes/ec2/run_instances_answers.json").read_text()
+)["probes"]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p["code"] for p in PROBES])
+def test_every_run_instances_answer_gets_its_handling(
+    probe: dict[str, str],
+    cloud: Cloud,
+    two_zones: dict[str, Any],
+    faults: dict[str, Any],
+    context: FakeLambdaContext,
+) -> None:
+    # given: the first RunInstances call answers this code (slot 0: home subnet in us-east-1a)
+    code = probe["code"]
+    faults["rules"] = {"answers": [code]}
+    run, cell = _cell(context, two_zones["ami"])
+    slept = Slept()
+    a, b = two_zones["subnets"]
+    if probe["expect"] == "raise":
+        # then: EC2's own error, at once, with nothing launched and no retry recorded
+        with pytest.raises(ClientError) as err:
+            _launch(cloud, two_zones, run, cell, 0, slept)
+        assert err.value.response["Error"]["Code"] == code
+        assert _instances(cloud, run["run_id"]) == [] and slept.delays == []
+        assert cloud.item(**keys.slot_item_key(run["run_id"], cell["cell_id"], 0)) is None
+        return
+    _launch(cloud, two_zones, run, cell, 0, slept)
+    (instance,) = _instances(cloud, run["run_id"])
+    item = _slot_item(cloud, run["run_id"], cell["cell_id"], 0)
+    assert _reasons(item) == [f"{code} in {a} (us-east-1a)"]
+    if probe["expect"] == "retry-in-place":
+        assert (instance["SubnetId"], slept.delays) == (a, [1.0])
+    else:
+        assert (instance["SubnetId"], slept.delays) == (b, [])
