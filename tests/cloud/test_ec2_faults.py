@@ -162,3 +162,29 @@ def test_no_capacity_in_any_zone_fails_the_cell_with_each_zones_answer(
     assert local_stack.keys(f"{keys.RAW_PREFIX}{run_id}/") == [
         f"{keys.RAW_PREFIX}{run_id}/run.json"
     ]
+
+
+def test_throttled_past_the_lambdas_budget_is_retried_by_the_state_machine(
+    local_stack: LocalStack, subnets: list[tuple[str, str]]
+) -> None:
+    # given: the first 6 RunInstances calls throttled: the whole budget of one launch
+    # invocation (iofleet.aws.launch.Backoff.attempts), so it raises LaunchThrottled
+    local_stack.set_ec2_faults({"throttle_first": 6})
+    # when: a fleet of one runs
+    arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "ec2-budget", 1, [IOPING_ONCE]))
+    # then: RunSlot's Retry invoked the launch again and the slot ran; its item counts the
+    # first invocation's six refused calls, all in its own subnet
+    assert desc["status"] == "SUCCEEDED"
+    (cell,) = local_stack.items(run_id, "cell#")
+    assert (cell["status"], cell.get("error")) == ("SUCCEEDED", None)
+    (slot,) = _slots(local_stack, run_id)
+    (home_subnet, home_zone) = subnets[0]
+    assert _reasons(slot) == [f"RequestLimitExceeded in {home_subnet} ({home_zone})"] * 6
+    assert (slot["status"], slot["agent_status"], slot["subnet_id"]) == (
+        "LAUNCHED",
+        "SUCCEEDED",
+        home_subnet,
+    )
+    assert len(local_stack.all_instances(run_id)) == 1
+    _nothing_lost(local_stack, run_id)
+    _no_instance_left(local_stack, run_id)
