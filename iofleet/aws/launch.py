@@ -4,13 +4,15 @@ Idempotent: the RunInstances ClientToken is derived from run, cell, slot and
 subnet, so a retried call or invocation returns the instance already launched
 instead of a second one.
 
-At fleet scale (docs/decisions.md, "the EC2 API at fleet scale"):
+At fleet scale (docs/decisions.md, "The fleet launches in waves ..."; the
+answer-by-answer table is in docs/internals.md, "Launching a fleet on AWS"):
 - the fleet launches in waves (`launch_schedule`): the Fleet map waits each
   slot's `launch_after_s` before calling this, 20 calls every 10 s;
-- RunInstances throttling (`RequestLimitExceeded`) is retried here with
-  exponential backoff and full jitter (botocore's own EC2 retries are off, so
-  every retry passes through this loop and is recorded); when the budget of one
-  invocation runs out, `LaunchThrottled` is raised and the state machine
+- RunInstances throttling (`RequestLimitExceeded`) and EC2's transient
+  failures are retried here with exponential backoff and full jitter
+  (botocore's own EC2 retries are off, so every retry passes through this loop
+  and is recorded); when the budget of one invocation runs out,
+  `LaunchThrottled` (`LaunchUnavailable`) is raised and the state machine
   retries the task (its own backoff, full jitter);
 - a capacity error (`InsufficientInstanceCapacity`, `Unsupported` for the
   type in that AZ, a subnet out of addresses) moves the slot to the stack's
