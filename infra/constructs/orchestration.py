@@ -5,7 +5,8 @@ Shape (see docs/internals.md for the payloads):
     Plan -> Valid? -> Cells (Map over cells, sequential by default)
                          each cell: CellFlow fragment
                            PrepareCell -> StorageReady? (poll) -> Populate? -> Fleet
-                           (Distributed Map over slot indices, one task token per slot;
+                           (Distributed Map over the slots, each waits for its launch wave,
+                            then one task token per slot;
                             a failed slot: RecordSlotFailure -> SlotFailed)
                            -> CleanupCell; any failure -> CleanupFailedCell -> StopOnFailure?
                    -> Summarize -> CleanupRun -> Done
@@ -36,6 +37,8 @@ from iofleet.aws import keys
 from iofleet.schema import BURST_METRICS
 
 LAMBDA_ERRORS = ["States.ALL"]
+# iofleet.aws.launch's errors (the Lambda's errorType) when its own retry budget runs out
+LAUNCH_RETRYABLE = ["LaunchThrottled", "LaunchUnavailable"]
 
 
 def _invoke(
@@ -206,6 +209,26 @@ class CellFlow(sfn.StateMachineFragment):
             timeouts_at="$",
             comment="launch one instance; it signals this task token when its slot is done",
         )
+        # RunInstances throttling (and EC2's 5xx) is retried in the launch Lambda first
+        # (backoff with full jitter, each retry recorded on the slot); when its budget runs
+        # out it raises LaunchThrottled (LaunchUnavailable) and the task is retried here, later, with a new task token (the
+        # ClientToken keeps it to one instance). Capacity errors are not retried here: the
+        # Lambda already tried every subnet, and the fleet is waiting at its barrier.
+        launch_slot.add_retry(
+            errors=LAUNCH_RETRYABLE,
+            interval=Duration.seconds(5),
+            backoff_rate=2,
+            max_attempts=4,
+            max_delay=Duration.seconds(60),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        # The launch rate: slot i waits for its wave (iofleet.aws.launch.launch_schedule)
+        launch_wave = sfn.Wait(
+            self,
+            "LaunchWave",
+            time=sfn.WaitTime.seconds_path("$.launch_after_s"),
+            comment="launch in waves (20 slots every 10 s) to stay inside EC2's RunInstances token buckets",
+        )
         # A failed slot task keeps its reason on the slot item (the Map itself only says
         # that its failure threshold was exceeded), then fails the slot with that error.
         record_slot = _invoke(
@@ -250,18 +273,22 @@ class CellFlow(sfn.StateMachineFragment):
             item_selector={
                 "run_id.$": "$.run_id",
                 "cell_id.$": "$.cell.cell_id",
-                "slot_index.$": "$$.Map.Item.Value",
+                "slot_index.$": "$$.Map.Item.Value.slot_index",
+                "launch_after_s.$": "$$.Map.Item.Value.launch_after_s",
                 "storage.$": "$.prepared.result.storage",
                 "heartbeat_s.$": "$.cell.heartbeat_s",
                 "timeout_s.$": "$.cell.timeout_s",
             },
             map_execution_type=sfn.StateMachineType.STANDARD,
+            # every slot's child runs for the slot's whole life and the slots meet at the
+            # barrier, so this must not be below the fleet size (a lower cap would hold later
+            # slots back until the barrier times out): the launch rate is the LaunchWave
             max_concurrency=1000,
             label="slots",
             result_path=sfn.JsonPath.DISCARD,
-            comment="every slot of the cell at once; they meet at the start barrier",
+            comment="every slot of the cell, launched in waves; they meet at the start barrier",
         )
-        fleet.item_processor(launch_slot)
+        fleet.item_processor(launch_wave.next(launch_slot))
         guarded(fleet)
 
         cleanup_ok = _invoke(
@@ -365,6 +392,7 @@ class Orchestration(Construct):
             "iofleet: launch one instance for a slot or a populate phase",
             LAUNCH_TEMPLATE_ID=fleet.launch_template.launch_template_id or "",
             SUBNET_IDS=subnet_ids,
+            SUBNET_ZONES=",".join(s.availability_zone for s in fleet.subnets.subnets),
             AGENT_BUCKET=fleet.agent_asset.s3_bucket_name,
             AGENT_KEY=fleet.agent_asset.s3_object_key,
         )
@@ -735,7 +763,9 @@ class Orchestration(Construct):
             "reads the plan manifest",
         )
         self._grant_shared_storage(stack, fleet)
-        table.grant(self.launch.role, "dynamodb:PutItem")
+        # the slot item: launch retries as they happen, then where it launched; a retried
+        # invocation reads which subnets had no capacity (iofleet.aws.launch.subnet_order)
+        table.grant(self.launch.role, "dynamodb:UpdateItem", "dynamodb:GetItem")
         allow_objects(
             self.launch.role,
             bucket,

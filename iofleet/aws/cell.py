@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from iofleet.aws import barrier, keys
+from iofleet.aws.launch import launch_schedule
 from iofleet.aws.plan import find_cell, load_manifest
 
 
@@ -50,7 +51,8 @@ def prepare(
             UpdateExpression="SET file_system_id = :f",
             ExpressionAttributeValues={":f": {"S": storage["file_system_id"]}},
         )
-    return {"storage": storage, "slots": list(range(fleet))}
+    # the Fleet map's items: each slot with its launch wave's delay (launch.launch_schedule)
+    return {"storage": storage, "slots": launch_schedule(fleet)}
 
 
 def shared_storage(

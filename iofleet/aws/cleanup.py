@@ -93,7 +93,11 @@ def failed_slots(ddb: Any, table: str, run_id: str, cell_id: str) -> list[str]:
     for item in query_items(ddb, table, f"run#{run_id}", f"slot#{cell_id}#", consistent=True):
         if "task_error" in item:
             index = int(item["sk"]["S"].rsplit("#", 1)[1])
-            out.append(f"{keys.slot_name(index)}: {item['task_error']['S']}")
+            why = item["task_error"]["S"]
+            retries = item.get("launch_retries", {}).get("N")
+            if retries and "launch retries" not in why:  # a launch error names them already
+                why += f" (after {retries} launch retries)"
+            out.append(f"{keys.slot_name(index)}: {why}")
     return sorted(out)
 
 

@@ -304,7 +304,7 @@ def test_fleet_is_a_distributed_map_of_task_token_slots(asl: dict[str, Any]) -> 
         "Mode": "DISTRIBUTED",
         "ExecutionType": "STANDARD",
     }
-    slot = fleet["ItemProcessor"]["States"][fleet["ItemProcessor"]["StartAt"]]
+    slot = fleet["ItemProcessor"]["States"]["RunSlot"]
     assert slot["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
     assert slot["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
     assert slot["HeartbeatSecondsPath"] == "$.heartbeat_s"
@@ -321,7 +321,7 @@ def test_failed_slot_records_its_reason_then_fails_with_its_own_error(
 ) -> None:
     processor = all_states(asl)["Fleet"]["ItemProcessor"]
     states = processor["States"]
-    (catch,) = states[processor["StartAt"]]["Catch"]
+    (catch,) = states["RunSlot"]["Catch"]
     assert catch == {
         "ErrorEquals": ["States.ALL"],
         "ResultPath": "$.error",
@@ -531,3 +531,54 @@ def test_results_bucket_keeps_replaced_objects(synth: Synth) -> None:
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     rules = props["LifecycleConfiguration"]["Rules"]
     assert any("NoncurrentVersionExpiration" in r for r in rules)
+
+
+# --- the EC2 API at fleet scale (issue 11, part 4) ------------------------------------
+
+
+def test_fleet_launches_in_waves_before_each_slot_task(asl: dict[str, Any]) -> None:
+    fleet = all_states(asl)["Fleet"]
+    processor = fleet["ItemProcessor"]
+    wave = processor["States"][processor["StartAt"]]
+    # each slot first waits for its wave (launch.launch_schedule), then launches
+    assert wave["Type"] == "Wait" and wave["SecondsPath"] == "$.launch_after_s"
+    assert wave["Next"] == "RunSlot"
+    assert fleet["ItemSelector"]["slot_index.$"] == "$$.Map.Item.Value.slot_index"
+    assert fleet["ItemSelector"]["launch_after_s.$"] == "$$.Map.Item.Value.launch_after_s"
+    # no cap below the fleet: every slot's child lives until its slot is done, and the
+    # slots wait for each other at the barrier; the rate is the waves, not MaxConcurrency
+    assert fleet["MaxConcurrency"] >= 1000
+    assert "ItemBatcher" not in fleet
+
+
+def test_throttled_launch_is_retried_with_full_jitter_and_capacity_is_not(
+    asl: dict[str, Any],
+) -> None:
+    slot = all_states(asl)["Fleet"]["ItemProcessor"]["States"]["RunSlot"]
+    (throttled,) = [r for r in slot["Retry"] if "LaunchThrottled" in r["ErrorEquals"]]
+    assert throttled == {
+        "ErrorEquals": ["LaunchThrottled", "LaunchUnavailable"],
+        "IntervalSeconds": 5,
+        "MaxAttempts": 4,
+        "BackoffRate": 2,
+        "MaxDelaySeconds": 60,
+        "JitterStrategy": "FULL",
+    }
+    retried = {e for r in slot["Retry"] for e in r["ErrorEquals"]}
+    assert "InsufficientCapacity" not in retried and "States.ALL" not in retried
+
+
+def test_launch_knows_each_subnets_zone_and_may_update_the_slot_item(synth: Synth) -> None:
+    (launch,) = [
+        r
+        for r in synth.resources("AWS::Lambda::Function").values()
+        if r["Properties"].get("Description", "").startswith("iofleet: launch one instance")
+    ]
+    variables = launch["Properties"]["Environment"]["Variables"]
+    assert "SUBNET_IDS" in variables and "Fn::GetAZs" in dump(variables["SUBNET_ZONES"])
+    statements = _policy_statements(synth, "LaunchFnRole")
+    ddb = {a for s in statements for a in _actions(s) if a.startswith("dynamodb:")}
+    assert ddb == {"dynamodb:UpdateItem", "dynamodb:GetItem"}  # no PutItem over the retries
+    # no Describe call was needed for the fallback: EC2 stays limited to RunInstances/CreateTags
+    ec2 = {a for s in statements for a in _actions(s) if a.startswith("ec2:")}
+    assert ec2 == {"ec2:RunInstances", "ec2:CreateTags"}

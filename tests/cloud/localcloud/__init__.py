@@ -32,6 +32,11 @@ Hand-written substitutes (each because no local engine does the job):
   deleting what the partial-batch response does not report as failed.
 - EventBridge: moto's Step Functions emits no execution status events, so
   tests deliver the event the abort rule matches to its target themselves.
+- `ec2_faults.py` (installed by the hooks, off unless a test sets
+  `ec2_faults`): moto's RunInstances answers RequestLimitExceeded,
+  InsufficientInstanceCapacity or Unsupported as the rules say, the EC2 API's
+  own failures at fleet scale that moto never shows; and EC2's ClientToken
+  idempotency (a repeated token gets the earlier instances back), always on.
 - `sfn_patches.py` fixes two places where moto's Step Functions interpreter
   departs from AWS: a Distributed Map's tolerated failure threshold, and
   StopExecution (ABORTED at once and for good).

@@ -37,13 +37,32 @@ class LocalStack:
     ami: str
     base_config: dict[str, Any]
     faults: list[dict[str, Any]] = field(default_factory=list)
+    ec2_faults: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
         return self.d.client(service)
 
+    def _write_config(self) -> None:
+        hooks.write_config(
+            self.state_dir,
+            {**self.base_config, "faults": self.faults, "ec2_faults": self.ec2_faults},
+        )
+
     def set_faults(self, faults: list[dict[str, Any]]) -> None:
         self.faults = faults
-        hooks.write_config(self.state_dir, {**self.base_config, "faults": faults})
+        self._write_config()
+
+    def set_ec2_faults(self, rules: dict[str, Any]) -> None:
+        """RunInstances faults in moto (tests/cloud/localcloud/ec2_faults.py); {} for none."""
+        self.ec2_faults = rules
+        self._write_config()
+
+    def injected_ec2_faults(self) -> list[dict[str, Any]]:
+        """Every RunInstances fault moto has answered with so far, in order."""
+        log = self.state_dir / hooks.EC2_FAULT_LOG
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text().splitlines() if line]
 
     def start(self, matrix: dict[str, Any]) -> str:
         out = self.client("stepfunctions").start_execution(

@@ -8,7 +8,12 @@ fault rules between executions:
     {"env": {"AWS_ENDPOINT_URL": ..., "AWS_ENDPOINT_URL_DYNAMODB": ..., ...},
      "file_systems": {"fs-0123": "/tmp/.../efs-a"},
      "faults": [{"payload_key_prefix": "control/RUN-", "cell": "x3", "slot": 1,
-                 "kind": "hang" | "tiny-disk"}]}
+                 "kind": "hang" | "tiny-disk"}],
+     "ec2_faults": {"throttle_fraction": 0.3, "no_capacity_zones": ["us-east-1a"], ...}}
+
+`ec2_faults` (see `ec2_faults.py`) makes moto's RunInstances answer as EC2 does under
+load: RequestLimitExceeded, InsufficientInstanceCapacity, Unsupported; each injected
+fault is appended to `$IOFLEET_LOCALCLOUD_DIR/ec2-faults.jsonl`.
 """
 
 from __future__ import annotations
@@ -393,14 +398,30 @@ def _terminate_instances(original: Any) -> Any:
     return terminate_instances
 
 
+EC2_FAULT_LOG = "ec2-faults.jsonl"
+EC2_FAULT_LOCK = threading.Lock()
+
+
+def _log_ec2_fault(fault: dict[str, Any]) -> None:
+    """One line per injected RunInstances fault, for the tests to match with recorded retries."""
+    with EC2_FAULT_LOCK, (state_dir() / EC2_FAULT_LOG).open("a") as out:
+        out.write(json.dumps(fault) + "\n")
+
+
 def install() -> None:
     from moto.awslambda.models import LambdaFunction
     from moto.ec2.models.instances import InstanceBackend
 
-    from tests.cloud.localcloud import sfn_patches
+    from tests.cloud.localcloud import ec2_faults, sfn_patches
 
     sfn_patches.install()  # Map failure threshold and StopExecution as in AWS (see that module)
 
     LambdaFunction.invoke = _lambda_invoke(LambdaFunction.invoke)  # type: ignore[method-assign]
-    InstanceBackend.run_instances = _run_instances(InstanceBackend.run_instances)  # type: ignore[method-assign]
+    InstanceBackend.run_instances = _run_instances(  # type: ignore[method-assign]
+        ec2_faults.wrap(
+            InstanceBackend.run_instances,
+            lambda: (config() or {}).get("ec2_faults"),
+            _log_ec2_fault,
+        )
+    )
     InstanceBackend.terminate_instances = _terminate_instances(InstanceBackend.terminate_instances)  # type: ignore[method-assign]

@@ -139,7 +139,10 @@ def test_prepare_ebs_cell_is_ready_with_barrier_and_slots(
     run = _planned(context, _seed000(network["ami"]))
     cell = run["cells"][0]
     out = prepare.handler({"action": "prepare", "run_id": run["run_id"], "cell": cell}, context)
-    assert out == {"storage": {"ready": True, "kind": "ebs", "created": False}, "slots": [0, 1]}
+    assert out == {
+        "storage": {"ready": True, "kind": "ebs", "created": False},
+        "slots": [{"slot_index": 0, "launch_after_s": 0}, {"slot_index": 1, "launch_after_s": 0}],
+    }
     item = cloud.item(f"barrier#{run['run_id']}#{cell['cell_id']}", "barrier")
     assert item is not None and item["parties"]["N"] == "2"
     assert cloud.item(f"run#{run['run_id']}", f"cell#{cell['cell_id']}")["status"]["S"] == "RUNNING"  # type: ignore[index]
@@ -174,7 +177,10 @@ def test_prepare_creates_an_ephemeral_efs_and_waits_for_mount_targets(
         "MountTargets"
     ]
     assert [t["SubnetId"] for t in targets] == [network["subnet"]]
-    assert polled["slots"] == [0, 1] and polled["storage"]["ready"] in (True, False)
+    assert [s["slot_index"] for s in polled["slots"]] == [0, 1] and polled["storage"]["ready"] in (
+        True,
+        False,
+    )
 
 
 def test_launch_starts_a_tagged_instance_with_the_volume_under_test(
