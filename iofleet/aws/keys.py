@@ -29,6 +29,7 @@ def stack_name() -> str:
     """This deployment's stack name (the Lambdas' IOFLEET_STACK), the TAG_STACK value."""
     return os.environ.get(STACK_ENV) or DEFAULT_STACK
 
+
 # `<name>-<YYYYmmddtHHMMSSz>` (older ids) or `<name>-<stamp>-<hex>` (unique per run)
 _STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})t\d{6}z?(?:-[0-9a-f]{1,16})?$", re.IGNORECASE)
 
