@@ -94,12 +94,8 @@ def decision_text(data: ReportData) -> list[str]:
     for title, rows in groups:
         out.append(title)
         out += _table(list(d.DECISION_HEADER), rows, right_from=3) + [""]
-    if (
-        data.target
-        and groups
-        and not any(r.get("cheapest_meeting_target") for r in sections.get("decision", []))
-    ):
-        out += ["No configuration meets the target.", ""]
+    if data.target and groups:
+        out += [target_verdict(sections.get("decision", [])), ""]
     for title, header, rows in d.pivot_groups(sections.get("pivot", [])):
         out.append(title)
         out += _table(header, rows, right_from=2) + [""]
