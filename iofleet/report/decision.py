@@ -213,13 +213,13 @@ def pivot_groups(rows: Iterable[Row]) -> list[tuple[str, list[str], list[list[st
         for (inst, storage), by_size in lines.items():
             cells = []
             for n in sizes:
-                r = by_size.get(n)
-                if r is None:
+                cell = by_size.get(n)
+                if cell is None:
                     cells.append("-")
                     continue
-                unit = r.get("unit")
+                unit = cell.get("unit")
                 cells.append(
-                    " ".join(f"{p.upper()}:{fmt_value(r.get(p), unit)}" for p in
+                    " ".join(f"{p.upper()}:{fmt_value(cell.get(p), unit)}" for p in
                              ("p0", "p50", "p75", "p90", "p98", "p100"))
                 )  # fmt: skip
             body.append([str(inst or "-"), storage, *cells])

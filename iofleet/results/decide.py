@@ -336,10 +336,10 @@ def decide(
         if applying:
             metric, stat = applying[0].spec.metric, applying[0].stat
         else:
-            metric = next((m for m in DEFAULT_METRIC.get(source, ()) if m in metrics), None)
-            stat = "p50"
-            if metric is None:
+            default = next((m for m in DEFAULT_METRIC.get(source, ()) if m in metrics), None)
+            if default is None:
                 continue
+            metric, stat = default, "p50"
         higher = metric in HIGHER_IS_BETTER
         configs = _configs(rows, costs, metric)
         wl = dict(zip(WORKLOAD_FIELDS, wkey, strict=True))
