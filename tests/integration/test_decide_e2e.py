@@ -182,5 +182,12 @@ def test_the_full_json_puts_the_decision_first_and_a_bad_target_exits_2(run) -> 
     assert bad.returncode == 2
     (line,) = bad.stderr.strip().splitlines()
     assert line.startswith("iofleet: --target: 'p98_build_hours<=2': unknown metric")
+    page = (tmp / "out" / "report.html").read_text()
+    assert (
+        page.index("<h2>Decision")
+        < page.index("<h2>Fleet totals")
+        < page.index("<h2>Percentiles across slots")
+    )
+    assert "<h2>Failures (6)</h2>" in page and "<h2>Environment</h2>" in page
     unmeasured = _report(tmp, "--target", "p50_ioping_median<=1ms")
     assert unmeasured.returncode == 2 and "measured no ioping_median" in unmeasured.stderr
