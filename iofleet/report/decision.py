@@ -134,6 +134,7 @@ DECISION_HEADER = (
     "P50",
     "P100",
     "$/run",
+    "$/slot",
     "$/inst-h",
     "$/1k IOPS",
     "$/build",
@@ -143,9 +144,9 @@ DECISION_HEADER = (
 DECISION_NOTE = (
     "configurations (instance type x storage x fleet size, repeats pooled) ranked by "
     "the statistic named per workload; cost from the plan (cell_costs; local runs $0); "
-    "$/1k IOPS = $/run / (fleet IOPS / 1000); $/build = $/run / successful builds; "
-    "target: yes/no, CHEAPEST = the cheapest meeting it; Pareto: * = on the "
-    "cost-performance front"
+    "$/slot = $/run / fleet size; $/1k IOPS = $/run / (fleet IOPS / 1000); $/build = "
+    "$/run / successful builds; target: yes/no, CHEAPEST = the cheapest per slot meeting "
+    "it; Pareto: * = on the front of $/slot against the ranked statistic"
 )
 
 
@@ -179,6 +180,7 @@ def decision_groups(rows: Iterable[Row]) -> list[tuple[str, list[list[str]]]]:
                 fmt_value(r.get("p50"), unit),
                 fmt_value(r.get("p100"), unit),
                 _usd(r.get("usd_per_run"), 2) + ("+?" if r.get("cost_complete") is False else ""),
+                _usd(r.get("usd_per_slot"), 3),
                 _usd(r.get("usd_per_instance_hour"), 3),
                 _usd(r.get("usd_per_1k_iops")),
                 _usd(r.get("usd_per_build")),

@@ -70,7 +70,7 @@ def target_verdict(rows: list[dict]) -> str:
     if cheapest:
         return "Cheapest meeting the target: " + "; ".join(
             f"{workload_title(r)}: {r.get('instance_type')} {storage_text(r)} x{r.get('fleet_size')}"
-            f" (${float(r['usd_per_run']):,.2f}/run)"
+            f" (${float(r['usd_per_slot']):,.3f}/slot, ${float(r['usd_per_run']):,.2f}/run)"
             for r in cheapest
         )
     if meeting:

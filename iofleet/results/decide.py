@@ -11,10 +11,13 @@ sample, as in `iofleet compare`). Per workload:
   instance-hour) and per outcome: $ per 1k IOPS (the run's cost over the
   fleet's aggregate IOPS / 1000, fleet IOPS = the sum of its slots' IOPS, mean
   over repeats) and $ per build (the run's cost over its successful builds);
-- whether each meets the target, and the cheapest that does (ties: the better
-  metric);
+- whether each meets the target, and the cheapest per slot that does (ties:
+  the better metric);
 - the cost-performance Pareto front: configurations no other one beats on both
-  cost per run and the ranked statistic (unknown cost: never on the front).
+  cost per slot (the run's cost / fleet size: what one instance's measurement,
+  one build, costs, so fleets of different sizes compare fairly) and the ranked
+  per-slot statistic (unknown cost: never on the front). "Cheapest" is by cost
+  per slot too.
 
 With two or more fleet sizes: the seed-004 pivot (storage rows x fleet-size
 columns, P0..P100 of the metric per cell of the pivot) and the scaling curve of
@@ -118,6 +121,7 @@ DECISION_COLUMNS = (
     *PCT_NAMES,
     "mean",
     "usd_per_run",
+    "usd_per_slot",
     "usd_per_instance_hour",
     "usd_per_1k_iops",
     "usd_per_build",
@@ -376,12 +380,12 @@ def decide(
         out.sort(key=lambda r: (-r["value"] if higher else r["value"], _cfg_sort(r)))
         for rank, r in enumerate(out, 1):
             r["rank"] = rank
-        front = pareto_front([(r["usd_per_run"], r["value"]) for r in out], higher)
+        front = pareto_front([(r["usd_per_slot"], r["value"]) for r in out], higher)
         for r, on in zip(out, front, strict=True):
             r["pareto"] = on
-        meeting = [r for r in out if r["meets_target"] and r["usd_per_run"] is not None]
+        meeting = [r for r in out if r["meets_target"] and r["usd_per_slot"] is not None]
         if meeting:
-            best = min(meeting, key=lambda r: (r["usd_per_run"], r["rank"]))
+            best = min(meeting, key=lambda r: (r["usd_per_slot"], r["rank"]))
             best["cheapest_meeting_target"] = True
         decision += [{c: r.get(c) for c in DECISION_COLUMNS} for r in out]
         sizes = {r["fleet_size"] for r in out if r["fleet_size"] is not None}
@@ -431,6 +435,7 @@ def _cost(
     ]
     out: dict[str, Any] = {
         "usd_per_run": None,
+        "usd_per_slot": None,
         "usd_per_instance_hour": None,
         "usd_per_1k_iops": None,
         "usd_per_build": None,
@@ -441,6 +446,8 @@ def _cost(
     usd = _mean([float(c["estimated_cost_usd"]) for c in known])
     assert usd is not None
     out["usd_per_run"] = usd
+    if fleet_size:
+        out["usd_per_slot"] = usd / fleet_size
     out["cost_complete"] = all(c.get("cost_complete") is not False for c in known)
     seconds = [c.get("slot_seconds") for c in known]
     if fleet_size and all(s for s in seconds):

@@ -143,6 +143,7 @@ def test_decision_ranks_pools_repeats_prices_outcomes_and_finds_the_cheapest_mee
     assert (gp3["repeats"], gp3["slots"]) == (2, 4)
     assert gp3["value"] == pytest.approx(np.percentile([3000, 3100, 2900, 3000], 50))
     assert gp3["usd_per_run"] == pytest.approx(1.1)  # mean of the repeats' plan costs
+    assert gp3["usd_per_slot"] == pytest.approx(0.55)
     assert gp3["usd_per_instance_hour"] == pytest.approx(1.1 / (2 * 0.5))
     # fleet IOPS per repeat = sum over its slots (6100, 5900), mean 6000
     assert gp3["usd_per_1k_iops"] == pytest.approx(1.1 / 6.0)
@@ -173,3 +174,16 @@ def test_several_fleet_sizes_give_the_seed_004_pivot_and_the_scaling_knee() -> N
     assert scaling[2]["change"] == pytest.approx((103.5 - (98 + 41 / 60)) / (98 + 41 / 60))
     assert all(r["usd_per_run"] is None for r in out["decision"])  # no plan cost: unknown
     assert not any(r["pareto"] for r in out["decision"])
+
+
+def test_cheapest_and_pareto_compare_fleets_of_different_sizes_per_slot() -> None:
+    # a fleet of 4 costs more per run but less per slot (per build) than a fleet of 1
+    rows = _values("gp3", 1, 1, "c0", "wall_seconds", [100.0]) + _values(
+        "gp3", 4, 1, "c1", "wall_seconds", [100.0, 101.0, 102.0, 103.0]
+    )
+    costs = {"c0": {"estimated_cost_usd": 1.0}, "c1": {"estimated_cost_usd": 3.0}}
+    out = decide(rows, costs, parse_target("p100_build_seconds<=110"))
+    by_fleet = {r["fleet_size"]: r for r in out["decision"]}
+    assert by_fleet[4]["usd_per_slot"] == pytest.approx(0.75)
+    assert by_fleet[4]["cheapest_meeting_target"] and not by_fleet[1]["cheapest_meeting_target"]
+    assert by_fleet[1]["pareto"] and by_fleet[4]["pareto"]  # faster vs cheaper per slot
