@@ -406,18 +406,20 @@ def _slot(relpath: str, text: str) -> Rows:
     doc = _load_json_object(text, "slot.json")
     status = _str(doc.get("status"))
     error = _str(doc.get("error"))
+    failed = [
+        w
+        for w in doc.get("workloads") or []
+        if isinstance(w, dict) and str(w.get("status", "")).upper() not in ("SUCCEEDED", "")
+    ]
+    reasons = [
+        f"w{_int(w.get('index')) or 0:02d} {w.get('kind', '')} {w.get('name', '')}: "
+        f"{w.get('error') or w.get('status')}".replace("  ", " ")
+        for w in failed
+    ]
     if error is None:
-        failed = [
-            w
-            for w in doc.get("workloads") or []
-            if isinstance(w, dict) and str(w.get("status", "")).upper() not in ("SUCCEEDED", "")
-        ]
-        reasons = [
-            f"w{_int(w.get('index')) or 0:02d} {w.get('kind', '')} {w.get('name', '')}: "
-            f"{w.get('error') or w.get('status')}".replace("  ", " ")
-            for w in failed
-        ]
         error = "; ".join(reasons) or None
+    elif len(reasons) > 1:  # the agent's line names the first failed workload: add the others
+        error += "; then " + "; ".join(reasons[1:])
     row = SLOTS.row(
         **ident,
         status=status.upper() if status else None,

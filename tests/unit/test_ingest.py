@@ -306,3 +306,16 @@ def test_the_manifests_iofleet_version_reaches_the_slots_row() -> None:
     doc["system"] = {**doc.get("system", {}), **system_info()}
     (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
     assert row["iofleet_version"] == __version__
+
+
+def test_slot_error_line_gains_the_reasons_of_every_later_failed_workload() -> None:
+    doc = rawtree.slot_doc("FAILED", 1, "2 of 3 workloads did not succeed; first: workload 0 ...")
+    doc["workloads"] = [
+        {"index": 0, "kind": "fio", "name": "randread", "status": "FAILED", "error": "fio exit 1"},
+        {"index": 1, "kind": "ioping", "name": "ioping", "status": "SUCCEEDED", "error": None},
+        {"index": 2, "kind": "app", "name": "c-build", "status": "SKIPPED", "error": "time limit"},
+    ]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
+    assert row["error"] == (
+        "2 of 3 workloads did not succeed; first: workload 0 ...; then w02 app c-build: time limit"
+    )
