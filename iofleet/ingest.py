@@ -418,7 +418,8 @@ def _slot(relpath: str, text: str) -> Rows:
     ]
     if error is None:
         error = "; ".join(reasons) or None
-    elif len(reasons) > 1:  # the agent's line names the first failed workload: add the others
+    elif len(reasons) > 1 and " workloads did not succeed; first: " in error:
+        # the agent's summary names the first failed workload only: add the others
         error += "; then " + "; ".join(reasons[1:])
     row = SLOTS.row(
         **ident,

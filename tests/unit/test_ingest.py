@@ -319,3 +319,13 @@ def test_slot_error_line_gains_the_reasons_of_every_later_failed_workload() -> N
     assert row["error"] == (
         "2 of 3 workloads did not succeed; first: workload 0 ...; then w02 app c-build: time limit"
     )
+
+
+def test_a_slot_level_error_is_not_repeated_per_skipped_workload() -> None:
+    doc = rawtree.slot_doc("FAILED", 130, "slot interrupted by a signal")
+    doc["workloads"] = [
+        {"index": i, "kind": "fio", "name": "w", "status": "SKIPPED", "error": "slot interrupted"}
+        for i in range(3)
+    ]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
+    assert row["error"] == "slot interrupted by a signal"
