@@ -81,7 +81,14 @@ def _cmd_local(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from iofleet.report.cli import report_command
 
-    return report_command(Path(args.warehouse), run_id=args.run, fmt=args.format, html=args.html)
+    return report_command(
+        Path(args.warehouse),
+        run_id=args.run,
+        fmt=args.format,
+        html=args.html,
+        target=args.target,
+        view=args.view,
+    )
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -147,6 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="run id (default: the latest run)")
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("--html", help="also write an HTML report to this path")
+    p.add_argument(
+        "--target",
+        help="decision target, e.g. 'p98_build_minutes<=105' (README: Report, targets)",
+    )
+    p.add_argument(
+        "--view",
+        help="with --format csv|json: only this section (decision, pivot, scaling, "
+        "fleet_totals, failures, environment, cell_percentiles, ...; csv default: decision)",
+    )
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(

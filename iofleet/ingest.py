@@ -27,6 +27,7 @@ from iofleet.agent.payload import CELL_FIELDS
 from iofleet.schema import (
     APP_RUNS,
     BY_NAME,
+    CELL_COSTS,
     EXPECTATIONS,
     FIO_LATENCY_BINS,
     FIO_RESULTS,
@@ -245,7 +246,41 @@ def _run(relpath: str, text: str) -> Rows:
         total_instances=_int(total),
         matrix_json=json.dumps(matrix, sort_keys=True) if matrix else None,
     )
-    return {RUNS.name: [row], EXPECTATIONS.name: _expectation_rows(run_id, plan)}
+    return {
+        RUNS.name: [row],
+        EXPECTATIONS.name: _expectation_rows(run_id, plan),
+        CELL_COSTS.name: _cost_rows(run_id, plan),
+    }
+
+
+def _cost_rows(run_id: str, plan: Mapping[str, Any]) -> list[dict[str, object]]:
+    """The plan's per-cell cost estimate (iofleet/cost.py plan_annotations) as rows."""
+    rows = []
+    cells = plan.get("cells")
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_id"), str):
+            continue
+        usd = _float(cell.get("estimated_cost_usd"))
+        if usd is None:
+            continue
+        cost = _dict(cell.get("cost"))
+        items = cost.get("items")
+        hourly = None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and str(item.get("item", "")).startswith("ec2 "):
+                hourly = _float(item.get("unit_usd"))
+        complete = cost.get("complete")
+        rows.append(
+            CELL_COSTS.row(
+                run_id=run_id,
+                cell_id=cell["cell_id"],
+                estimated_cost_usd=usd,
+                slot_seconds=_float(cell.get("slot_seconds")),
+                instance_hour_usd=hourly,
+                cost_complete=complete if isinstance(complete, bool) else None,
+            )
+        )
+    return rows
 
 
 def _expectation_rows(run_id: str, plan: Mapping[str, Any]) -> list[dict[str, object]]:
@@ -283,6 +318,7 @@ def _expectation_rows(run_id: str, plan: Mapping[str, Any]) -> list[dict[str, ob
 
 
 _SYSTEM_FIELDS = (
+    "iofleet_version",
     "hostname",
     "kernel",
     "fio_version",
@@ -370,18 +406,21 @@ def _slot(relpath: str, text: str) -> Rows:
     doc = _load_json_object(text, "slot.json")
     status = _str(doc.get("status"))
     error = _str(doc.get("error"))
+    failed = [
+        w
+        for w in doc.get("workloads") or []
+        if isinstance(w, dict) and str(w.get("status", "")).upper() not in ("SUCCEEDED", "")
+    ]
+    reasons = [
+        f"w{_int(w.get('index')) or 0:02d} {w.get('kind', '')} {w.get('name', '')}: "
+        f"{w.get('error') or w.get('status')}".replace("  ", " ")
+        for w in failed
+    ]
     if error is None:
-        failed = [
-            w
-            for w in doc.get("workloads") or []
-            if isinstance(w, dict) and str(w.get("status", "")).upper() not in ("SUCCEEDED", "")
-        ]
-        reasons = [
-            f"w{_int(w.get('index')) or 0:02d} {w.get('kind', '')} {w.get('name', '')}: "
-            f"{w.get('error') or w.get('status')}".replace("  ", " ")
-            for w in failed
-        ]
         error = "; ".join(reasons) or None
+    elif len(reasons) > 1 and " workloads did not succeed; first: " in error:
+        # the agent's summary names the first failed workload only: add the others
+        error += "; then " + "; ".join(reasons[1:])
     row = SLOTS.row(
         **ident,
         status=status.upper() if status else None,

@@ -10,6 +10,13 @@ docs/expectations.md, into the `burst_metrics` table (iofleet/schema.py):
 | EFS file system | AWS/EFS | BurstCreditBalance (bytes) | FileSystemId | Minimum |
 | EFS file system | AWS/EFS | PercentIOLimit (%) | FileSystemId | Maximum |
 | the instance, for EBS cells | AWS/EC2 | EBSIOBalance%, EBSByteBalance% | InstanceId | Minimum |
+| EBS volume (any type) | AWS/EBS | VolumeIOPSExceededCheck, VolumeThroughputExceededCheck (0/1) | VolumeId | Maximum |
+| the instance, for EBS cells | AWS/EC2 | InstanceEBSIOPSExceededCheck, InstanceEBSThroughputExceededCheck (0/1) | InstanceId | Maximum |
+
+The exceeded checks are AWS's own throttling evidence (1: the workload asked for
+more than the volume's / instance's provisioned IOPS or throughput in that
+minute; Nitro instances only). They are queried without a unit (CloudWatch
+lists theirs as None) and recorded with unit "None"; they are not balances.
 
 Pure functions, no AWS client: the caller (the summarize step or the agent's
 wrapper on AWS) does
@@ -39,6 +46,10 @@ from iofleet.schema import BURST_METRICS
 DEFAULT_PERIOD_S = 60
 MAX_QUERIES = 500  # GetMetricData's limit per call
 BURST_VOLUME_TYPES = ("gp2", "st1", "sc1")
+VOLUME_EXCEEDED_CHECKS = ("VolumeIOPSExceededCheck", "VolumeThroughputExceededCheck")
+INSTANCE_EXCEEDED_CHECKS = ("InstanceEBSIOPSExceededCheck", "InstanceEBSThroughputExceededCheck")
+EXCEEDED_CHECKS = VOLUME_EXCEEDED_CHECKS + INSTANCE_EXCEEDED_CHECKS
+NOT_BALANCES = ("PercentIOLimit", *EXCEEDED_CHECKS)
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,12 @@ def slot_queries(slot: SlotResources, period_s: int = DEFAULT_PERIOD_S) -> list[
                 out.append(
                     q("AWS/EC2", metric, "InstanceId", slot.instance_id, "Minimum", "Percent")
                 )
+        if slot.volume_id:
+            for metric in VOLUME_EXCEEDED_CHECKS:
+                out.append(q("AWS/EBS", metric, "VolumeId", slot.volume_id, "Maximum", "None"))
+        if slot.instance_id:
+            for metric in INSTANCE_EXCEEDED_CHECKS:
+                out.append(q("AWS/EC2", metric, "InstanceId", slot.instance_id, "Maximum", "None"))
     elif slot.storage_type == "efs" and slot.file_system_id:
         fs = slot.file_system_id
         out.append(q("AWS/EFS", "BurstCreditBalance", "FileSystemId", fs, "Minimum", "Bytes"))
@@ -135,7 +152,8 @@ def metric_data_queries(queries: Sequence[MetricQuery]) -> list[dict[str, Any]]:
                 },
                 "Period": q.period_s,
                 "Stat": q.stat,
-                "Unit": q.unit,
+                # no unit filter for unitless metrics: a datum published as Count still counts
+                **({"Unit": q.unit} if q.unit != "None" else {}),
             },
             "ReturnData": True,
         }
@@ -213,7 +231,7 @@ def balance_summary(rows: Iterable[Mapping[str, object]]) -> list[dict[str, obje
     ):
         items = sorted(items, key=lambda r: str(r["ts"]))
         values = [float(r["value"]) for r in items]  # type: ignore[arg-type]
-        balance = metric != "PercentIOLimit"
+        balance = metric not in NOT_BALANCES
         out.append(
             {
                 "run_id": run_id,

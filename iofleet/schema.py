@@ -149,6 +149,7 @@ SLOTS = Table(
         _c("clock_synced", "boolean", "the kernel said the wall clock is synchronised"),
         _c("clock_max_error_us", "bigint", "the kernel's maximum clock error (adjtimex maxerror)"),
         _c("clock_est_error_us", "bigint", "the kernel's estimated clock error (esterror)"),
+        _c("iofleet_version", "string", "the iofleet version the slot's agent ran (manifest)"),
     ),
 )
 
@@ -272,6 +273,20 @@ BURST_METRICS = Table(
     ),
 )
 
+CELL_COSTS = Table(
+    "cell_costs",
+    "the plan's cost estimate per cell, from run.json (iofleet/cost.py; AWS runs priced, "
+    "local runs 0); the decision table reads it",
+    (
+        _c("run_id", "string"),
+        _c("cell_id", "string"),
+        _c("estimated_cost_usd", "double", "the whole cell: fleet_size slots, known prices only"),
+        _c("slot_seconds", "double", "billable seconds per slot the estimate assumes"),
+        _c("instance_hour_usd", "double", "the EC2 price per instance-hour (NULL: unknown)"),
+        _c("cost_complete", "boolean", "false: some items have no price (a lower bound)"),
+    ),
+)
+
 TABLES: tuple[Table, ...] = (
     RUNS,
     SLOTS,
@@ -282,6 +297,7 @@ TABLES: tuple[Table, ...] = (
     INGEST_ERRORS,
     EXPECTATIONS,
     BURST_METRICS,
+    CELL_COSTS,
 )
 BY_NAME = {t.name: t for t in TABLES}
 

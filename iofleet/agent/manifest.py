@@ -95,8 +95,16 @@ def cpu_count() -> int | None:
         return os.cpu_count()
 
 
+def iofleet_version() -> str:
+    """The version of the iofleet that ran the slot (the package's __version__)."""
+    from iofleet import __version__
+
+    return __version__
+
+
 def system_info() -> dict[str, object]:
     return {
+        "iofleet_version": iofleet_version(),
         "hostname": socket.gethostname(),
         "kernel": platform.release(),
         "os": os_release(),

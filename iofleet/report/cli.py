@@ -23,12 +23,23 @@ MACHINE_ERRORS = (
 )
 
 
-def load_report_data(wh: object, run_id: str) -> ReportData:
+def load_report_data(wh: object, run_id: str, target: str | None = None) -> ReportData:
     """Everything a report shows for one run, from the warehouse views."""
+    from iofleet.report import decision as sections
     from iofleet.warehouse import Warehouse
 
     assert isinstance(wh, Warehouse)
+    conditions = []
+    if target is not None:
+        from iofleet.results.decide import parse_target
+
+        conditions = parse_target(target)
     return ReportData(
+        decision=_decision(wh, run_id, conditions),
+        target=[c.text for c in conditions],
+        fleet_totals=sections.load_fleet_totals(wh, run_id),
+        failures=sections.load_failures(wh, run_id),
+        environment=sections.load_environment(wh, run_id),
         noise=_repeat_noise(wh, run_id),
         run_id=run_id,
         run=wh.run_info(run_id),
@@ -52,6 +63,12 @@ def load_report_data(wh: object, run_id: str) -> ReportData:
     )
 
 
+def _decision(wh: Warehouse, run_id: str, conditions: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    from iofleet.report.decision import load_decision
+
+    return load_decision(wh, run_id, conditions)
+
+
 def _repeat_noise(wh: Warehouse, run_id: str) -> list[dict[str, Any]] | None:
     """Repeat noise of the run's configurations (None when scipy is not installed)."""
     try:
@@ -63,15 +80,15 @@ def _repeat_noise(wh: Warehouse, run_id: str) -> list[dict[str, Any]] | None:
     return repeat_noise(load_slot_values(wh, [run_id]))
 
 
-def render(data: ReportData, fmt: str) -> str:
+def render(data: ReportData, fmt: str, view: str | None = None) -> str:
     if fmt == "json":
         from iofleet.report.machine import render_json
 
-        return render_json(data)
+        return render_json(data, view)
     if fmt == "csv":
         from iofleet.report.machine import render_csv
 
-        return render_csv(data)
+        return render_csv(data, view or "decision")
     if fmt == "table":
         from iofleet.report.text import render_text
 
@@ -96,12 +113,32 @@ def open_warehouse(path: Path) -> Warehouse:
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
 
 
-def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | None) -> int:
-    """Print the report of one run (default: the latest) and optionally write HTML."""
+def report_command(
+    warehouse: Path,
+    run_id: str | None,
+    fmt: str,
+    html: str | None,
+    target: str | None = None,
+    view: str | None = None,
+) -> int:
+    """Print the report of one run (default: the latest) and optionally write HTML.
+
+    `target`: the decision table's target (iofleet.results.decide grammar); `view`:
+    print only this section (csv/json; csv prints the decision table without it)."""
     from iofleet.report.html import render_html
+    from iofleet.report.machine import VIEWS
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    if view is not None:
+        if fmt == "table":
+            raise UsageError("--view: only with --format csv or json")
+        if view not in VIEWS:
+            raise UsageError(f"--view {view}: expected one of {', '.join(VIEWS)}")
+    if target is not None:
+        from iofleet.results.decide import parse_target
+
+        parse_target(target)  # a bad target is refused before anything is read
     with open_warehouse(Path(warehouse)) as wh:
         known = wh.run_ids()
         if run_id is None:
@@ -111,8 +148,8 @@ def report_command(warehouse: Path, run_id: str | None, fmt: str, html: str | No
         elif run_id not in known:
             shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
             raise UsageError(f"--run {run_id}: unknown run (known: {shown or 'none'})")
-        data = load_report_data(wh, run_id)
-    text = render(data, fmt)
+        data = load_report_data(wh, run_id, target)
+    text = render(data, fmt, view)
     if html:
         out = Path(html)
         try:

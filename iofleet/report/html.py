@@ -245,12 +245,55 @@ def _fleet_table(group: Group) -> str:
     return _html_table(header, rows)
 
 
+def _decision_html(data: ReportData) -> list[str]:
+    """Decision table, pivot, scaling curve, fleet totals, failures, environment."""
+    from iofleet.report import decision as d
+
+    body: list[str] = []
+    sections = data.decision or {}
+    groups = d.decision_groups(sections.get("decision", []))
+    if groups:
+        target = f" - target: {' and '.join(data.target)}" if data.target else ""
+        body.append(f"<h2>Decision{escape(target)}</h2>")
+        body.append(f'<p class="note">{escape(d.DECISION_NOTE)}.</p>')
+    for title, rows in groups:
+        body.append(f"<h3>{escape(title)}</h3>")
+        body.append(_html_table(list(d.DECISION_HEADER), rows, left_cols=3))
+    pivots = d.pivot_groups(sections.get("pivot", []))
+    if pivots:
+        body.append("<h2>Storage x fleet size</h2>")
+    for title, header, rows in pivots:
+        body.append(f"<h3>{escape(title)}</h3>")
+        body.append(_html_table(header, rows, left_cols=2))
+    scaling = d.scaling_rows(sections.get("scaling", []))
+    if scaling:
+        body.append("<h2>Fleet-size scaling</h2>")
+        body.append(f'<p class="note">{escape(d.SCALING_NOTE)}.</p>')
+    for title, rows in scaling:
+        body.append(f"<h3>{escape(title)}</h3>")
+        body.append(_html_table(list(d.SCALING_HEADER), rows, left_cols=2))
+    totals = d.fleet_totals_rows(data.fleet_totals)
+    if totals:
+        body.append("<h2>Fleet totals and the binding limit</h2>")
+        body.append(f'<p class="note">{escape(d.FLEET_TOTALS_NOTE)}.</p>')
+        body.append(_html_table(list(d.FLEET_TOTALS_HEADER), totals, left_cols=3))
+    if data.failures:
+        body.append(f"<h2>Failures ({len(data.failures)})</h2>")
+        body.append(_html_table(list(d.FAILURE_HEADER), d.failure_rows(data.failures), 7))
+    env = d.environment_rows(data.environment)
+    if env:
+        body.append("<h2>Environment</h2>")
+        body.append(_html_table(list(d.ENVIRONMENT_HEADER), env, left_cols=len(env[0])))
+    return body
+
+
 def render_html(data: ReportData) -> str:
     title = f"iofleet report: {data.run_id}"
     body: list[str] = [
         f"<h1>{escape(title)}</h1>",
         f'<p class="meta">{escape(run_header(data))}</p>',
     ]
+    body += _decision_html(data)  # the decision sections first
     pct_groups = group_percentiles(data.percentiles)
     fleet_groups = group_fleet(data.fleet)
     if not pct_groups and not fleet_groups:

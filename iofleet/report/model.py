@@ -266,6 +266,12 @@ class ReportData:
     skew: list[dict[str, Any]] = field(default_factory=list)  # the start_skew view
     # repeat noise per configuration (iofleet.results.noise); None: not computed
     noise: list[dict[str, Any]] | None = None
+    # iofleet.results.decide: {"decision": rows, "pivot": rows, "scaling": rows}
+    decision: dict[str, list[dict[str, Any]]] | None = None
+    target: list[str] = field(default_factory=list)  # the --target conditions, as given
+    fleet_totals: list[dict[str, Any]] = field(default_factory=list)  # the fleet_totals view
+    failures: list[dict[str, Any]] = field(default_factory=list)  # queries/failures.sql
+    environment: list[dict[str, Any]] = field(default_factory=list)  # per cell, from slots
 
     def slot_summary(self) -> str:
         total = len(self.slots)

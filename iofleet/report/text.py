@@ -20,6 +20,7 @@ from iofleet.report.model import (
     noise_table,
     skew_table,
     storage_text,
+    workload_title,
 )
 from iofleet.report.units import fmt_ns, fmt_value
 
@@ -62,8 +63,76 @@ TEXT_METRICS = (
 )
 
 
+def target_verdict(rows: list[dict]) -> str:
+    """One line: the cheapest configuration meeting the target, per workload it applies to."""
+    cheapest = [r for r in rows if r.get("cheapest_meeting_target")]
+    meeting = [r for r in rows if r.get("meets_target")]
+    if cheapest:
+        return "Cheapest meeting the target: " + "; ".join(
+            f"{workload_title(r)}: {r.get('instance_type')} {storage_text(r)} x{r.get('fleet_size')}"
+            f" (${float(r['usd_per_slot']):,.3f}/slot, ${float(r['usd_per_run']):,.2f}/run)"
+            for r in cheapest
+        )
+    if meeting:
+        return (
+            f"{len(meeting)} configuration(s) meet the target, but their cost is unknown "
+            "(run.json has no plan cost): no cheapest one"
+        )
+    return "No configuration meets the target."
+
+
+def decision_text(data: ReportData) -> list[str]:
+    """The decision sections, first in the report: decision table, pivot, scaling."""
+    from iofleet.report import decision as d
+
+    out: list[str] = []
+    sections = data.decision or {}
+    groups = d.decision_groups(sections.get("decision", []))
+    if groups:
+        target = f" - target: {' and '.join(data.target)}" if data.target else ""
+        out += [f"Decision{target} ({d.DECISION_NOTE}):", ""]
+    for title, rows in groups:
+        out.append(title)
+        out += _table(list(d.DECISION_HEADER), rows, right_from=3) + [""]
+    if data.target and groups:
+        out += [target_verdict(sections.get("decision", [])), ""]
+    for title, header, rows in d.pivot_groups(sections.get("pivot", [])):
+        out.append(title)
+        out += _table(header, rows, right_from=2) + [""]
+    scaling = d.scaling_rows(sections.get("scaling", []))
+    if scaling:
+        out += [f"Fleet-size scaling - {d.SCALING_NOTE}:", ""]
+    for title, rows in scaling:
+        out.append(title)
+        out += _table(list(d.SCALING_HEADER), rows, right_from=2) + [""]
+    return out
+
+
+def sections_text(data: ReportData) -> list[str]:
+    """Fleet totals, failure reasons and the environment."""
+    from iofleet.report import decision as d
+
+    out: list[str] = []
+    totals = d.fleet_totals_rows(data.fleet_totals)
+    if totals:
+        out += [f"Fleet totals - {d.FLEET_TOTALS_NOTE}:", ""]
+        out += _table(list(d.FLEET_TOTALS_HEADER), totals, right_from=3) + [""]
+    if data.failures:
+        out += [f"Failures ({len(data.failures)}: per slot and workload):", ""]
+        out += _table(list(d.FAILURE_HEADER), d.failure_rows(data.failures), right_from=7)
+        out.append("")
+    env = d.environment_rows(data.environment)
+    if env:
+        out += ["Environment (per cell; 'a | b' = its slots differ):", ""]
+        out += _table(list(d.ENVIRONMENT_HEADER), env, right_from=len(d.ENVIRONMENT_HEADER))
+        out.append("")
+    return out
+
+
 def render_text(data: ReportData) -> str:
     out = [run_header(data), ""]
+    out += decision_text(data)
+    out += sections_text(data)
     groups = [g for g in group_percentiles(data.percentiles) if g.metric in TEXT_METRICS]
     if not groups and not data.fleet:
         out += ["no measurements in this run", ""]

@@ -29,6 +29,7 @@ VIEW_NAMES: tuple[str, ...] = (
     "fio_results_expected",
     "expected_vs_measured",
     "start_skew",
+    "fleet_totals",
 )
 
 PERCENTILES: tuple[int, ...] = (0, 50, 75, 90, 98, 100)

@@ -264,3 +264,68 @@ def test_barrier_pass_instant_is_exact_or_null_never_an_ingest_error(
 
     (row,) = rows["slots"]
     assert row["barrier_passed_us"] == epoch_us
+
+
+def test_the_plans_cell_cost_reaches_cell_costs() -> None:
+    doc = rawtree.run_doc(RUN)
+    doc["plan"] = {
+        "cells": [
+            {
+                "cell_id": "c000",
+                "estimated_cost_usd": 1.25,
+                "slot_seconds": 900.0,
+                "cost": {
+                    "complete": False,
+                    "items": [
+                        {"item": "ebs gp3 storage", "unit_usd": 0.08},
+                        {"item": "ec2 m6i.large", "unit_usd": 0.096},
+                    ],
+                },
+            },
+            {"cell_id": "c001", "estimated_cost_usd": 0.0},  # a local cell
+            {"cell_id": "c002"},  # no estimate: no row
+        ]
+    }
+    rows = rows_for_artifact(f"{RUN}/run.json", json.dumps(doc))["cell_costs"]
+    assert [(r["cell_id"], r["estimated_cost_usd"]) for r in rows] == [
+        ("c000", 1.25),
+        ("c001", 0.0),
+    ]
+    assert (rows[0]["slot_seconds"], rows[0]["instance_hour_usd"], rows[0]["cost_complete"]) == (
+        900.0,
+        0.096,
+        False,
+    )
+
+
+def test_the_manifests_iofleet_version_reaches_the_slots_row() -> None:
+    from iofleet import __version__
+    from iofleet.agent.manifest import system_info
+
+    doc = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)
+    doc["system"] = {**doc.get("system", {}), **system_info()}
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+    assert row["iofleet_version"] == __version__
+
+
+def test_slot_error_line_gains_the_reasons_of_every_later_failed_workload() -> None:
+    doc = rawtree.slot_doc("FAILED", 1, "2 of 3 workloads did not succeed; first: workload 0 ...")
+    doc["workloads"] = [
+        {"index": 0, "kind": "fio", "name": "randread", "status": "FAILED", "error": "fio exit 1"},
+        {"index": 1, "kind": "ioping", "name": "ioping", "status": "SUCCEEDED", "error": None},
+        {"index": 2, "kind": "app", "name": "c-build", "status": "SKIPPED", "error": "time limit"},
+    ]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
+    assert row["error"] == (
+        "2 of 3 workloads did not succeed; first: workload 0 ...; then w02 app c-build: time limit"
+    )
+
+
+def test_a_slot_level_error_is_not_repeated_per_skipped_workload() -> None:
+    doc = rawtree.slot_doc("FAILED", 130, "slot interrupted by a signal")
+    doc["workloads"] = [
+        {"index": i, "kind": "fio", "name": "w", "status": "SKIPPED", "error": "slot interrupted"}
+        for i in range(3)
+    ]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
+    assert row["error"] == "slot interrupted by a signal"

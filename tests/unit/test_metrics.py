@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from iofleet.metrics import (
+    EXCEEDED_CHECKS,
     SlotResources,
     balance_summary,
     batches,
@@ -46,6 +47,10 @@ def test_gp2_volume_gets_burst_balance_and_the_instance_its_ebs_balances() -> No
         ("AWS/EBS", "BurstBalance", VOL),
         ("AWS/EC2", "EBSIOBalance%", INSTANCE),
         ("AWS/EC2", "EBSByteBalance%", INSTANCE),
+        ("AWS/EBS", "VolumeIOPSExceededCheck", VOL),
+        ("AWS/EBS", "VolumeThroughputExceededCheck", VOL),
+        ("AWS/EC2", "InstanceEBSIOPSExceededCheck", INSTANCE),
+        ("AWS/EC2", "InstanceEBSThroughputExceededCheck", INSTANCE),
     ]
 
 
@@ -53,7 +58,11 @@ def test_gp2_volume_gets_burst_balance_and_the_instance_its_ebs_balances() -> No
 def test_volumes_without_a_bucket_get_no_burst_balance(volume_type: str) -> None:
     queries = slot_queries(slot(volume_type=volume_type, volume_id=VOL, instance_id=INSTANCE))
 
-    assert [q.metric for q in queries] == ["EBSIOBalance%", "EBSByteBalance%"]
+    assert [q.metric for q in queries] == [
+        "EBSIOBalance%",
+        "EBSByteBalance%",
+        *EXCEEDED_CHECKS,  # AWS's throttling evidence: every volume type has it
+    ]
 
 
 def test_efs_gets_credit_balance_and_io_limit() -> None:
@@ -79,7 +88,8 @@ def test_shared_file_system_is_queried_once_per_cell() -> None:
 def test_queries_are_split_at_the_api_limit() -> None:
     slots = [slot(index=i, volume_type="st1", volume_id=f"vol-{i:017x}") for i in range(1001)]
 
-    assert [len(b) for b in batches(cell_queries(slots))] == [500, 500, 1]
+    # 1001 slots x (BurstBalance + 2 volume exceeded checks) = 3003 queries
+    assert [len(b) for b in batches(cell_queries(slots))] == [500] * 6 + [3]
 
 
 def test_window_covers_whole_periods_plus_one_on_each_side() -> None:
@@ -169,3 +179,56 @@ def test_get_metric_data_answer_becomes_burst_metrics_rows(cloudwatch) -> None: 
             "SELECT min(value) AS low FROM burst_metrics WHERE metric = 'BurstBalance'"
         )
     assert row["low"] == 35.0
+
+
+def test_exceeded_checks_come_back_from_get_metric_data_and_bind_the_fleet_total(
+    cloudwatch,
+) -> None:  # type: ignore[no-untyped-def]
+    # given a gp3 volume AWS flagged as asked for more IOPS than provisioned, minute 2
+    t0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=20)
+    vol = "vol-0fedcba9876543210"
+    for minute, value in enumerate([0.0, 1.0, 0.0]):
+        cloudwatch.put_metric_data(
+            Namespace="AWS/EBS",
+            MetricData=[
+                {
+                    "MetricName": "VolumeIOPSExceededCheck",
+                    "Dimensions": [{"Name": "VolumeId", "Value": vol}],
+                    "Timestamp": t0 + timedelta(minutes=minute, seconds=5),
+                    "Value": value,
+                    "Unit": "None",
+                }
+            ],
+        )
+    queries = slot_queries(slot(volume_type="gp3", volume_id=vol, instance_id=INSTANCE))
+    start, end = time_window(t0, t0 + timedelta(minutes=3))
+    answer = cloudwatch.get_metric_data(
+        MetricDataQueries=metric_data_queries(queries), StartTime=start, EndTime=end,
+        ScanBy="TimestampAscending",
+    )  # fmt: skip
+    rows = rows_from_results(queries, answer["MetricDataResults"])
+    check = [r for r in rows if r["metric"] == "VolumeIOPSExceededCheck"]
+    assert [r["value"] for r in check] == [0.0, 1.0, 0.0]
+    (summary,) = [b for b in balance_summary(rows) if b["metric"] == "VolumeIOPSExceededCheck"]
+    assert (summary["max"], summary["emptied"]) == (1.0, False)  # a check, not a balance
+    # and the fleet_totals view names the volume's limit as the one that bound
+    from iofleet.schema import EXPECTATIONS, FIO_RESULTS, SLOTS
+
+    with Warehouse(":memory:") as wh:
+        wh.insert_rows("burst_metrics", rows)
+        wh.insert_rows(SLOTS, [SLOTS.row(run_id="r-1", cell_id="c000", slot_index=0, fleet_size=1)])
+        wh.insert_rows(
+            FIO_RESULTS,
+            [FIO_RESULTS.row(run_id="r-1", cell_id="c000", slot_index=0, workload_index=0,
+                             workload="w", job="j", direction="read", iops=2000.0, runtime_ms=60000,
+                             error=0)],
+        )  # fmt: skip
+        wh.insert_rows(
+            EXPECTATIONS,
+            [EXPECTATIONS.row(run_id="r-1", cell_id="c000", workload_index=0, workload="w",
+                              job="j", direction="read", expected_iops=3000.0,
+                              limited_by="volume")],
+        )  # fmt: skip
+        (row,) = wh.query("SELECT binding, iops_ratio FROM fleet_totals")
+    assert row["binding"] == "volume-exceeded-check"
+    assert row["iops_ratio"] == pytest.approx(2000 / 3000)

@@ -88,7 +88,7 @@ def test_json_report_carries_the_raw_numbers_of_the_views(
 def test_csv_report_is_cell_percentiles_with_a_header(
     warehouse: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report_command(warehouse, run_id=RUN, fmt="csv", html=None)
+    report_command(warehouse, run_id=RUN, fmt="csv", html=None, view="cell_percentiles")
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     with Warehouse(warehouse) as wh:
         expected = wh.cell_percentiles(RUN)

@@ -1,0 +1,176 @@
+"""The fleet_totals view (iofleet/sql/fleet_totals.sql) against a Python reference on
+hand-built rows: overlap window, summed rates, ceilings and the binding verdict."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from iofleet.schema import BURST_METRICS, EXPECTATIONS, FIO_RESULTS, SLOTS
+from iofleet.warehouse import Warehouse
+
+_runs = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def wh() -> Iterator[Warehouse]:
+    with Warehouse(":memory:") as w:
+        yield w
+
+
+def _load(
+    wh: Warehouse,
+    run: str,
+    slots: list[tuple[int, list[tuple[float, float, int]]]],
+    *,
+    expected: tuple[float | None, int | None, str] | None = None,
+    burst: list[tuple[str, float]] = (),  # type: ignore[assignment]
+) -> None:
+    """slots: (barrier_passed_us, [(iops, bw, runtime_ms) per workload_index 0, 1, ...])."""
+    n = len(slots)
+    wh.insert_rows(
+        SLOTS,
+        [
+            SLOTS.row(
+                run_id=run,
+                cell_id="c000",
+                slot_index=i,
+                cell_index=0,
+                fleet_size=n,
+                storage_label="s",
+                barrier_passed_us=passed,
+            )  # fmt: skip
+            for i, (passed, _) in enumerate(slots)
+        ],
+    )
+    rows = []
+    for i, (_, jobs) in enumerate(slots):
+        for w, (iops, bw, ms) in enumerate(jobs):
+            rows.append(
+                FIO_RESULTS.row(
+                    run_id=run,
+                    cell_id="c000",
+                    slot_index=i,
+                    workload_index=w,
+                    workload=f"w{w}",
+                    job="j",
+                    job_index=0,
+                    direction="read",
+                    iops=iops,
+                    bw_bytes=int(bw),
+                    runtime_ms=ms,
+                    error=0,
+                )  # fmt: skip
+            )
+    wh.insert_rows(FIO_RESULTS, rows)
+    if expected:
+        wh.insert_rows(
+            EXPECTATIONS,
+            [
+                EXPECTATIONS.row(
+                    run_id=run,
+                    cell_id="c000",
+                    workload_index=w,
+                    workload=f"w{w}",
+                    job="j",
+                    direction="read",
+                    expected_iops=expected[0],
+                    expected_bw_bytes=expected[1],
+                    limited_by=expected[2],
+                )  # fmt: skip
+                for w in range(len(slots[0][1]))
+            ],
+        )
+    wh.insert_rows(
+        BURST_METRICS,
+        [
+            BURST_METRICS.row(run_id=run, cell_id="c000", slot_index=0, metric=m, value=v)
+            for m, v in burst
+        ],
+    )
+
+
+def _rows(wh: Warehouse, run: str) -> list[dict]:
+    return wh.query("SELECT * FROM fleet_totals WHERE run_id = ? ORDER BY workload_index", [run])
+
+
+slot_st = st.tuples(
+    st.integers(min_value=1_700_000_000_000_000, max_value=1_700_000_000_000_000 + 5_000_000),
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0, max_value=1e6, allow_nan=False),
+            st.integers(min_value=0, max_value=10**10),
+            st.integers(min_value=1, max_value=100_000),
+        ),
+        min_size=2,
+        max_size=2,
+    ),
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(slot_st, min_size=1, max_size=6))
+def test_overlap_window_and_totals_match_a_python_reference(wh: Warehouse, slots: list) -> None:
+    run = f"ft-{next(_runs)}"
+    _load(wh, run, slots)
+    rows = _rows(wh, run)
+    assert len(rows) == 2
+    for w, row in enumerate(rows):
+        starts = [p + sum(jobs[k][2] for k in range(w)) * 1000 for p, jobs in slots]
+        ends = [s + jobs[w][2] * 1000 for s, (_, jobs) in zip(starts, slots, strict=True)]
+        overlap = max(0, min(ends) - max(starts)) / 1e6
+        assert row["slots"] == len(slots)
+        assert row["overlap_s"] == pytest.approx(overlap, abs=1e-6)
+        assert row["total_iops"] == pytest.approx(sum(j[w][0] for _, j in slots))
+        assert row["total_bw_bytes"] == pytest.approx(sum(j[w][1] for _, j in slots))
+        longest = max(j[w][2] for _, j in slots) / 1000
+        assert row["overlap_fraction"] == pytest.approx(overlap / longest, abs=1e-9)
+        assert row["binding"] == "unknown"
+        assert row["suspect"] is False
+
+
+@pytest.mark.parametrize(
+    ("iops", "burst", "binding", "suspect"),
+    [
+        (950.0, [], "volume", False),  # 2 x 950 of 2 x 1000: at the predicted limit
+        (1100.0, [], "suspect: above ceiling", True),  # page cache, unfilled file ...
+        (500.0, [], "below ceiling", False),
+        (500.0, [("BurstBalance", 0.0)], "burst-bucket empty", False),
+        (500.0, [("BurstBalance", 40.0)], "below ceiling", False),
+        (500.0, [("VolumeIOPSExceededCheck", 1.0)], "volume-exceeded-check", False),
+        (500.0, [("InstanceEBSIOPSExceededCheck", 1.0)], "instance-exceeded-check", False),
+        (500.0, [("PercentIOLimit", 100.0)], "efs io limit", False),
+    ],
+)
+def test_binding_limit_from_ceiling_and_throttling_evidence(
+    wh: Warehouse, iops: float, burst: list, binding: str, suspect: bool
+) -> None:
+    run = f"ft-{next(_runs)}"
+    base = 1_700_000_000_000_000
+    _load(
+        wh,
+        run,
+        [(base, [(iops, 0, 10_000)]), (base + 500_000, [(iops, 0, 10_000)])],
+        expected=(1000.0, None, "volume"),
+        burst=burst,
+    )
+    (row,) = _rows(wh, run)
+    assert row["expected_total_iops"] == pytest.approx(2000.0)  # per-slot ceiling x fleet size
+    assert row["iops_ratio"] == pytest.approx(2 * iops / 2000.0)
+    assert row["overlap_s"] == pytest.approx(9.5)
+    assert row["binding"] == binding
+    assert row["suspect"] is suspect
+
+
+def test_a_slot_without_a_barrier_instant_leaves_the_window_unknown(wh: Warehouse) -> None:
+    run = f"ft-{next(_runs)}"
+    _load(wh, run, [(1_700_000_000_000_000, [(10.0, 1, 1000)]), (None, [(20.0, 1, 1000)])])  # type: ignore[list-item]
+    (row,) = _rows(wh, run)
+    assert row["total_iops"] == pytest.approx(30.0)
+    assert row["overlap_s"] is None and row["window_start_us"] is None
