@@ -149,6 +149,8 @@ SLOTS = Table(
         _c("clock_synced", "boolean", "the kernel said the wall clock is synchronised"),
         _c("clock_max_error_us", "bigint", "the kernel's maximum clock error (adjtimex maxerror)"),
         _c("clock_est_error_us", "bigint", "the kernel's estimated clock error (esterror)"),
+        _c("distro", "string", "the host's os-release ID, e.g. ubuntu"),
+        _c("distro_release", "string", "the host's os-release VERSION_ID, e.g. 22.04"),
     ),
 )
 

@@ -16,7 +16,7 @@ from iofleet.ingest import (
 )
 from iofleet.parsers.fio import parse_fio
 from iofleet.parsers.ioping import parse_ioping
-from iofleet.schema import BY_NAME, FIO_LATENCY_BINS
+from iofleet.schema import BY_NAME, FIO_LATENCY_BINS, SLOTS
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
@@ -264,3 +264,22 @@ def test_barrier_pass_instant_is_exact_or_null_never_an_ingest_error(
 
     (row,) = rows["slots"]
     assert row["barrier_passed_us"] == epoch_us
+
+
+def test_manifest_host_distro_and_release_land_in_the_slots_row() -> None:
+    doc = {**rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)}
+    doc.update(distro="ubuntu", distro_release="22.04")
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+
+    assert (row["distro"], row["distro_release"]) == ("ubuntu", "22.04")
+    # appended: every column the slots table had before keeps its position
+    assert list(SLOTS.column_names[-2:]) == ["distro", "distro_release"]
+
+
+def test_a_manifest_from_before_the_host_fields_loads_with_nulls() -> None:
+    doc = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+
+    assert (row["distro"], row["distro_release"]) == (None, None)
