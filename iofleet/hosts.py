@@ -162,6 +162,17 @@ def resolve(
     )
 
 
+def describe(host: HostPlan) -> str:
+    """One line for the plan table."""
+    what = f"{host.distro} {host.release}" if host.release else "the matrix ami_id"
+    extra = ""
+    if host.packages:
+        extra = f", + {len(host.packages)} packages for {', '.join(host.presets)}"
+        if host.locales:
+            extra += f" and locale {', '.join(host.locales)}"
+    return f"host: {what} (base packages{extra}, installed before the start barrier)"
+
+
 def for_matrix(matrix: Any) -> tuple[HostPlan, list[Problem]]:
     """`resolve` for a validated matrix (every cell runs every workload)."""
     presets = [

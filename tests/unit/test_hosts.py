@@ -223,7 +223,17 @@ def test_plan_probe(
     path.write_text(json.dumps(matrix))
     # when `iofleet plan --target aws` runs as a user runs it
     out = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", "plan", str(path), "--target", "aws"],
+        [
+            sys.executable,
+            "-m",
+            "iofleet.cli",
+            "plan",
+            str(path),
+            "--target",
+            "aws",
+            "--format",
+            "json",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -232,8 +242,7 @@ def test_plan_probe(
     if error is None:
         # then it plans, with the release the cells' instances will run
         assert out.returncode == 0, out.stderr
-        plan, problems = hosts.for_matrix(validate_matrix_dict(matrix))
-        assert problems == [] and plan.release == release
+        assert json.loads(out.stdout)["host"]["release"] == release
     else:
         # then one line PATH: message, exit 2, nothing created
         assert out.returncode == 2, out.stdout + out.stderr
@@ -252,3 +261,19 @@ def test_a_local_plan_ignores_the_release_setting() -> None:
         }
     )
     assert len(build_plan(matrix, target="local").cells) == 1
+
+
+def test_the_plan_table_says_which_release_and_what_the_bootstrap_adds(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps(BASE))
+    out = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", "plan", str(path), "--target", "aws"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == (
+        f"host: ubuntu 22.04 (base packages, + 25 packages for {YOCTO} and locale "
+        "en_US.UTF-8, installed before the start barrier)"
+    )
