@@ -67,11 +67,14 @@ def parse_agent_command(user_data: str) -> list[str]:
     raise ValueError("no iofleet agent command in user-data")
 
 
-def _host_steps(host: HostPlan) -> str:
+def _host_steps(host: HostPlan, heartbeat_cmd: str) -> str:
     """Bash for the cell's host: release check, the presets' packages, their locales."""
     q = shlex.quote
     who = ", ".join(host.presets) or "this cell"
     lines = []
+    if host.packages or host.locales:
+        # installing takes minutes, and the task's heartbeat clock has run since launch
+        lines.append(f'(cd "$AGENT_DIR" && PYTHONPATH="$AGENT_DIR" {heartbeat_cmd}) || true')
     if host.release is not None:
         want = f"{host.distro} {host.release}"
         lines += [
@@ -132,7 +135,7 @@ region, bucket, key, dest = sys.argv[1:5]
 boto3.client("s3", region_name=region).download_file(bucket, key, dest + "/agent.zip")
 zipfile.ZipFile(dest + "/agent.zip").extractall(dest)
 PY
-{_host_steps(p.host)}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
+{_host_steps(p.host, cmd + " --heartbeat")}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
 cd "$AGENT_DIR"
 STAGE=agent
 {AGENT_MARKER}{cmd}

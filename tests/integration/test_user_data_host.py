@@ -44,7 +44,8 @@ STUBS = {
     'case " $* " in *" $FAIL_PACKAGE "*) exit 100 ;; esac\n',
     "python3": 'if [ "$1" = - ]; then cat > /dev/null; mkdir -p "$5/iofleet"; '
     'echo "download $3 $4" >> "$LOG"; exit 0; fi\n'
-    'for a in "$@"; do if [ "$prev" = --fail ]; then echo "fail: $a" >> "$LOG"; fi; prev=$a; done\n',
+    'for a in "$@"; do if [ "$prev" = --fail ]; then echo "fail: $a" >> "$LOG"; fi; prev=$a; done\n'
+    'case " $* " in *" --heartbeat "*) echo heartbeat >> "$LOG" ;; esac\n',
     "locale-gen": 'echo "locale-gen $*" >> "$LOG"\n',
     "locale": "printf 'C.utf8\\nen_US.utf8\\nPOSIX\\n'\n",
     "timeout": 'echo "agent $*" >> "$LOG"\n',
@@ -101,6 +102,7 @@ def test_the_presets_host_is_set_up_before_the_agent_runs(tmp_path: Path) -> Non
         "apt-get update -q",
         f"apt-get install -y -q --no-install-recommends {' '.join(PACKAGES)}",
         "download assets agent.zip",
+        "heartbeat",  # the task hears from the instance before the minutes of installing
         f"apt-get install -y -q {preset_packages}",
         "locale-gen en_US.UTF-8",
         "agent --kill-after=60 7200 python3 -m iofleet.aws.instance --region eu-west-1 "

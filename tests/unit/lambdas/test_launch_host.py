@@ -12,6 +12,7 @@ instance's ImageId shows which parameter was read.
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -202,3 +203,27 @@ def test_a_matrix_ami_is_used_as_given_and_no_parameter_is_read(
     inst, user_data = _instance(cloud, run_id)
     assert inst["ImageId"] == image
     assert "!= 'ubuntu 22.04'" in user_data  # the bootstrap holds the image to its word
+
+
+class _Recorder:
+    """Step Functions, a hand-written stand-in: records the calls the instance program makes
+    (the heartbeat's effect on an execution is Step Functions' own; tests/cloud covers it)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda **kw: self.calls.append((name, kw))
+
+
+def test_the_bootstrap_heartbeat_sends_one_beat_and_runs_nothing(cloud: Cloud) -> None:
+    from iofleet.aws.instance import main
+
+    key = "control/r/c000/slot-0000.json"
+    doc = {"task_token": TOKEN, "heartbeat_s": 600, "slot": {"unused": True}}
+    cloud.client("s3").put_object(Bucket=cloud.bucket, Key=key, Body=json.dumps(doc).encode())
+    sfn = _Recorder()
+    clients = {"s3": cloud.client("s3"), "stepfunctions": sfn, "dynamodb": None, "ec2": None}
+    argv = ["--region", REGION, "--bucket", cloud.bucket, "--key", key, "--heartbeat"]
+    assert main(argv, clients=clients) == 0
+    assert sfn.calls == [("send_task_heartbeat", {"taskToken": TOKEN})]
