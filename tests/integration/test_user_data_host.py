@@ -78,9 +78,12 @@ def _boot(tmp_path: Path, os_release: str, fail_package: str = "-") -> tuple[int
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
-    return out.returncode, log.read_text().splitlines()
+    lines = log.read_text().splitlines()
+    if out.returncode not in (0, 1, 100):  # not the script's own verdict: say what happened
+        pytest.fail(f"user-data exited {out.returncode}: {out.stderr}\nlog: {lines}")
+    return out.returncode, lines
 
 
 UBUNTU_2204 = 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nPRETTY_NAME="Ubuntu 22.04.5 LTS"\n'
