@@ -8,8 +8,9 @@ Stdlib only. The script is plain bash run once by cloud-init as root:
    the distro;
 3. fetch the agent bundle (a CDK asset zip of `iofleet/` + `fio-jobs/`) with
    python3 + boto3 and unpack it;
-4. the cell's host (iofleet/hosts.py): check /etc/os-release against the release
-   the plan chose, install the app presets' packages (the union, each once) and
+4. the cell's host (iofleet/hosts.py): one task heartbeat (the heartbeat clock runs
+   from launch), check /etc/os-release against the release the plan chose,
+   install the app presets' packages (the union, each once) and
    generate their locales. All of this is bootstrap, before the agent and so
    before the start barrier: none of it counts toward measured time. A failure
    here signals the task with its reason;
