@@ -31,10 +31,18 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     matrix = load_matrix_file(args.matrix)
     plan = build_plan(matrix, target=args.target)
+    host = None
+    if args.target == "aws":  # the OS the instances run and what their bootstrap adds
+        from iofleet.hosts import describe, for_matrix
+
+        host = for_matrix(matrix)[0]
     if args.format == "json":
-        print(json.dumps(plan.to_dict(), indent=2, sort_keys=False))
+        doc = plan.to_dict()
+        if host is not None:
+            doc["host"] = host.to_dict()
+        print(json.dumps(doc, indent=2, sort_keys=False))
     else:
-        print(render_plan_table(plan))
+        print(render_plan_table(plan) + (f"\n{describe(host)}" if host is not None else ""))
     return 0
 
 

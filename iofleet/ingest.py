@@ -327,6 +327,8 @@ _SYSTEM_FIELDS = (
     "memory_bytes",
     "instance_id",
     "az_id",
+    "distro",
+    "distro_release",
 )
 # slots column -> key inside a nested "target" object (the agent writes the
 # columns' names at the top level; see docs/internals.md)

@@ -345,6 +345,7 @@ class Matrix(_Model):
     repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     limits: Limits = Field(default_factory=Limits)
     ami_id: AmiId | None = None
+    ubuntu_release: Literal["22.04", "24.04"] | None = None  # iofleet/hosts.py
     stop_on_failure: bool = False
     cell_concurrency: int = Field(default=1, ge=1, le=MAX_CELL_CONCURRENCY)
     slot_timeout_s: int = Field(default=7200, ge=1, le=MAX_SLOT_TIMEOUT_S)
@@ -918,6 +919,9 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
     if target == "aws":
         if not matrix.instance_types:
             problems.append((("instance_types",), "required for an AWS plan"))
+        from iofleet.hosts import for_matrix  # presets vs the release the instances run
+
+        problems += for_matrix(matrix)[1]
         for i, s in enumerate(matrix.storage):
             if s.type == "local":
                 problems.append(

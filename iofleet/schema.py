@@ -150,6 +150,8 @@ SLOTS = Table(
         _c("clock_max_error_us", "bigint", "the kernel's maximum clock error (adjtimex maxerror)"),
         _c("clock_est_error_us", "bigint", "the kernel's estimated clock error (esterror)"),
         _c("iofleet_version", "string", "the iofleet version the slot's agent ran (manifest)"),
+        _c("distro", "string", "the host's os-release ID, e.g. ubuntu"),
+        _c("distro_release", "string", "the host's os-release VERSION_ID, e.g. 22.04"),
     ),
 )
 

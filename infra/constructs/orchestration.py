@@ -33,6 +33,7 @@ from infra.constructs.fleet import Fleet
 from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_objects
 from infra.nag import ack, logical_id
+from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
 from iofleet.schema import BURST_METRICS
 
@@ -783,16 +784,13 @@ class Orchestration(Construct):
             iam.PolicyStatement(
                 sid="UbuntuAmiParameter",
                 actions=["ssm:GetParameter"],
+                # exactly the public parameters the launcher can name: one per Ubuntu
+                # release the plan may choose (iofleet/hosts.py) and architecture
                 resources=[
-                    f"arn:{stack.partition}:ssm:{stack.region}::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*"
+                    f"arn:{stack.partition}:ssm:{stack.region}::parameter{name}"
+                    for name in ec2_spec.ami_parameter_names()
                 ],
             )
-        )
-
-        ack(
-            self.launch.role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/canonical/ubuntu/server/24.04/stable/current/*]",
-            "Canonical's public Ubuntu 24.04 AMI parameters, one per architecture (amd64, arm64)",
         )
         table.grant(self.cleanup.role, "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query")
         own_tag = f"aws:ResourceTag/{keys.TAG_STACK}"

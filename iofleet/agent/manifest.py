@@ -1,5 +1,6 @@
-"""What the slot ran on: kernel, tool versions, CPUs, memory, target mount, EC2 identity,
-and whether the wall clock is synchronised (the start barrier's instants are wall-clock).
+"""What the slot ran on: kernel, distro and release, tool versions, CPUs, memory, target
+mount, EC2 identity, and whether the wall clock is synchronised (the start barrier's
+instants are wall-clock).
 
 Stdlib only. EC2 identity comes from IMDSv2 (token PUT, then GETs) with a
 short timeout, and only when the payload says the slot runs on AWS. The clock
@@ -88,6 +89,19 @@ def os_release(path: Path = Path("/etc/os-release")) -> str | None:
     return None
 
 
+def host_distro() -> dict[str, str | None]:
+    """`distro` (os-release ID, e.g. ubuntu) and `distro_release` (VERSION_ID, e.g. 22.04);
+    None where the file or the field is missing (a rolling release has no VERSION_ID)."""
+    try:
+        fields = platform.freedesktop_os_release()  # /etc/os-release, else /usr/lib/os-release
+    except OSError:
+        fields = {}
+    return {
+        "distro": fields.get("ID") or None,
+        "distro_release": fields.get("VERSION_ID") or None,
+    }
+
+
 def cpu_count() -> int | None:
     try:
         return len(os.sched_getaffinity(0))
@@ -108,6 +122,7 @@ def system_info() -> dict[str, object]:
         "hostname": socket.gethostname(),
         "kernel": platform.release(),
         "os": os_release(),
+        **host_distro(),
         "python": platform.python_version(),
         "fio_version": tool_version(["fio", "--version"]),
         "ioping_version": tool_version(["ioping", "-v"]),

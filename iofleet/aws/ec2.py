@@ -10,9 +10,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-UBUNTU_SSM_PARAMETER = (
-    "/aws/service/canonical/ubuntu/server/24.04/stable/current/{arch}/hvm/ebs-gp3/ami-id"
-)
+# Canonical's public SSM parameters, one per release and architecture. 24.04 is
+# published for gp3 root volumes only; 22.04's long-standing path is ebs-gp2. The
+# root volume's type comes from our block device mapping either way (gp3).
+UBUNTU_SSM_PARAMETERS = {
+    "22.04": "/aws/service/canonical/ubuntu/server/22.04/stable/current/{arch}/hvm/ebs-gp2/ami-id",
+    "24.04": "/aws/service/canonical/ubuntu/server/24.04/stable/current/{arch}/hvm/ebs-gp3/ami-id",
+}
+UBUNTU_SSM_PARAMETER = UBUNTU_SSM_PARAMETERS["24.04"]
+ARCHITECTURES = ("amd64", "arm64")
 ROOT_DEVICE = "/dev/sda1"
 DATA_DEVICE = "/dev/sdf"
 ROOT_VOLUME_GIB = 30
@@ -36,9 +42,15 @@ def architecture(instance_type: str) -> str:
     return "arm64" if "g" in m.group("suffix") else "amd64"
 
 
-def ami_parameter(instance_type: str) -> str:
-    """The public SSM parameter holding the current Ubuntu 24.04 AMI for this type."""
-    return UBUNTU_SSM_PARAMETER.format(arch=architecture(instance_type))
+def ami_parameter(instance_type: str, release: str | None = None) -> str:
+    """The public SSM parameter holding the current Ubuntu AMI of `release` (default
+    24.04) for this type's architecture; KeyError for a release the stack cannot launch."""
+    return UBUNTU_SSM_PARAMETERS[release or "24.04"].format(arch=architecture(instance_type))
+
+
+def ami_parameter_names() -> list[str]:
+    """Every parameter `ami_parameter` can name (the launch role may read exactly these)."""
+    return [p.format(arch=a) for p in UBUNTU_SSM_PARAMETERS.values() for a in ARCHITECTURES]
 
 
 def _get(spec: Mapping[str, Any], *names: str) -> Any:

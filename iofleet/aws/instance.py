@@ -253,6 +253,9 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
     ap.add_argument("--bucket", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--fail", metavar="REASON", help="only signal failure with this reason")
+    ap.add_argument(
+        "--heartbeat", action="store_true", help="only send one heartbeat (a long bootstrap)"
+    )
     args = ap.parse_args(argv)
     if clients is None:
         import boto3
@@ -267,6 +270,10 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
     if args.fail:
         signals.failure("BootstrapFailed", args.fail)
         return 1
+    if args.heartbeat:  # the task's heartbeat clock runs from launch, through the bootstrap
+        if signals.token:
+            clients["stepfunctions"].send_task_heartbeat(taskToken=signals.token)
+        return 0
     signals.heartbeat_every(max(5.0, float(doc.get("heartbeat_s", 300)) / 3))
     slot = doc["slot"]
     try:

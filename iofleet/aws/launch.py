@@ -40,6 +40,7 @@ from iofleet.aws import keys
 from iofleet.aws.ddb import set_attributes
 from iofleet.aws.plan import find_cell, load_manifest
 from iofleet.aws.userdata import UserDataParams, render_user_data
+from iofleet.hosts import HostPlan
 
 EXPIRY_MARGIN = timedelta(hours=2)
 BARRIER_TIMEOUT_S = 900  # after the last wave's launch (see barrier_timeout_s)
@@ -364,10 +365,9 @@ def launch(
     )
 
     instance_type = cell["instance_type"]
-    image_id = (
-        manifest.get("ami_id")
-        or ssm.get_parameter(Name=ec2_spec.ami_parameter(instance_type))["Parameter"]["Value"]
-    )
+    host = HostPlan.from_dict(cell.get("host"))  # the release the plan chose for the presets
+    parameter = ec2_spec.ami_parameter(instance_type, host.release)
+    image_id = manifest.get("ami_id") or ssm.get_parameter(Name=parameter)["Parameter"]["Value"]
     time_limit = slot_time_limit(manifest)
     user_data = render_user_data(
         UserDataParams(
@@ -377,6 +377,7 @@ def launch(
             agent_bucket=env.agent_bucket,
             agent_key=env.agent_key,
             time_limit_s=time_limit,
+            host=host,
         )
     )
     expiry = expires_at(time_limit)

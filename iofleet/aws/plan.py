@@ -70,8 +70,12 @@ def plan_run(
     plan_doc = plan.to_dict()
     timeout_s = int(matrix.slot_timeout_s) + BOOT_MARGIN_S
     heartbeat = min(heartbeat_s, timeout_s - 1)  # Step Functions: HeartbeatSeconds < TimeoutSeconds
+    from iofleet.hosts import for_matrix
+
+    host = for_matrix(matrix)[0].to_dict()  # build_plan refused any conflict
     cells = []
     for cell, doc in zip(plan.cells, plan_doc["cells"], strict=True):
+        doc["host"] = host  # the release to launch and what the bootstrap installs
         doc["populate_workloads"] = [
             i
             for i, w in enumerate(doc["workloads"])

@@ -8,7 +8,13 @@ Stdlib only. The script is plain bash run once by cloud-init as root:
    the distro;
 3. fetch the agent bundle (a CDK asset zip of `iofleet/` + `fio-jobs/`) with
    python3 + boto3 and unpack it;
-4. run `python3 -m iofleet.aws.instance` under `timeout` (the hard limit); it
+4. the cell's host (iofleet/hosts.py): one task heartbeat (the heartbeat clock runs
+   from launch), check /etc/os-release against the release the plan chose,
+   install the app presets' packages (the union, each once) and
+   generate their locales. All of this is bootstrap, before the agent and so
+   before the start barrier: none of it counts toward measured time. A failure
+   here signals the task with its reason;
+5. run `python3 -m iofleet.aws.instance` under `timeout` (the hard limit); it
    reads the instance payload from S3, runs the agent and signals the task token.
 
 The agent command line is also written on a marker line so a local instance
@@ -18,11 +24,13 @@ runner (the local-cloud suite) can find and execute exactly what EC2 would.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from iofleet.hosts import BASE_PACKAGES, HostPlan
 
 AGENT_MARKER = "# iofleet-agent-command: "
 AGENT_DIR = "/opt/iofleet"
-PACKAGES = ("fio", "ioping", "xfsprogs", "nvme-cli", "nfs-common", "python3-boto3")
+PACKAGES = BASE_PACKAGES
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,7 @@ class UserDataParams:
     agent_key: str  # CDK asset object key (zip)
     time_limit_s: int  # hard limit for the agent, after bootstrap
     poweroff: bool = True  # False only for local test runners
+    host: HostPlan = field(default_factory=HostPlan)  # the cell's release and extra packages
 
 
 def agent_command(p: UserDataParams, agent_dir: str = AGENT_DIR) -> list[str]:
@@ -59,6 +68,43 @@ def parse_agent_command(user_data: str) -> list[str]:
     raise ValueError("no iofleet agent command in user-data")
 
 
+def _host_steps(host: HostPlan, heartbeat_cmd: str) -> str:
+    """Bash for the cell's host: release check, the presets' packages, their locales."""
+    q = shlex.quote
+    who = ", ".join(host.presets) or "this cell"
+    lines = []
+    if host.packages or host.locales:
+        # installing takes minutes, and the task's heartbeat clock has run since launch
+        lines.append(f'(cd "$AGENT_DIR" && PYTHONPATH="$AGENT_DIR" {heartbeat_cmd}) || true')
+    if host.release is not None:
+        want = f"{host.distro} {host.release}"
+        lines += [
+            f"# the plan chose {want} for {who} (iofleet/hosts.py)",
+            "# shellcheck source=/dev/null",
+            'host_os=$(. /etc/os-release && echo "${ID:-unknown} ${VERSION_ID:-unknown}")',
+            f'if [ "$host_os" != {q(want)} ]; then',
+            f'  FAIL_REASON="the image runs $host_os; the plan chose {want} for {who}"',
+            "  exit 1",
+            "fi",
+        ]
+    extra = [p for p in host.packages if p not in BASE_PACKAGES]
+    if extra:
+        lines += [
+            f"# host packages of {who}, with their recommends as their documentation installs them",
+            f'FAIL_REASON="apt-get could not install the host packages of {who}"',
+            f"apt-get install -y -q {' '.join(q(p) for p in extra)}",
+        ]
+    for locale in host.locales:
+        lines += [
+            f'FAIL_REASON="could not generate the {locale} locale for {who}"',
+            f"locale-gen {q(locale)}",
+            f"locale -a | grep -qix {q(locale.replace('UTF-8', 'utf8'))}",
+        ]
+    if lines:
+        lines.append("unset FAIL_REASON")
+    return "".join(line + "\n" for line in lines)
+
+
 def render_user_data(p: UserDataParams) -> str:
     if p.time_limit_s <= 0:
         raise ValueError("time_limit_s must be positive")
@@ -74,7 +120,7 @@ STAGE=bootstrap
 finish() {{
   status=$?
   if [ "$STAGE" = bootstrap ] && [ -d "$AGENT_DIR/iofleet" ]; then
-    (cd "$AGENT_DIR" && PYTHONPATH="$AGENT_DIR" {fail_cmd} "bootstrap failed with status $status") || true
+    (cd "$AGENT_DIR" && PYTHONPATH="$AGENT_DIR" {fail_cmd} "${{FAIL_REASON:-bootstrap failed}} (status $status)") || true
   fi
   sync
   {end}
@@ -90,7 +136,7 @@ region, bucket, key, dest = sys.argv[1:5]
 boto3.client("s3", region_name=region).download_file(bucket, key, dest + "/agent.zip")
 zipfile.ZipFile(dest + "/agent.zip").extractall(dest)
 PY
-export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
+{_host_steps(p.host, cmd + " --heartbeat")}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
 cd "$AGENT_DIR"
 STAGE=agent
 {AGENT_MARKER}{cmd}

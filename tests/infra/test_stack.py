@@ -582,3 +582,22 @@ def test_launch_knows_each_subnets_zone_and_may_update_the_slot_item(synth: Synt
     # no Describe call was needed for the fallback: EC2 stays limited to RunInstances/CreateTags
     ec2 = {a for s in statements for a in _actions(s) if a.startswith("ec2:")}
     assert ec2 == {"ec2:RunInstances", "ec2:CreateTags"}
+
+
+def test_launch_reads_exactly_the_ubuntu_ami_parameters_of_the_releases_it_can_launch(
+    synth: Synth,
+) -> None:
+    from iofleet.aws import ec2
+    from iofleet.hosts import UBUNTU_RELEASES
+
+    statements = [
+        s for s in _policy_statements(synth, "LaunchFnRole") if "ssm:GetParameter" in _actions(s)
+    ]
+    assert len(statements) == 1 and _actions(statements[0]) == ["ssm:GetParameter"]
+    resources = statements[0]["Resource"]
+    assert isinstance(resources, list) and "*" not in dump(resources)
+    # every resource is arn:<partition>:ssm:<region>::parameter<name>, the name spelled out
+    names = sorted(r["Fn::Join"][1][-1].split("::parameter", 1)[1] for r in resources)
+    assert names == sorted(ec2.ami_parameter_names())
+    assert len(names) == 2 * len(UBUNTU_RELEASES)  # amd64 and arm64 per release
+    assert any("/22.04/" in n for n in names) and any("/24.04/" in n for n in names)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from iofleet.agent.manifest import (
     memory_bytes,
     mount_for_path,
     read_timex,
+    system_info,
 )
 
 MOUNTINFO = """\
@@ -175,3 +177,21 @@ def test_clock_status_says_why_when_the_kernel_cannot_be_asked(
     # then nothing is guessed
     assert status["synced"] is None and status["max_error_us"] is None
     assert status["error"] == "adjtimex: Operation not permitted"
+
+
+def test_system_info_records_the_hosts_distro_and_release_from_os_release() -> None:
+    # the shell's reading of os-release(5) (the format is shell-compatible) is the reference
+    shell = subprocess.run(
+        [
+            "bash",
+            "-c",
+            '. /etc/os-release 2>/dev/null || . /usr/lib/os-release; echo "$ID|$VERSION_ID"',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    distro, release = shell.split("|")
+    info = system_info()
+    assert (info["distro"], info["distro_release"]) == (distro or None, release or None)
+    assert info["distro"]  # every Linux with os-release has an ID

@@ -16,7 +16,7 @@ from iofleet.ingest import (
 )
 from iofleet.parsers.fio import parse_fio
 from iofleet.parsers.ioping import parse_ioping
-from iofleet.schema import BY_NAME, FIO_LATENCY_BINS
+from iofleet.schema import BY_NAME, FIO_LATENCY_BINS, SLOTS
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
@@ -329,3 +329,22 @@ def test_a_slot_level_error_is_not_repeated_per_skipped_workload() -> None:
     ]
     (row,) = rows_for_artifact(f"{SLOT_DIR}/slot.json", json.dumps(doc))["slots"]
     assert row["error"] == "slot interrupted by a signal"
+
+
+def test_manifest_host_distro_and_release_land_in_the_slots_row() -> None:
+    doc = {**rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)}
+    doc.update(distro="ubuntu", distro_release="22.04")
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+
+    assert (row["distro"], row["distro_release"]) == ("ubuntu", "22.04")
+    # appended: every column the slots table had before keeps its position
+    assert list(SLOTS.column_names[-2:]) == ["distro", "distro_release"]
+
+
+def test_a_manifest_from_before_the_host_fields_loads_with_nulls() -> None:
+    doc = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)
+
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+
+    assert (row["distro"], row["distro_release"]) == (None, None)
