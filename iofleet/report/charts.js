@@ -39,6 +39,16 @@
     return sig(v);
   }
 
+  // binary steps for a byte-rate axis (64 MiB/s, 128 MiB/s, ... not 191 MiB/s)
+  var BINARY_INCRS = [];
+  [1, 1024, 1048576, 1073741824, 1099511627776].forEach(function (scale) {
+    [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].forEach(function (m) { BINARY_INCRS.push(m * scale); });
+  });
+  function axisValue(v, unit) {
+    if (v == null) return "";  // a log axis' unlabelled minor tick
+    return v === 0 ? "0" : fmt(v, unit);
+  }
+
   function draw(spec, el) {
     var xs = spec.x;
     function tick(v) {
@@ -68,6 +78,16 @@
         return [Math.min(0, min == null ? 0 : min), hi];
       },
     };
+    var yAxis = {
+      label: spec.ylabel,
+      size: 80,
+      values: function (u, splits) {
+        return splits.map(function (v) { return axisValue(v, spec.unit); });
+      },
+      grid: { stroke: "#eee" },
+      ticks: { show: true },
+    };
+    if (spec.unit === "B/s" && !spec.log) yAxis.incrs = BINARY_INCRS;
     var opts = {
       title: spec.title,
       width: Math.max(480, Math.min(el.clientWidth || 1000, 1060)),
@@ -85,15 +105,7 @@
           grid: { stroke: "#eee" },
           ticks: { show: true },
         },
-        {
-          label: spec.ylabel,
-          size: 80,
-          values: function (u, splits) {
-            return splits.map(function (v) { return v == null ? "" : fmt(v, spec.unit); });
-          },
-          grid: { stroke: "#eee" },
-          ticks: { show: true },
-        },
+        yAxis,
       ],
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
