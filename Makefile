@@ -17,10 +17,12 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 # fio and ioping run the benchmarks; the test suites also need shellcheck
 # (user-data checks) and mkfs.xfs (the agent's default filesystem on loop devices);
 # the device guard's probe set makes every kind of device it must refuse (btrfs, LVM,
-# md, LUKS, swap, partition tables) and asks libblkid (blkid/wipefs, util-linux)
+# md, LUKS, swap, partition tables) and asks libblkid (blkid/wipefs, util-linux);
+# chromium opens the HTML report headless to check its charts draw
 RUN_TOOLS := fio ioping
 TEST_TOOLS := $(RUN_TOOLS) shellcheck mkfs.xfs:xfsprogs mkfs.ext4:e2fsprogs blkid:util-linux \
-	mkfs.btrfs:btrfs-progs pvcreate:lvm2 mdadm cryptsetup:cryptsetup-bin sfdisk:fdisk
+	mkfs.btrfs:btrfs-progs pvcreate:lvm2 mdadm cryptsetup:cryptsetup-bin sfdisk:fdisk \
+	chromium
 
 # npm tools from the committed lockfile: the pinned CDK CLI (`npx cdk ...`) and
 # asl-validator for the infra gates

@@ -40,6 +40,7 @@ def load_report_data(wh: object, run_id: str, target: str | None = None) -> Repo
         fleet_totals=sections.load_fleet_totals(wh, run_id),
         failures=sections.load_failures(wh, run_id),
         environment=sections.load_environment(wh, run_id),
+        ioping=sections.load_ioping_latency(wh, run_id),
         noise=_repeat_noise(wh, run_id),
         run_id=run_id,
         run=wh.run_info(run_id),

@@ -350,3 +350,10 @@ def environment_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
         ]
         for r in rows
     ]
+
+
+def load_ioping_latency(wh: Any, run_id: str) -> list[dict[str, Any]]:
+    """Per cell, ioping workload and operation: the ladder of all its requests pooled."""
+    return _query(
+        wh, "ioping_latency", run_id, "workload_index, direction, cell_index NULLS LAST, cell_id"
+    )

@@ -272,6 +272,7 @@ class ReportData:
     fleet_totals: list[dict[str, Any]] = field(default_factory=list)  # the fleet_totals view
     failures: list[dict[str, Any]] = field(default_factory=list)  # queries/failures.sql
     environment: list[dict[str, Any]] = field(default_factory=list)  # per cell, from slots
+    ioping: list[dict[str, Any]] = field(default_factory=list)  # queries/ioping_latency.sql
 
     def slot_summary(self) -> str:
         total = len(self.slots)
