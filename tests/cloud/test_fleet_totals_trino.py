@@ -149,11 +149,20 @@ def test_fleet_totals_and_failures_on_trino_equal_duckdb(trino_server: Any, uniq
     got_fail = trino.execute(
         f"SELECT * FROM ({failures}) ORDER BY cell_id, slot_index, level"
     ).dicts()
-    assert got == [pytest.approx(r, rel=1e-12) for r in want]  # sums may add in another order
+    # floats may differ in the last bits (sums may add in another order); the rest exactly
+    assert [sorted(r) for r in got] == [sorted(r) for r in want]
+    for g, w in zip(got, want, strict=True):
+        for key, value in w.items():
+            if isinstance(value, float):
+                assert g[key] == pytest.approx(value, rel=1e-12), key
+            else:
+                assert g[key] == value, key
     assert got_fail == want_fail
+    # CloudWatch's exceeded checks are per slot over the whole run, not per workload: the
+    # cell's second fio workload (no expectation) carries the same evidence as its first
     assert [r["binding"] for r in got] == [
         "volume-exceeded-check",
-        "unknown",
+        "volume-exceeded-check",
         "suspect: above ceiling",
     ]
     assert got[0]["overlap_s"] == 9.5 and got[0]["total_iops"] == 6000.75
