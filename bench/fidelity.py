@@ -163,7 +163,9 @@ class AgentSampler(threading.Thread):
                 hwm = _status_kib(self.agent_pid, "VmHWM")
                 if hwm is not None:
                     self.hwm_last_kib = hwm
-                    if any(_comm(c) == "fio" for c in _descendants(self.agent_pid)):  # under its guardian
+                    if any(
+                        _comm(c) == "fio" for c in _descendants(self.agent_pid)
+                    ):  # under its guardian
                         self.hwm_while_fio_kib = hwm
                         self.samples_with_fio += 1
             self.stop_event.wait(self.interval_s)

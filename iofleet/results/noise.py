@@ -47,7 +47,6 @@ NOISE_COLUMNS = (
 def repeat_noise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """slot_values rows (one run) -> one NOISE_COLUMNS row per configuration with
     2+ repeats and (workload, job, direction, metric)."""
-    from iofleet.results import stats
     from iofleet.results.compare import CONFIG_FIELDS
 
     groups: dict[tuple[Any, ...], dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -76,6 +75,9 @@ def repeat_noise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         by_repeat = groups[key]
         if len(by_repeat) < 2:
             continue
+        # scipy.stats costs about a second to import: only when a configuration has repeats
+        from iofleet.results import stats
+
         s = stats.summarize([by_repeat[k] for k in sorted(by_repeat, key=str)])
         r = first[key]
         out.append(
@@ -91,6 +93,10 @@ def repeat_noise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "repeats_p": s.repeats_p,
             }
         )
+    if not out:  # no configuration with repeats: nothing to test, scipy never imported
+        return out
+    from iofleet.results import stats
+
     adjusted = stats.adjust([r["repeats_p"] for r in out])
     for r, q in zip(out, adjusted, strict=True):
         r["p_adjusted"] = q

@@ -95,3 +95,24 @@ def test_html_and_json_carry_the_noise(
     page = html.read_text()
     assert "Repeat noise (1 flagged)" in page
     assert page.count("DISAGREE") == 2  # the note and the shifty row
+
+
+def test_a_run_without_repeats_has_no_noise_rows_and_never_imports_scipy() -> None:
+    # `iofleet local` of a one-repeat matrix: scipy.stats costs about a second to import
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from iofleet.results.noise import repeat_noise\n"
+        "row = dict(instance_type='local', storage_label='a', storage_type='local',\n"
+        "           storage_detail=None, fleet_size=1, metric_source='app', workload_index=0,\n"
+        "           workload='b', job=None, direction=None, metric='wall_seconds', unit='s',\n"
+        "           run_id='r', repeat=1, value=1.0)\n"
+        "assert repeat_noise([row, dict(row, value=2.0)]) == []\n"
+        "print('scipy' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"
