@@ -38,14 +38,14 @@ EXEC_FAILED = "iofleet-guard: cannot run "  # stderr's first line when exec fail
 KILL_ROUNDS = 200  # SIGKILL passes over the descendants; each pass is bounded
 
 
-def _prctl(option: int, value: int) -> None:
+def prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
+def proc_stat(pid: int) -> tuple[int, str] | None:
     """(ppid, state) of a live process, None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -63,7 +63,7 @@ def descendants(root: int) -> list[int]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        info = _stat(int(name))
+        info = proc_stat(int(name))
         if info is None:
             continue
         ppid, state = info
@@ -136,7 +136,7 @@ def main(argv: list[str]) -> None:
     life_fd = int(argv[1])
     assert argv[2] == "--"
     command = argv[3:]
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     term_r, term_w = os.pipe()
     os.set_blocking(term_w, False)
     signal.set_wakeup_fd(term_w)
@@ -150,7 +150,7 @@ def main(argv: list[str]) -> None:
     pid = _main_pid = os.fork()
     if pid == 0:  # the workload
         try:
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != guardian:  # the guardian died before prctl took effect
                 os._exit(128 + signal.SIGKILL)
             for fd in (life_fd, term_r, term_w):

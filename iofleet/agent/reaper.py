@@ -14,7 +14,6 @@ Stdlib only.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -23,17 +22,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from iofleet.agent.guard import descendants
+from iofleet.agent.guard import descendants, proc_stat
+from iofleet.agent.guard import prctl as prctl  # one ctypes prctl for the agent side
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-
-
-def prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
 
 
 def set_subreaper(on: bool) -> None:
@@ -59,12 +52,8 @@ def _reap_zombies(keep: set[int]) -> None:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in keep:
             continue
-        try:
-            data = Path(f"/proc/{entry}/stat").read_bytes()
-        except OSError:
-            continue
-        rest = data[data.rindex(b")") + 2 :].split()
-        if int(rest[1]) == me and rest[0] in (b"Z", b"X"):
+        info = proc_stat(int(entry))
+        if info is not None and info[0] == me and info[1] in ("Z", "X"):
             try:
                 os.waitpid(int(entry), os.WNOHANG)
             except ChildProcessError:
@@ -78,11 +67,8 @@ def children() -> set[int]:
     me = os.getpid()
     found = set()
     for pid in descendants(me):
-        try:
-            data = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            continue
-        if int(data[data.rindex(b")") + 2 :].split()[1]) == me:
+        info = proc_stat(pid)
+        if info is not None and info[0] == me:
             found.add(pid)
     return found
 
