@@ -2,7 +2,7 @@
 
 Both sides run the same job file from `fio-jobs/` with the same parameters
 against fresh directories on the same filesystem. The bare side runs the
-argv and environment `iofleet.fiojobs.render_command` produces (exactly what
+argv and environment `iofleet.plan.fiojobs.render_command` produces (exactly what
 the agent runs) and reads IOPS and p99 completion latency from fio's own
 JSON (`iops`, `clat_ns.percentile["99.000000"]`). The iofleet side runs
 `iofleet local` on a one-slot matrix with that job and reads the same two
@@ -51,7 +51,7 @@ def _fio_runtime_s(doc: dict[str, Any]) -> float:
 
 def run_bare(job: str, params: dict[str, str], target: Path) -> FioSample:
     """Run the job with bare fio in a fresh directory under target (removed afterwards)."""
-    from iofleet.fiojobs import render_command
+    from iofleet.plan.fiojobs import render_command
 
     workdir = target / "bare"
     shutil.rmtree(workdir, ignore_errors=True)
@@ -180,7 +180,7 @@ def _seconds_between(start: str, end: str) -> float:
 
 def run_local_slot(job: str, params: dict[str, str], target: Path, out: Path) -> FioSample:
     """`iofleet local` on a one-slot matrix running `job`; numbers from its warehouse."""
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)

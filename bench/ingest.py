@@ -30,7 +30,7 @@ TARGET_RATIO = 3.0
 
 def make_sources(ctx: Context, runtime_s: int) -> list[tuple[str, str]]:
     """(job name, fio json+ stdout) for every job of the library, from real fio runs."""
-    from iofleet.fiojobs import list_jobs, render_command
+    from iofleet.plan.fiojobs import list_jobs, render_command
 
     work = ctx.scratch("ingest-sources")
     sources: list[tuple[str, str]] = []
@@ -67,7 +67,7 @@ def replicate(sources: list[tuple[str, str]], count: int, raw: Path) -> list[Pat
 
 
 def measure(ctx: Context) -> dict[str, Any]:
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     scale = ctx.scale
     sources = make_sources(ctx, scale.ingest_source_runtime_s)

@@ -14,7 +14,7 @@ Timed per view (DuckDB, through the warehouse's own views):
 - `one_run`: what `iofleet report` asks: the view for one run, rows fetched
   into Python (`Warehouse.cell_percentiles(run_id)` / `fleet_latency`).
 
-Trino (bench/trino.py) runs the same Trino SQL from `iofleet/sql/` over the
+Trino (bench/trino.py) runs the same Trino SQL from `iofleet/results/sql/` over the
 same shape of data in moto S3 (Glue catalog) where the local-cloud engines
 can be started.
 """
@@ -179,7 +179,7 @@ def generation_sql(sh: dict[str, int], dialect: str = "duckdb") -> dict[str, Sel
 
 
 def build_duckdb(path: Path, sh: dict[str, int]) -> None:
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     with Warehouse(path) as wh:
         for table, (names, select) in generation_sql(sh, "duckdb").items():
@@ -196,7 +196,7 @@ def build_duckdb(path: Path, sh: dict[str, int]) -> None:
 
 
 def measure_duckdb(ctx: Context) -> dict[str, Any]:
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     scale = ctx.scale
     sh = shape(scale)

@@ -5,7 +5,7 @@ Trino 476 with the hive connector on Glue + S3 in moto). Tables are created
 with the results schema's columns as JSON text tables (the format the ingest
 Lambda writes: JSON lines), filled with `INSERT ... SELECT` generated inside
 Trino (same expressions as the DuckDB data, `bench/queries.py`), and the
-views are created from the Trino SQL in `iofleet/sql/`, unchanged.
+views are created from the Trino SQL in `iofleet/results/sql/`, unchanged.
 
 Timed per view: `all` = the whole view materialised into Trino's memory
 catalog (CTAS), `one_run` = the view for one run, rows fetched over HTTP.
@@ -44,8 +44,8 @@ def _engines() -> Any:
 
 def _tables_for_views() -> list[str]:
     """Results tables the needed views read (from their SQL text)."""
-    from iofleet import sql as view_files
-    from iofleet.schema import TABLES
+    from iofleet.results import sql as view_files
+    from iofleet.results.schema import TABLES
 
     texts = " ".join(view_files.view_sql(v) for v in VIEWS_NEEDED)
     named = {m.lower() for m in re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", texts, re.IGNORECASE)}
@@ -66,7 +66,7 @@ def _client(base: type) -> type:
 
 def _glue_table(name: str, location: str) -> dict[str, Any]:
     """The Glue table the stack defines (Hive JsonSerDe text), without its date partitions."""
-    from iofleet.schema import BY_NAME
+    from iofleet.results.schema import BY_NAME
 
     return {
         "Name": name,
@@ -90,7 +90,7 @@ def upload_tables(
     """Generate the rows in DuckDB, write JSON lines, put them in moto S3, register in Glue."""
     import duckdb
 
-    from iofleet.schema import BY_NAME
+    from iofleet.results.schema import BY_NAME
 
     work = ctx.scratch("queries-trino")
     generated = generation_sql(sh, "duckdb")
@@ -116,7 +116,7 @@ def upload_tables(
 def measure(ctx: Context) -> dict[str, Any]:
     import boto3
 
-    from iofleet import sql as view_files
+    from iofleet.results import sql as view_files
 
     engines = _engines()
     from trino_client import TrinoClient

@@ -27,13 +27,13 @@ from iofleet.errors import (
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from iofleet.matrix import build_plan, load_matrix_file, render_plan_table
+    from iofleet.plan.matrix import build_plan, load_matrix_file, render_plan_table
 
     matrix = load_matrix_file(args.matrix)
     plan = build_plan(matrix, target=args.target)
     host = None
     if args.target == "aws":  # the OS the instances run and what their bootstrap adds
-        from iofleet.hosts import describe, for_matrix
+        from iofleet.plan.hosts import describe, for_matrix
 
         host = for_matrix(matrix)[0]
     if args.format == "json":
@@ -47,7 +47,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
-    from iofleet.fiojobs import list_jobs
+    from iofleet.plan.fiojobs import list_jobs
 
     jobs = list_jobs()
     if args.format == "json":
@@ -65,7 +65,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from iofleet.parsers import parse_file
+    from iofleet.results.parsers import parse_file
 
     def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback by default
-        from iofleet.parsers import ParseError
+        from iofleet.results.parsers import ParseError
 
         if isinstance(exc, ParseError):  # a file given to parse is bad input: `PATH: message`
             print(exc, file=sys.stderr)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Refresh iofleet/data/instance_types.json from EC2 DescribeInstanceTypes.
+"""Refresh iofleet/plan/data/instance_types.json from EC2 DescribeInstanceTypes.
 
 The snapshot is what `iofleet plan` uses offline for instance EBS-optimized
-limits (iofleet/expect.py). Run it with credentials for any region:
+limits (iofleet/plan/expect.py). Run it with credentials for any region:
 
     scripts/refresh_instance_types.py --region us-east-1
     scripts/refresh_instance_types.py --types m7i.large,c7g.xlarge   # add types
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "iofleet" / "data" / "instance_types.json"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "iofleet" / "plan" / "data" / "instance_types.json"
 # The seeds' instance types; always kept in the snapshot.
 SEED_TYPES = (
     "c6a.xlarge",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Refresh EC2 on-demand prices in iofleet/data/prices.json from the AWS Pricing API.
+"""Refresh EC2 on-demand prices in iofleet/plan/data/prices.json from the AWS Pricing API.
 
     scripts/refresh_prices.py --region eu-central-1            # types already listed
     scripts/refresh_prices.py --region us-east-1 --types m7i.large
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-PRICES = Path(__file__).resolve().parents[1] / "iofleet" / "data" / "prices.json"
+PRICES = Path(__file__).resolve().parents[1] / "iofleet" / "plan" / "data" / "prices.json"
 
 
 def on_demand_hourly(price_item: str | dict[str, Any]) -> tuple[str, float] | None:

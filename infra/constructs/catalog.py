@@ -1,4 +1,4 @@
-"""Glue database + tables from `iofleet.schema`, the Athena workgroup, views and named queries."""
+"""Glue database + tables from `iofleet.results.schema`, the Athena workgroup, views and named queries."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from constructs import Construct
 from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_list, allow_objects
 from infra.nag import ack
-from iofleet import schema
 from iofleet.aws import keys
+from iofleet.results import schema
 
 DATABASE = "iofleet"
 PARTITION_KEY = "dt"
@@ -165,7 +165,7 @@ class Catalog(Construct):
             )
             q.node.add_dependency(self.workgroup)
 
-        # Views from iofleet/sql/, created at deploy with Athena DDL.
+        # Views from iofleet/results/sql/, created at deploy with Athena DDL.
         self.views_fn = IofleetFunction(
             self,
             "Views",
@@ -173,7 +173,7 @@ class Catalog(Construct):
             staging_root=staging_root,
             layer_version=layer_version,
             timeout=Duration.minutes(10),
-            description="iofleet: create the Athena views from iofleet/sql at deploy",
+            description="iofleet: create the Athena views from iofleet/results/sql at deploy",
         )
         grant_athena(self.views_fn.role, stack, self.workgroup.name, bucket, write_catalog=True)
         self.views = CustomResource(

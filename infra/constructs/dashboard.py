@@ -37,7 +37,7 @@ OWNER_ACTIONS_DASHBOARD = [
     "quicksight:UpdateDashboardPublishedVersion",
 ]
 
-# cell_percentiles columns the dashboard uses (the view is defined in iofleet/sql/).
+# cell_percentiles columns the dashboard uses (the view is defined in iofleet/results/sql/).
 COLUMNS = [
     ("run_id", "STRING"),
     ("storage_label", "STRING"),

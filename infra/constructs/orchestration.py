@@ -35,7 +35,7 @@ from infra.grants import allow_objects
 from infra.nag import ack, logical_id
 from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
-from iofleet.schema import BURST_METRICS
+from iofleet.results.schema import BURST_METRICS
 
 LAMBDA_ERRORS = ["States.ALL"]
 # iofleet.aws.launch's errors (the Lambda's errorType) when its own retry budget runs out
@@ -785,7 +785,7 @@ class Orchestration(Construct):
                 sid="UbuntuAmiParameter",
                 actions=["ssm:GetParameter"],
                 # exactly the public parameters the launcher can name: one per Ubuntu
-                # release the plan may choose (iofleet/hosts.py) and architecture
+                # release the plan may choose (iofleet/plan/hosts.py) and architecture
                 resources=[
                     f"arn:{stack.partition}:ssm:{stack.region}::parameter{name}"
                     for name in ec2_spec.ami_parameter_names()

@@ -24,7 +24,7 @@ BURST_POLICIES = ("as-is", "refill", "drain")
 _FIO_SIZE = re.compile(r"[0-9]{1,15}[kKmMgGtT]?\Z")
 _IOPING_SIZE = re.compile(r"[0-9]{1,15}[kKmMgG]?\Z")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
-# fio parameter values reach fio's environment; iofleet.fiojobs checks their types
+# fio parameter values reach fio's environment; iofleet.plan.fiojobs checks their types
 _PARAM_VALUE = re.compile(r"[A-Za-z0-9._:,+-]{1,64}\Z")
 # `mount -o` options: comma-separated words, maybe with =values
 _MOUNT_OPTIONS = re.compile(r"[A-Za-z0-9_.=:,+-]{1,256}\Z")

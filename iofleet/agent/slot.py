@@ -34,8 +34,8 @@ from iofleet.agent.payload import (
 from iofleet.agent.process import ChildResult, run_child
 from iofleet.agent.store import ResultsStore, StoreError, store_from_config
 from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
-from iofleet.parsers import ParseError
-from iofleet.parsers.app import format_utc
+from iofleet.results.parsers import ParseError
+from iofleet.results.parsers.app import format_utc
 
 SUCCEEDED, FAILED, TIMED_OUT, SKIPPED = "SUCCEEDED", "FAILED", "TIMED_OUT", "SKIPPED"
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -151,7 +151,7 @@ def _raw_leftovers(ctx: _Context, what: str) -> str | None:
 
 def _run_fio(ctx: _Context, w: Workload) -> Outcome:
     from iofleet.agent.devices import device_bytes
-    from iofleet.fiojobs import render_command
+    from iofleet.plan.fiojobs import render_command
 
     raw = ctx.target.raw_device
     try:
@@ -202,7 +202,7 @@ def ioping_argv(w: Workload, target: str, raw_device: bool) -> list[str]:
 
 
 def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
-    from iofleet.parsers.ioping import parse_ioping
+    from iofleet.results.parsers.ioping import parse_ioping
 
     raw = ctx.target.raw_device
     argv = ioping_argv(w, str(raw or ctx.target.workdir), raw is not None)

@@ -1,6 +1,6 @@
 """Summarize step: CloudWatch burst metrics of every slot's run window -> `burst_metrics`.
 
-Which metrics, the GetMetricData queries and the rows are `iofleet.metrics`;
+Which metrics, the GetMetricData queries and the rows are `iofleet.aws.metrics`;
 this module finds the resources and windows of a finished run and does the
 calls. Volumes and created file systems are deleted by then, CloudWatch keeps
 their metrics, so the ids come from what the run recorded:
@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from iofleet import metrics
-from iofleet.aws import keys
+from iofleet.aws import keys, metrics
 from iofleet.aws.curate import jsonl
 from iofleet.aws.ddb import query_items
 from iofleet.aws.plan import load_manifest
-from iofleet.schema import BURST_METRICS
+from iofleet.results.schema import BURST_METRICS
 
 BALANCE_METRICS = ("BurstBalance", "BurstCreditBalance", "EBSIOBalance%", "EBSByteBalance%")
 

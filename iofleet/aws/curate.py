@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
-from iofleet import schema
 from iofleet.aws import keys
 from iofleet.aws.ddb import set_attributes
-from iofleet.ingest import error_row, merge_slot_rows, rows_for_artifact
+from iofleet.results import schema
+from iofleet.results.ingest import error_row, merge_slot_rows, rows_for_artifact
 
 _SLOT_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/slot-(?P<slot>\d{4})/")
 _TS_COLUMNS = {t.name: {c.name for c in t.columns if c.type == "timestamp"} for t in schema.TABLES}

@@ -40,7 +40,7 @@ from iofleet.aws import keys
 from iofleet.aws.ddb import set_attributes
 from iofleet.aws.plan import find_cell, load_manifest
 from iofleet.aws.userdata import UserDataParams, render_user_data
-from iofleet.hosts import HostPlan
+from iofleet.plan.hosts import HostPlan
 
 EXPIRY_MARGIN = timedelta(hours=2)
 BARRIER_TIMEOUT_S = 900  # after the last wave's launch (see barrier_timeout_s)

@@ -57,7 +57,7 @@ def plan_run(
     heartbeat_s: int = DEFAULT_HEARTBEAT_S,
 ) -> dict[str, Any]:
     """Validate, expand, record. On bad input: `{"valid": false, "error_text": ...}` and no writes."""
-    from iofleet.matrix import build_plan, validate_matrix_dict
+    from iofleet.plan.matrix import build_plan, validate_matrix_dict
 
     try:
         matrix = validate_matrix_dict(event.get("matrix"))
@@ -70,7 +70,7 @@ def plan_run(
     plan_doc = plan.to_dict()
     timeout_s = int(matrix.slot_timeout_s) + BOOT_MARGIN_S
     heartbeat = min(heartbeat_s, timeout_s - 1)  # Step Functions: HeartbeatSeconds < TimeoutSeconds
-    from iofleet.hosts import for_matrix
+    from iofleet.plan.hosts import for_matrix
 
     host = for_matrix(matrix)[0].to_dict()  # build_plan refused any conflict
     cells = []

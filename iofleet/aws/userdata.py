@@ -8,7 +8,7 @@ Stdlib only. The script is plain bash run once by cloud-init as root:
    the distro;
 3. fetch the agent bundle (a CDK asset zip of `iofleet/` + `fio-jobs/`) with
    python3 + boto3 and unpack it;
-4. the cell's host (iofleet/hosts.py): one task heartbeat (the heartbeat clock runs
+4. the cell's host (iofleet/plan/hosts.py): one task heartbeat (the heartbeat clock runs
    from launch), check /etc/os-release against the release the plan chose,
    install the app presets' packages (the union, each once) and
    generate their locales. All of this is bootstrap, before the agent and so
@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from iofleet.hosts import BASE_PACKAGES, HostPlan
+from iofleet.plan.hosts import BASE_PACKAGES, HostPlan
 
 AGENT_MARKER = "# iofleet-agent-command: "
 AGENT_DIR = "/opt/iofleet"
@@ -79,7 +79,7 @@ def _host_steps(host: HostPlan, heartbeat_cmd: str) -> str:
     if host.release is not None:
         want = f"{host.distro} {host.release}"
         lines += [
-            f"# the plan chose {want} for {who} (iofleet/hosts.py)",
+            f"# the plan chose {want} for {who} (iofleet/plan/hosts.py)",
             "# shellcheck source=/dev/null",
             'host_os=$(. /etc/os-release && echo "${ID:-unknown} ${VERSION_ID:-unknown}")',
             f'if [ "$host_os" != {q(want)} ]; then',

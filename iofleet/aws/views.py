@@ -1,4 +1,4 @@
-"""Views custom resource logic: `CREATE OR REPLACE VIEW` for every view in iofleet/sql/.
+"""Views custom resource logic: `CREATE OR REPLACE VIEW` for every view in iofleet/results/sql/.
 
 Plain CloudFormation custom resource protocol (no provider framework): the
 handler answers CloudFormation's pre-signed URL itself with urllib.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iofleet.aws.athena import run_query
-from iofleet.sql import all_views
+from iofleet.results.sql import all_views
 
 
 def view_ddl(name: str, select: str) -> str:

@@ -1,7 +1,7 @@
 """`iofleet local`: run a matrix here, one agent process per slot.
 
 The middle of the pipeline is the same as on AWS: the plan comes from
-`iofleet.matrix`, every slot runs `iofleet agent` with a slot payload, raw
+`iofleet.plan.matrix`, every slot runs `iofleet agent` with a slot payload, raw
 artifacts land under `OUT/raw/` in the layout of docs/internals.md, and the
 warehouse is built from those raw files only. What changes are the edges:
 processes instead of instances, a directory instead of S3, DuckDB instead of
@@ -357,7 +357,7 @@ def run_local(
     run holds --out, EnvironmentProblem when --out cannot be written (full,
     read-only).
     """
-    from iofleet.matrix import build_plan, load_matrix_file
+    from iofleet.plan.matrix import build_plan, load_matrix_file
 
     base = (cwd or Path.cwd()).resolve()
     matrix = load_matrix_file(matrix_path)
@@ -540,7 +540,7 @@ def _finish(
     import duckdb
 
     from iofleet.report.cli import MACHINE_ERRORS, report_command
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     warehouse_path = out_dir / "warehouse.duckdb"
     try:

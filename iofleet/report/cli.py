@@ -10,7 +10,7 @@ from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.report.model import ReportData
 
 if TYPE_CHECKING:
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
 FORMATS = ("table", "json", "csv")
 
@@ -26,7 +26,7 @@ MACHINE_ERRORS = (
 def load_report_data(wh: object, run_id: str, target: str | None = None) -> ReportData:
     """Everything a report shows for one run, from the warehouse views."""
     from iofleet.report import decision as sections
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     assert isinstance(wh, Warehouse)
     conditions = []
@@ -101,7 +101,7 @@ def open_warehouse(path: Path) -> Warehouse:
     """An existing warehouse file, or UsageError (`--warehouse PATH: ...`, exit 2)."""
     import duckdb
 
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     if not path.is_file():
         raise UsageError(f"--warehouse {path}: no such file")

@@ -45,8 +45,8 @@ FAILURE_COLUMNS = (
 
 
 def _query(wh: Any, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
-    from iofleet.sql import query_sql
-    from iofleet.warehouse import transpile_view
+    from iofleet.results.sql import query_sql
+    from iofleet.results.warehouse import transpile_view
 
     sql = transpile_view(query_sql(name))
     return list(wh.query(f"SELECT * FROM ({sql}) WHERE run_id = ? ORDER BY {order}", [run_id]))

@@ -130,9 +130,9 @@ def _matches(row: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
 
 
 def load_slot_values(wh: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The `slot_values` query (iofleet/sql/queries) of these runs, from a DuckDB warehouse."""
-    from iofleet.sql import query_sql
-    from iofleet.warehouse import transpile_view
+    """The `slot_values` query (iofleet/results/sql/queries) of these runs, from a DuckDB warehouse."""
+    from iofleet.results.sql import query_sql
+    from iofleet.results.warehouse import transpile_view
 
     marks = ", ".join("?" for _ in run_ids)
     sql = transpile_view(query_sql("slot_values"))

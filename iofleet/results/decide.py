@@ -7,7 +7,7 @@ sample, as in `iofleet compare`). Per workload:
 - the configurations ranked by the chosen metric's statistic across slots
   (default P50 of IOPS for fio, of the median latency for ioping, of the wall
   time for an app; a `--target` condition on the workload's metric chooses both),
-  beside their cost from the plan (`cell_costs`, iofleet/cost.py: per run, per
+  beside their cost from the plan (`cell_costs`, iofleet/plan/cost.py: per run, per
   instance-hour) and per outcome: $ per 1k IOPS (the run's cost over the
   fleet's aggregate IOPS / 1000, fleet IOPS = the sum of its slots' IOPS, mean
   over repeats) and $ per build (the run's cost over its successful builds);

@@ -72,8 +72,8 @@ def _workload_name(jobnames: Sequence[str]) -> str:
 
 
 def _fio_pieces(path: Path, text: str) -> list[Piece]:
-    from iofleet.parsers import ParseError
-    from iofleet.parsers.fio import _decode, parse_fio
+    from iofleet.results.parsers import ParseError
+    from iofleet.results.parsers.fio import _decode, parse_fio
 
     documents = len(_FIO_DOCUMENT.findall(text))
     if documents > 1:
@@ -133,8 +133,8 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
 
 
 def _ioping_piece(path: Path, text: str) -> Piece:
-    from iofleet.parsers import ParseError
-    from iofleet.parsers.ioping import parse_ioping
+    from iofleet.results.parsers import ParseError
+    from iofleet.results.parsers.ioping import parse_ioping
 
     try:
         out = parse_ioping(text)
@@ -149,7 +149,7 @@ def _ioping_piece(path: Path, text: str) -> Piece:
 
 def read_pieces(path: Path) -> list[Piece]:
     """The workloads one file holds; ValueError with a one-line reason if it cannot be imported."""
-    from iofleet.parsers import detect_kind
+    from iofleet.results.parsers import detect_kind
 
     if path.is_dir():
         raise ValueError("is a directory (give the files)")
@@ -333,7 +333,7 @@ def new_import_run_id(label: str, now: datetime) -> str:
 
 
 def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str = "file") -> int:
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     if not LABEL_RE.match(label):
         raise ValidationFailed(

@@ -1,4 +1,4 @@
-"""Views custom resource: create (or drop) the Athena views from iofleet/sql/ at deploy."""
+"""Views custom resource: create (or drop) the Athena views from iofleet/results/sql/ at deploy."""
 
 from __future__ import annotations
 

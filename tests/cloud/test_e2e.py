@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from trino_client import TrinoClient
 
-from iofleet.warehouse import Warehouse
+from iofleet.results.warehouse import Warehouse
 from tests.cloud.localcloud.fixtures import LocalStack, poll
 
 FIO = {

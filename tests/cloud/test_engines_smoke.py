@@ -15,7 +15,7 @@ import engines
 import pytest
 from trino_client import TrinoClient, TrinoError
 
-from iofleet.schema import FIO_RESULTS, RUNS, TABLES, Table
+from iofleet.results.schema import FIO_RESULTS, RUNS, TABLES, Table
 
 OPENX_JSON_SERDE = "org.openx.data.jsonserde.JsonSerDe"
 HIVE_JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"

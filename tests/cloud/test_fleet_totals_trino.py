@@ -2,7 +2,7 @@
 they give on DuckDB.
 
 Hand-built rows go into Trino memory-catalog tables and a DuckDB warehouse; the views
-`cells` and `fleet_totals` are created from iofleet/sql/ on both (unchanged on Trino,
+`cells` and `fleet_totals` are created from iofleet/results/sql/ on both (unchanged on Trino,
 transpiled by sqlglot for DuckDB), and their rows must agree.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from trino_client import TrinoClient
 
-from iofleet import sql as view_files
-from iofleet.schema import APP_RUNS, BURST_METRICS, EXPECTATIONS, FIO_RESULTS, SLOTS, Table
-from iofleet.warehouse import Warehouse, transpile_view
+from iofleet.results import sql as view_files
+from iofleet.results.schema import APP_RUNS, BURST_METRICS, EXPECTATIONS, FIO_RESULTS, SLOTS, Table
+from iofleet.results.warehouse import Warehouse, transpile_view
 from tests.cloud.test_start_skew_trino import TRINO_TYPES, _literal
 
 BASE_US = 1_795_237_921_000_000
@@ -111,7 +111,7 @@ def _trino(trino_server: Any, unique: str) -> TrinoClient:
     schema = f"fleet_{unique}"
     trino = TrinoClient(trino_server.endpoint, catalog="memory", schema=schema)
     trino.execute(f"CREATE SCHEMA memory.{schema}")
-    from iofleet.schema import TABLES
+    from iofleet.results.schema import TABLES
 
     data = _data()
     for table in TABLES:  # every table the views read exists, most of them empty

@@ -1,7 +1,7 @@
 """The start_skew view on Trino (Athena's engine) gives what it gives on DuckDB.
 
 Hand-built slot rows go into a Trino memory-catalog table and a DuckDB warehouse;
-the views `cells` and `start_skew` are created from iofleet/sql/ on both, unchanged
+the views `cells` and `start_skew` are created from iofleet/results/sql/ on both, unchanged
 on Trino and transpiled by sqlglot for DuckDB, and their rows must agree.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 from trino_client import TrinoClient
 
-from iofleet import sql as view_files
-from iofleet.schema import SLOTS
-from iofleet.warehouse import Warehouse
+from iofleet.results import sql as view_files
+from iofleet.results.schema import SLOTS
+from iofleet.results.warehouse import Warehouse
 
 EPOCH = datetime(1970, 1, 1)
 BASE_US = 1_795_237_921_000_000

@@ -6,7 +6,7 @@ import pytest
 
 from infra.config import ConfigError, DeployConfig
 from infra.constructs.catalog import table_parameters
-from iofleet import schema
+from iofleet.results import schema
 from tests.infra.conftest import Synth
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_cdk.assertions import Match
 
-from iofleet import schema
+from iofleet.results import schema
 from tests.infra.conftest import Synth, all_states, dump
 
 # --- fleet ------------------------------------------------------------------------
@@ -588,7 +588,7 @@ def test_launch_reads_exactly_the_ubuntu_ami_parameters_of_the_releases_it_can_l
     synth: Synth,
 ) -> None:
     from iofleet.aws import ec2
-    from iofleet.hosts import UBUNTU_RELEASES
+    from iofleet.plan.hosts import UBUNTU_RELEASES
 
     statements = [
         s for s in _policy_statements(synth, "LaunchFnRole") if "ssm:GetParameter" in _actions(s)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from iofleet.agent.slot import run_populate, run_slot
-from iofleet.parsers.app import parse_app
-from iofleet.parsers.fio import parse_fio
-from iofleet.parsers.ioping import parse_ioping
+from iofleet.results.parsers.app import parse_app
+from iofleet.results.parsers.fio import parse_fio
+from iofleet.results.parsers.ioping import parse_ioping
 
 RUN_ID = "itest-20261121t000000z"
 CELL_ID = "c000-local-tmp-x1-r1"
@@ -180,7 +180,7 @@ def test_fio_job_error_fails_the_workload_and_keeps_the_raw_output(
 ) -> None:
     # given SIZE=0: fio prints its JSON with the job's error 22 and exits 1. The library's
     # SIZE is a size of at least 1 byte, so a copy of the job declares 0 allowed.
-    from iofleet.fiojobs import get_job
+    from iofleet.plan.fiojobs import get_job
 
     library = tmp_path / "jobs"
     library.mkdir()

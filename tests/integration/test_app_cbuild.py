@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from iofleet.apps import get_preset
+from iofleet.plan.apps import get_preset
 
 
 def test_c_build_compiles_and_links_generated_sources(tmp_path: Path) -> None:

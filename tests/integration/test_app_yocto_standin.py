@@ -35,7 +35,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from iofleet.apps import get_preset
+from iofleet.plan.apps import get_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 YOCTO = "yocto-core-image-sato-sdk"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from iofleet.agent.slot import run_slot
-from iofleet.warehouse import Warehouse
+from iofleet.results.warehouse import Warehouse
 from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
 
 RUN_ID = "burst-20261121t000000z"

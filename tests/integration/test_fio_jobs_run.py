@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from iofleet.fiojobs import get_job, list_jobs, render_command
-from iofleet.parsers.fio import parse_fio
+from iofleet.plan.fiojobs import get_job, list_jobs, render_command
+from iofleet.results.parsers.fio import parse_fio
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 

@@ -164,7 +164,7 @@ def test_bad_matrix_probe_is_refused_with_its_path_and_creates_nothing(
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_is_still_accepted_by_plan_and_local_validation(example: Path) -> None:
-    from iofleet.matrix import build_plan, load_matrix_file
+    from iofleet.plan.matrix import build_plan, load_matrix_file
 
     target = "local" if "local" in example.stem else "aws"
     plan = build_plan(load_matrix_file(example), target=target)

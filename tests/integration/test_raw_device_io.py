@@ -25,7 +25,7 @@ import pytest
 
 import iofleet.agent.slot as slot_module
 from iofleet.agent.slot import run_slot
-from iofleet.fiojobs import fio_size_bytes, list_jobs
+from iofleet.plan.fiojobs import fio_size_bytes, list_jobs
 from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
 
 pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from iofleet.apps import get_preset
 from iofleet.aws.userdata import PACKAGES, UserDataParams, render_user_data
-from iofleet.hosts import resolve
+from iofleet.plan.apps import get_preset
+from iofleet.plan.hosts import resolve
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,

@@ -73,8 +73,8 @@ def test_agent_modules_import_only_the_standard_library() -> None:
     code = (
         "import sys\n"
         "before = set(sys.modules)\n"
-        "import iofleet.agent.slot, iofleet.agent.devices, iofleet.parsers.ioping\n"
-        "import iofleet.parsers.app, iofleet.fiojobs\n"
+        "import iofleet.agent.slot, iofleet.agent.devices, iofleet.results.parsers.ioping\n"
+        "import iofleet.results.parsers.app, iofleet.plan.fiojobs\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(' '.join(sorted(new - set(sys.stdlib_module_names) - {'iofleet'})))"
     )

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from iofleet.parsers import ParseError, detect_kind
-from iofleet.parsers.app import parse_app
+from iofleet.results.parsers import ParseError, detect_kind
+from iofleet.results.parsers.app import parse_app
 
 GOOD = {
     "app": "c-build",

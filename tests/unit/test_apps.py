@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from iofleet.apps import get_preset, preset_names
+from iofleet.plan.apps import get_preset, preset_names
 
 YOCTO = "yocto-core-image-sato-sdk"
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from iofleet.ingest import loadable_text
-from iofleet.schema import TABLES
-from iofleet.warehouse import Warehouse
+from iofleet.results.ingest import loadable_text
+from iofleet.results.schema import TABLES
+from iofleet.results.warehouse import Warehouse
 from tests.unit import rawtree
 
 PROBES_DIR = Path(__file__).resolve().parents[1] / "data" / "probes" / "artifacts"

@@ -10,8 +10,8 @@ import pytest
 
 from iofleet.agent.payload import PayloadError, parse_payload
 from iofleet.agent.slot import drain_argv
-from iofleet.expect import CellContext, StorageSpec, burst_actions
-from iofleet.matrix import build_plan, validate_matrix_dict
+from iofleet.plan.expect import CellContext, StorageSpec, burst_actions
+from iofleet.plan.matrix import build_plan, validate_matrix_dict
 
 
 def fio(name: str, **params: str) -> dict:
@@ -195,7 +195,7 @@ def test_drain_command_runs_time_based_for_the_computed_seconds() -> None:
 
 
 def test_local_plan_text_prints_one_note_instead_of_warnings_per_cell(tmp_path: Path) -> None:
-    from iofleet.matrix import render_plan_table
+    from iofleet.plan.matrix import render_plan_table
 
     doc = _matrix({"type": "local", "label": "here", "path": str(tmp_path)}, "as-is")
     doc["parallelism"] = [1, 2]

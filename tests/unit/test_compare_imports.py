@@ -11,7 +11,7 @@ import pytest
 MODULES = [
     "iofleet.cli",
     "iofleet.agent.slot",
-    "iofleet.ingest",
+    "iofleet.results.ingest",
     "iofleet.results",
     "iofleet.report.cli",
     "lambdas.ingest.handler",

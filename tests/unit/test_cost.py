@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from iofleet.cost import estimate_cell, estimate_run_overhead, slot_seconds, table_info
-from iofleet.expect import StorageSpec
+from iofleet.plan.cost import estimate_cell, estimate_run_overhead, slot_seconds, table_info
+from iofleet.plan.expect import StorageSpec
 
 
 def item(estimate, name: str) -> dict:

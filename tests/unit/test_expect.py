@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from iofleet.expect import (
+from iofleet.plan.expect import (
     CellContext,
     Limit,
     StorageSpec,

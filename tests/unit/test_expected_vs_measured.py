@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iofleet.ingest import rows_for_artifact
-from iofleet.schema import EXPECTATIONS, FIO_RESULTS, SLOTS
-from iofleet.warehouse import Warehouse
+from iofleet.results.ingest import rows_for_artifact
+from iofleet.results.schema import EXPECTATIONS, FIO_RESULTS, SLOTS
+from iofleet.results.warehouse import Warehouse
 from tests.unit.rawtree import cell_doc, write_run
 
 RUN = "demo-20261121t051200z"

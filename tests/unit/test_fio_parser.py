@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from iofleet.cli import main
-from iofleet.parsers import ParseError, detect_kind
-from iofleet.parsers.fio import (
+from iofleet.results.parsers import ParseError, detect_kind
+from iofleet.results.parsers.fio import (
     BIN_KEYS,
     PERCENTILES,
     RECORD_KEYS,
@@ -17,7 +17,7 @@ from iofleet.parsers.fio import (
     percentile_from_bins,
     percentiles_from_bins,
 )
-from iofleet.schema import FIO_LATENCY_BINS, FIO_RESULTS
+from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
 JSONPLUS = sorted(p.name for p in FIXTURES.glob("jsonplus-*.json"))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from iofleet.cli import main
-from iofleet.parsers import ParseError
-from iofleet.parsers.fio import (
+from iofleet.results.parsers import ParseError
+from iofleet.results.parsers.fio import (
     ALL_CLIENTS,
     CLIENT_RECORD_KEYS,
     RECORD_KEYS,

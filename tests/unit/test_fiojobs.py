@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iofleet import fiojobs
-from iofleet.fiojobs import (
+from iofleet.plan import fiojobs
+from iofleet.plan.fiojobs import (
     JobFileError,
     RawLayout,
     check_params,
@@ -377,7 +377,7 @@ def test_module_is_stdlib_only() -> None:
 
 def test_raw_seed_matrices_fit_their_volumes() -> None:
     # every fio workload of an example with a raw EBS target fits on that volume's size
-    examples = Path(fiojobs.__file__).resolve().parents[1] / "examples"
+    examples = Path(fiojobs.__file__).resolve().parents[2] / "examples"
     checked = 0
     for path in sorted(examples.glob("*.json")):
         doc = json.loads(path.read_text())

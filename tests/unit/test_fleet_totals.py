@@ -1,4 +1,4 @@
-"""The fleet_totals view (iofleet/sql/fleet_totals.sql) against a Python reference on
+"""The fleet_totals view (iofleet/results/sql/fleet_totals.sql) against a Python reference on
 hand-built rows: overlap window, summed rates, ceilings and the binding verdict."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iofleet.schema import BURST_METRICS, EXPECTATIONS, FIO_RESULTS, SLOTS
-from iofleet.warehouse import Warehouse
+from iofleet.results.schema import BURST_METRICS, EXPECTATIONS, FIO_RESULTS, SLOTS
+from iofleet.results.warehouse import Warehouse
 
 _runs = itertools.count()
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from iofleet import apps, hosts
-from iofleet.apps import AppSpec, HostNeeds, get_preset
 from iofleet.aws import ec2
-from iofleet.matrix import Matrix, build_plan, validate_matrix_dict
+from iofleet.plan import apps, hosts
+from iofleet.plan.apps import AppSpec, HostNeeds, get_preset
+from iofleet.plan.matrix import Matrix, build_plan, validate_matrix_dict
 
 YOCTO = "yocto-core-image-sato-sdk"
 # Yocto Project Reference Manual 4.0 (kirkstone), System Requirements, "Required

@@ -13,8 +13,8 @@ import duckdb
 import pytest
 
 from iofleet.cli import main
-from iofleet.parsers.fio import parse_fio
-from iofleet.parsers.ioping import parse_ioping
+from iofleet.results.parsers.fio import parse_fio
+from iofleet.results.parsers.ioping import parse_ioping
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIO = FIXTURES / "fio"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from iofleet.ingest import (
+from iofleet.results.ingest import (
     BIN_BLOCK_COLUMNS,
     artifact_kind,
     expand_bin_blocks,
@@ -14,9 +14,9 @@ from iofleet.ingest import (
     rows_and_bin_blocks,
     rows_for_artifact,
 )
-from iofleet.parsers.fio import parse_fio
-from iofleet.parsers.ioping import parse_ioping
-from iofleet.schema import BY_NAME, FIO_LATENCY_BINS, SLOTS
+from iofleet.results.parsers.fio import parse_fio
+from iofleet.results.parsers.ioping import parse_ioping
+from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, SLOTS
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iofleet.parsers import ParseError, detect_kind, parse_file
-from iofleet.parsers.ioping import parse_ioping, percentile_linear
+from iofleet.results.parsers import ParseError, detect_kind, parse_file
+from iofleet.results.parsers.ioping import parse_ioping, percentile_linear
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ioping"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from iofleet.errors import UsageError, ValidationFailed
-from iofleet.matrix import load_matrix_file, load_matrix_text, validate_matrix_dict
+from iofleet.plan.matrix import load_matrix_file, load_matrix_text, validate_matrix_dict
 
 
 def base() -> dict[str, Any]:

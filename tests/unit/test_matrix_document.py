@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from iofleet.errors import ValidationFailed
-from iofleet.matrix import (
+from iofleet.plan.matrix import (
     MAX_MATRIX_BYTES,
     build_plan,
     load_matrix_bytes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iofleet.limits import check_ebs_volume, ebs_limits
+from iofleet.plan.limits import check_ebs_volume, ebs_limits
 
 
 def test_limits_table_is_dated_and_sourced() -> None:

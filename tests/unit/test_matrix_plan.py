@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from iofleet.apps import get_preset
 from iofleet.errors import ValidationFailed
-from iofleet.matrix import Plan, build_plan, render_plan_table, validate_matrix_dict
+from iofleet.plan.apps import get_preset
+from iofleet.plan.matrix import Plan, build_plan, render_plan_table, validate_matrix_dict
 
 
 def aws_doc(**overrides: Any) -> dict[str, Any]:

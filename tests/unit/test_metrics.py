@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from iofleet.metrics import (
+from iofleet.aws.metrics import (
     EXCEEDED_CHECKS,
     SlotResources,
     balance_summary,
@@ -22,7 +22,7 @@ from iofleet.metrics import (
     slot_queries,
     time_window,
 )
-from iofleet.warehouse import Warehouse
+from iofleet.results.warehouse import Warehouse
 
 VOL = "vol-0123456789abcdef0"
 FS = "fs-0123456789abcdef0"
@@ -212,7 +212,7 @@ def test_exceeded_checks_come_back_from_get_metric_data_and_bind_the_fleet_total
     (summary,) = [b for b in balance_summary(rows) if b["metric"] == "VolumeIOPSExceededCheck"]
     assert (summary["max"], summary["emptied"]) == (1.0, False)  # a check, not a balance
     # and the fleet_totals view names the volume's limit as the one that bound
-    from iofleet.schema import EXPECTATIONS, FIO_RESULTS, SLOTS
+    from iofleet.results.schema import EXPECTATIONS, FIO_RESULTS, SLOTS
 
     with Warehouse(":memory:") as wh:
         wh.insert_rows("burst_metrics", rows)

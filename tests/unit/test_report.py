@@ -15,7 +15,7 @@ from iofleet.errors import UsageError
 from iofleet.report.cli import report_command
 from iofleet.report.machine import CSV_COLUMNS
 from iofleet.report.units import fmt_duration, fmt_iops, fmt_ns, fmt_rate, fmt_value
-from iofleet.warehouse import Warehouse
+from iofleet.results.warehouse import Warehouse
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"

@@ -14,7 +14,7 @@ import pytest
 from iofleet.report import charts
 from iofleet.report.cli import load_report_data, report_command
 from iofleet.report.html import render_html
-from iofleet.warehouse import Warehouse
+from iofleet.results.warehouse import Warehouse
 from tests.unit import rawtree
 from tests.unit.test_expected_vs_measured import add_plan, expected_entry
 

@@ -20,7 +20,7 @@ RUN = "demo-20261121t051200z"
 
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Path:
-    from iofleet.warehouse import Warehouse
+    from iofleet.results.warehouse import Warehouse
 
     rawtree.write_run(tmp_path / "raw", RUN, slots=2)
     path = tmp_path / "warehouse.duckdb"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from iofleet.report.cli import report_command
-from iofleet.warehouse import Warehouse
+from iofleet.results.warehouse import Warehouse
 from tests.unit import rawtree
 from tests.unit.test_expected_vs_measured import add_plan, expected_entry
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from iofleet.report.cli import report_command
-from iofleet.schema import APP_RUNS, RUNS, SLOTS
-from iofleet.warehouse import Warehouse
+from iofleet.results.schema import APP_RUNS, RUNS, SLOTS
+from iofleet.results.warehouse import Warehouse
 
 RUN = "noise-20261123t120000z"
 BUILD_SECONDS = {

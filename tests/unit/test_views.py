@@ -1,4 +1,4 @@
-"""The SQL views (iofleet/sql/) against reference implementations on random data."""
+"""The SQL views (iofleet/results/sql/) against reference implementations on random data."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import sqlglot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iofleet import sql as view_files
-from iofleet.schema import APP_RUNS, FIO_LATENCY_BINS, FIO_RESULTS, IOPING_REQUESTS, SLOTS
-from iofleet.warehouse import Warehouse
+from iofleet.results import sql as view_files
+from iofleet.results.schema import APP_RUNS, FIO_LATENCY_BINS, FIO_RESULTS, IOPING_REQUESTS, SLOTS
+from iofleet.results.warehouse import Warehouse
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
 PCTS = view_files.PERCENTILES

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from iofleet import ingest
-from iofleet.ingest import BinBlock, expand_bin_blocks
-from iofleet.parsers.ioping import parse_ioping
-from iofleet.warehouse import Warehouse
+from iofleet.results import ingest
+from iofleet.results.ingest import BinBlock, expand_bin_blocks
+from iofleet.results.parsers.ioping import parse_ioping
+from iofleet.results.warehouse import Warehouse
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"

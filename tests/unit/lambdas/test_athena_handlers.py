@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from iofleet.aws import views
-from iofleet.sql import VIEW_NAMES
+from iofleet.results.sql import VIEW_NAMES
 from lambdas.summarize import handler as summarize
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from iofleet import schema
+from iofleet.results import schema
 from lambdas.ingest import handler as ingest
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 

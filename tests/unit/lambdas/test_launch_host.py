@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from iofleet.apps import get_preset
 from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
+from iofleet.plan.apps import get_preset
 from lambdas.launch import handler as launch
 from lambdas.plan import handler as plan
 from tests.unit.lambdas.conftest import REGION, Cloud, FakeLambdaContext

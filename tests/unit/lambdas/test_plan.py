@@ -131,12 +131,12 @@ def test_bad_matrix_probe_fails_the_plan_lambda_at_the_same_paths(
 def test_plan_lambda_refuses_an_oversized_matrix_without_expanding_it(
     cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import iofleet.matrix
+    import iofleet.plan.matrix
 
     def no_cells(*args: object, **kwargs: object) -> None:
         raise AssertionError("the plan was expanded")
 
-    monkeypatch.setattr(iofleet.matrix, "Cell", no_cells)
+    monkeypatch.setattr(iofleet.plan.matrix, "Cell", no_cells)
     matrix = example("seed000-ebs-optimized-ceiling.json")
     # 4 instance types x 100 fleet sizes x 1000 repeats = 400,000 cells
     matrix.update(parallelism=list(range(1, 101)), repeats=1000)
@@ -190,7 +190,7 @@ def test_launch_refuses_a_manifest_slot_timeout_it_cannot_express(value: object)
 def test_the_largest_plan_fits_one_step_functions_state(
     cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from iofleet.matrix import MAX_CELLS
+    from iofleet.plan.matrix import MAX_CELLS
 
     monkeypatch.setenv("MAX_INSTANCES", "100000")
     # the longest names the rules allow, as many cells as a run may have

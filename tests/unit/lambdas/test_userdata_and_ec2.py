@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from iofleet.apps import get_preset
 from iofleet.aws import ec2
 from iofleet.aws.userdata import (
     AGENT_MARKER,
@@ -19,7 +18,8 @@ from iofleet.aws.userdata import (
     parse_agent_command,
     render_user_data,
 )
-from iofleet.hosts import HostPlan, resolve
+from iofleet.plan.apps import get_preset
+from iofleet.plan.hosts import HostPlan, resolve
 
 PARAMS = UserDataParams(
     region="eu-west-1",

@@ -10,7 +10,7 @@ A preset may also say what it needs from the host (`host`): the distro, the
 releases it supports (none listed: any release the stack launches), the
 Debian/Ubuntu packages and the locales. The AWS bootstrap installs them before
 the agent starts (untimed, before the start barrier) and `plan` refuses a
-preset on a release it does not support (iofleet/hosts.py).
+preset on a release it does not support (iofleet/plan/hosts.py).
 
 Both run with cwd=$IOFLEET_WORKDIR and these environment variables:
 IOFLEET_WORKDIR (per-slot directory on the storage under test),

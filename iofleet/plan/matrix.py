@@ -87,7 +87,7 @@ def _not_blank(value: str) -> str:
     return value
 
 
-# The characters fio takes in `directory=` (iofleet.fiojobs renders the target there;
+# The characters fio takes in `directory=` (iofleet.plan.fiojobs renders the target there;
 # fio splits the value on ':').
 _LOCAL_PATH_RE = re.compile(r"[A-Za-z0-9._/+-]{1,4096}")
 
@@ -345,7 +345,7 @@ class Matrix(_Model):
     repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     limits: Limits = Field(default_factory=Limits)
     ami_id: AmiId | None = None
-    ubuntu_release: Literal["22.04", "24.04"] | None = None  # iofleet/hosts.py
+    ubuntu_release: Literal["22.04", "24.04"] | None = None  # iofleet/plan/hosts.py
     stop_on_failure: bool = False
     cell_concurrency: int = Field(default=1, ge=1, le=MAX_CELL_CONCURRENCY)
     slot_timeout_s: int = Field(default=7200, ge=1, le=MAX_SLOT_TIMEOUT_S)
@@ -474,7 +474,7 @@ def _pydantic_problems(exc: ValidationError, prefix: Loc = ()) -> list[tuple[Loc
 
 def _storage_problems(item: Any) -> list[tuple[str, str]]:
     """Rules beyond the shape of one storage item: (field, message)."""
-    from iofleet.limits import check_ebs_volume
+    from iofleet.plan.limits import check_ebs_volume
 
     if isinstance(item, EbsStorage):
         return check_ebs_volume(item.volume_type, item.size_gib, item.iops, item.throughput_mibps)
@@ -526,7 +526,7 @@ def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, st
                 )
             )
         elif isinstance(item, FioWorkload):
-            from iofleet.fiojobs import param_seconds
+            from iofleet.plan.fiojobs import param_seconds
 
             for name, seconds in param_seconds(item.fio, item.params).items():
                 if seconds > limit:
@@ -541,11 +541,11 @@ def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, st
 
 def _workload_problems(item: Any) -> list[tuple[str, str]]:
     if isinstance(item, FioWorkload):
-        from iofleet.fiojobs import param_problems
+        from iofleet.plan.fiojobs import param_problems
 
         return param_problems(item.fio, item.params)
     if isinstance(item, AppWorkload) and isinstance(item.app, str):
-        from iofleet.apps import get_preset
+        from iofleet.plan.apps import get_preset
 
         try:
             get_preset(item.app)
@@ -878,7 +878,7 @@ def workload_payload(workload: Any) -> dict[str, Any]:
         return {"kind": "ioping", **workload.ioping.model_dump()}
     if isinstance(workload, AppWorkload):
         if isinstance(workload.app, str):
-            from iofleet.apps import get_preset
+            from iofleet.plan.apps import get_preset
 
             spec = get_preset(workload.app)
             return {"kind": "app", "name": spec.name, "run": spec.run, "populate": spec.populate}
@@ -898,7 +898,7 @@ class Plan:
         return sum(c.fleet_size for c in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
-        from iofleet.cost import plan_annotations
+        from iofleet.plan.cost import plan_annotations
 
         notes = plan_annotations(self)
         return {
@@ -919,7 +919,7 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
     if target == "aws":
         if not matrix.instance_types:
             problems.append((("instance_types",), "required for an AWS plan"))
-        from iofleet.hosts import for_matrix  # presets vs the release the instances run
+        from iofleet.plan.hosts import for_matrix  # presets vs the release the instances run
 
         problems += for_matrix(matrix)[1]
         for i, s in enumerate(matrix.storage):
@@ -939,7 +939,7 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                         f"{s.type!r} storage needs an AWS run; local runs take only 'local' storage",
                     )
                 )
-        from iofleet.apps import get_preset
+        from iofleet.plan.apps import get_preset
 
         for i, w in enumerate(matrix.workloads):
             if isinstance(w, AppWorkload) and isinstance(w.app, str):
@@ -1047,7 +1047,7 @@ def build_plan(matrix: Matrix, target: str = "aws", max_instances: int | None = 
         for i, (itype, storage, fleet, rep) in enumerate(combos)
     ]
     plan = Plan(matrix=matrix, target=target, cells=cells)
-    from iofleet.cost import budget_problem
+    from iofleet.plan.cost import budget_problem
 
     over_budget = budget_problem(plan)
     if over_budget:
@@ -1112,7 +1112,7 @@ def render_plan_table(plan: Plan) -> str:
         f"{len(plan.cells)} cells, total instances: {plan.total_instances} "
         f"(limit {plan.matrix.limits.max_instances})"
     )
-    from iofleet.cost import render_annotations
+    from iofleet.plan.cost import render_annotations
 
     out.insert(-1, render_annotations(plan).lstrip("\n") + "\n")
     return "\n".join(out)

@@ -9,8 +9,8 @@ import json
 import math
 from datetime import UTC, datetime
 
-from iofleet.parsers import ParseError
-from iofleet.schema import value_problem
+from iofleet.results.parsers import ParseError
+from iofleet.results.schema import value_problem
 
 PHASES = ("populate", "run")
 

@@ -3,7 +3,7 @@
 Shared by the local warehouse and the ingest Lambda, so stdlib only. One
 entry point, `rows_for_artifact(relpath, text)`, maps one raw object (its path
 in the raw layout of docs/internals.md and its text) to rows for the tables of
-`iofleet.schema`. It never raises for bad content: an artifact that cannot be
+`iofleet.results.schema`. It never raises for bad content: an artifact that cannot be
 read becomes one `ingest_errors` row with the reason. It is deterministic: the
 same artifact gives identical rows (`ingest_errors.ingested_at` is left empty
 for the loader to fill).
@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from iofleet.agent.payload import CELL_FIELDS
-from iofleet.schema import (
+from iofleet.results.schema import (
     APP_RUNS,
     BY_NAME,
     CELL_COSTS,
@@ -254,7 +254,7 @@ def _run(relpath: str, text: str) -> Rows:
 
 
 def _cost_rows(run_id: str, plan: Mapping[str, Any]) -> list[dict[str, object]]:
-    """The plan's per-cell cost estimate (iofleet/cost.py plan_annotations) as rows."""
+    """The plan's per-cell cost estimate (iofleet/plan/cost.py plan_annotations) as rows."""
     rows = []
     cells = plan.get("cells")
     for cell in cells if isinstance(cells, list) else []:
@@ -437,8 +437,8 @@ def _slot(relpath: str, text: str) -> Rows:
 
 
 def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBlock]]:
-    from iofleet.parsers import ParseError
-    from iofleet.parsers.fio import parse_fio
+    from iofleet.results.parsers import ParseError
+    from iofleet.results.parsers.fio import parse_fio
 
     m = _FIO_RE.match(relpath)
     assert m
@@ -465,8 +465,8 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
 
 
 def _ioping(relpath: str, text: str) -> Rows:
-    from iofleet.parsers import ParseError
-    from iofleet.parsers.ioping import parse_ioping
+    from iofleet.results.parsers import ParseError
+    from iofleet.results.parsers.ioping import parse_ioping
 
     m = _IOPING_RE.match(relpath)
     assert m
@@ -484,8 +484,8 @@ def _ioping(relpath: str, text: str) -> Rows:
 
 
 def _app(relpath: str, text: str) -> Rows:
-    from iofleet.parsers import ParseError
-    from iofleet.parsers.app import parse_app
+    from iofleet.results.parsers import ParseError
+    from iofleet.results.parsers.app import parse_app
 
     m = _APP_RE.match(relpath)
     assert m

@@ -2,7 +2,7 @@
 
 So a user can see whether a result was measured in burst, the AWS side records
 for each slot's run window the credit balances behind the ceilings of
-docs/expectations.md, into the `burst_metrics` table (iofleet/schema.py):
+docs/expectations.md, into the `burst_metrics` table (iofleet/results/schema.py):
 
 | storage / resource | namespace | metric | dimension | statistic |
 |---|---|---|---|---|
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from iofleet.schema import BURST_METRICS
+from iofleet.results.schema import BURST_METRICS
 
 DEFAULT_PERIOD_S = 60
 MAX_QUERIES = 500  # GetMetricData's limit per call

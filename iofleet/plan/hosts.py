@@ -1,5 +1,5 @@
 """The instance's operating system: which Ubuntu release a cell runs and what its
-bootstrap installs, from the app presets' `host` needs (iofleet/data/apps.json).
+bootstrap installs, from the app presets' `host` needs (iofleet/plan/data/apps.json).
 
 Stdlib only: the plan and launch Lambdas import this module.
 
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from iofleet.apps import AppSpec, get_preset
+from iofleet.plan.apps import AppSpec, get_preset
 
 # Releases the stack can launch: Canonical publishes one public SSM parameter per
 # release and architecture (iofleet/aws/ec2.py), and the launch role may read

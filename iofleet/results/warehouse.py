@@ -7,7 +7,7 @@ opened, so an existing warehouse always runs the current views.
 Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
 the raw root from its raw objects, replacing that run's previous rows in one
 transaction. Each artifact loads whole or becomes one `ingest_errors` row (its
-values are checked against their columns in `iofleet.ingest`); should DuckDB
+values are checked against their columns in `iofleet.results.ingest`); should DuckDB
 refuse the bulk load anyway, the runs are reloaded one artifact per transaction. Rows go in through DuckDB's CSV reader (one temporary file per
 table, written by the stdlib csv module), which keeps a thousand fio json+
 files to seconds. Empty strings load as NULL.
@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import duckdb
 import sqlglot
 
-from iofleet import sql as view_files
-from iofleet.ingest import (
+from iofleet.results import sql as view_files
+from iofleet.results.ingest import (
     BIN_BLOCK_COLUMNS,
     BinBlock,
     error_row,
@@ -37,7 +37,7 @@ from iofleet.ingest import (
     merge_slot_rows,
     rows_and_bin_blocks,
 )
-from iofleet.schema import BY_NAME, FIO_LATENCY_BINS, INGEST_ERRORS, SLOTS, TABLES, Table
+from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, INGEST_ERRORS, SLOTS, TABLES, Table
 
 _ORDER_CELLS = "cell_index NULLS LAST, cell_id"
 
@@ -237,7 +237,7 @@ class Warehouse:
         """(Re)load every run under a raw results root (layout: docs/internals.md).
 
         Each artifact loads whole or becomes one `ingest_errors` row: its values are
-        checked against their columns first (`iofleet.ingest`), and should DuckDB still
+        checked against their columns first (`iofleet.results.ingest`), and should DuckDB still
         refuse the bulk load, the runs are loaded again artifact by artifact so that only
         the artifact it refuses is lost (`_replace_runs_one_by_one`).
         """

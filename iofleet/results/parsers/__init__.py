@@ -46,7 +46,7 @@ def parse_file(
         kind = detect_kind(text)
     try:
         if kind == "fio":
-            from iofleet.parsers.fio import parse_fio
+            from iofleet.results.parsers.fio import parse_fio
 
             parsed = parse_fio(text)
             for warning in parsed.warnings:
@@ -54,11 +54,11 @@ def parse_file(
                     warn(warning)
             yield from parsed.records
         elif kind == "ioping":
-            from iofleet.parsers.ioping import parse_ioping
+            from iofleet.results.parsers.ioping import parse_ioping
 
             yield parse_ioping(text).summary()
         elif kind == "app":
-            from iofleet.parsers.app import parse_app
+            from iofleet.results.parsers.app import parse_app
 
             yield parse_app(text)
         else:

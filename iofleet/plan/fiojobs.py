@@ -129,7 +129,7 @@ _TYPE_DEFAULTS: dict[str, tuple[float, float]] = {
     "bool": (0, 1),
     "size": (1, 64 * _TIB),  # the largest EBS volume
     "rate": (1, 1 << 40),  # 1 TiB/s per job
-    "duration": (1, WEEK_S),  # iofleet.matrix.MAX_SLOT_TIMEOUT_S
+    "duration": (1, WEEK_S),  # iofleet.plan.matrix.MAX_SLOT_TIMEOUT_S
 }
 PARAM_TYPES = tuple(_TYPE_DEFAULTS)
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from iofleet.parsers import ParseError
-from iofleet.schema import value_problem
+from iofleet.results.parsers import ParseError
+from iofleet.results.schema import value_problem
 
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
     ("lat_p0_ns", 0.0),

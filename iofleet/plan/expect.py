@@ -284,7 +284,7 @@ def _num(text: str) -> float | None:
 
 def job_profiles(name: str, params: Mapping[str, object]) -> list[JobProfile]:
     """Profiles of a fio job from the library, with the workload's params applied."""
-    from iofleet.fiojobs import get_job
+    from iofleet.plan.fiojobs import get_job
 
     job = get_job(name)
     env = dict(job.params)

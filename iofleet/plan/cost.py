@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from iofleet.expect import StorageSpec
+from iofleet.plan.expect import StorageSpec
 
 PRICES = Path(__file__).resolve().parent / "data" / "prices.json"
 HOURS_PER_MONTH = 730.0
@@ -240,9 +240,9 @@ def slot_seconds(fio_s: float, burst_wait_s: float, other_s: float = 0.0) -> flo
 def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
     """Per cell: `expected`, `warnings`, cost; plus the run's total and its budget.
 
-    `plan` is an iofleet.matrix.Plan (duck-typed: .matrix, .target, .cells).
+    `plan` is an iofleet.plan.matrix.Plan (duck-typed: .matrix, .target, .cells).
     """
-    from iofleet.expect import CellContext, _expect_cell, sources, storage_spec
+    from iofleet.plan.expect import CellContext, _expect_cell, sources, storage_spec
 
     region = region or default_region()
     matrix = plan.matrix

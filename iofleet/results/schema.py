@@ -261,7 +261,7 @@ EXPECTATIONS = Table(
 BURST_METRICS = Table(
     "burst_metrics",
     "CloudWatch burst/credit metrics of a slot's volume, file system or instance for "
-    "the run window (AWS only; iofleet/metrics.py)",
+    "the run window (AWS only; iofleet/aws/metrics.py)",
     SLOT_KEY
     + (
         _c("namespace", "string", "AWS/EBS | AWS/EFS | AWS/EC2"),
@@ -277,7 +277,7 @@ BURST_METRICS = Table(
 
 CELL_COSTS = Table(
     "cell_costs",
-    "the plan's cost estimate per cell, from run.json (iofleet/cost.py; AWS runs priced, "
+    "the plan's cost estimate per cell, from run.json (iofleet/plan/cost.py; AWS runs priced, "
     "local runs 0); the decision table reads it",
     (
         _c("run_id", "string"),

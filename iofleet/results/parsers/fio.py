@@ -45,8 +45,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from iofleet.parsers import ParseError
-from iofleet.schema import FIO_LATENCY_BINS, FIO_RESULTS, value_problem
+from iofleet.results.parsers import ParseError
+from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS, value_problem
 
 DIRECTIONS = ("read", "write", "trim", "mixed")  # mixed: unified_rw_reporting
 # record key -> percentile; the warehouse columns clat_p*_ns
@@ -464,7 +464,7 @@ _BIN_TYPES = {c.name: c.type for c in FIO_LATENCY_BINS.columns}
 
 
 def _check_columns(out: FioOutput) -> None:
-    """Every figure fits its warehouse column (iofleet.schema.value_problem): a value
+    """Every figure fits its warehouse column (iofleet.results.schema.value_problem): a value
     no table can hold (an integer beyond int64, a lone surrogate in a job name) is a
     ParseError naming the field, never a row that breaks a load."""
     for job, index, direction, hist in out.histograms:
