@@ -33,6 +33,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from iofleet.plan.fiojobs import fio_size_bytes
+
 DATA = Path(__file__).resolve().parent / "data"
 KIB = 1024
 MIB = 1024 * 1024
@@ -182,12 +184,13 @@ _DIRECTIONS = {
 }
 
 
-def parse_size(text: str) -> int | None:
-    """fio size ("4k", "1g", "256m"; base 1024 like fio's default) in bytes."""
-    match = _SIZE.match(text)
-    if not match:
+def parse_size(text: str, kb_base: int = 1024) -> int | None:
+    """A fio size in bytes as fio reads it (fiojobs.fio_size_bytes: "4k" = 4096, and with
+    fio's default kb_base=1024 "4KiB" = 4000), None if fio would not read it as a size."""
+    try:
+        return fio_size_bytes(text, kb_base)
+    except ValueError:
         return None
-    return int(float(match[1]) * _MULT[match[2].lower()])
 
 
 def parse_seconds(text: str) -> float | None:
@@ -246,14 +249,16 @@ def _profile(job: str, opts: Mapping[str, str], group: int) -> JobProfile:
         read_pct = float(mix) if mix else 100 - float(opts.get("rwmixwrite", 50))
         shares = {"read": read_pct / 100, "write": 1 - read_pct / 100}
         shares = {d: s for d, s in shares.items() if s > 0}
+    kb_base = 1000 if opts.get("kb_base", "1024").strip() == "1000" else 1024
     bs_read, bs_write = _split_rw(opts.get("bs", opts.get("blocksize", "4k")))
     block_sizes = {}
     for d in shares:
         text = bs_read if d == "read" else bs_write
-        block_sizes[d] = parse_size((text or "4k").split("-", 1)[0]) or 4 * KIB
+        block_sizes[d] = parse_size((text or "4k").split("-", 1)[0], kb_base) or 4 * KIB
     rate_bytes: dict[str, float] = {}
     rate_iops: dict[str, float] = {}
-    for key, target, parse in (("rate", rate_bytes, parse_size), ("rate_iops", rate_iops, _num)):
+    size = lambda text: parse_size(text, kb_base)  # noqa: E731
+    for key, target, parse in (("rate", rate_bytes, size), ("rate_iops", rate_iops, _num)):
         if key in opts:
             read, write = _split_rw(opts[key])
             for d, text in (("read", read), ("write", write)):
@@ -268,7 +273,7 @@ def _profile(job: str, opts: Mapping[str, str], group: int) -> JobProfile:
         numjobs=int(_num(opts.get("numjobs", "1")) or 1),
         runtime_s=runtime,
         time_based="time_based" in opts,
-        size_bytes=parse_size(opts["size"]) if opts.get("size") else None,
+        size_bytes=parse_size(opts["size"], kb_base) if opts.get("size") else None,
         rate_bytes=rate_bytes,
         rate_iops=rate_iops,
         group=group,

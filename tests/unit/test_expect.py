@@ -280,6 +280,23 @@ def test_parse_size_uses_base_1024() -> None:
     ]
 
 
+def test_parse_size_reads_iec_suffixes_as_fio_does() -> None:
+    # fio 3.33, default kb_base=1024: `--size=1mib --bs=4kib` read 1,000,000 bytes in 250 I/Os
+    assert parse_size("4kib") == 4000
+    assert parse_size("1MiB") == 1_000_000
+    assert parse_size("4k", kb_base=1000) == 4000
+    assert parse_size("4kib", kb_base=1000) == 4096
+
+
+def test_a_job_in_iec_units_gets_fios_block_size_and_size() -> None:
+    (job,) = parse_job_text("[j]\nrw=randread\nbs=4kib\nsize=1gib\nrate=1mib\n", {})
+    assert job.block_sizes == {"read": 4000}
+    assert job.size_bytes == 10**9
+    assert job.rate_bytes == {"read": 1e6, "write": 1e6}  # "x" applies to both directions
+    (base1000,) = parse_job_text("[j]\nkb_base=1000\nrw=read\nbs=4k\n", {})
+    assert base1000.block_sizes == {"read": 4000}
+
+
 def test_simulate_drain_arithmetic_with_two_buckets() -> None:
     # given a volume bucket (100 credits, burst 20/s over 10/s) and an
     # instance bucket (300 credits, burst 15/s over 5/s)
