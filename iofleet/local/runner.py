@@ -10,8 +10,6 @@ Athena, a file barrier instead of DynamoDB.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import secrets
@@ -19,8 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,19 +30,11 @@ from iofleet.agent.reaper import (
     set_subreaper,
 )
 from iofleet.agent.reaper import record_dead_agent as _record
-from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
+from iofleet.errors import EnvironmentProblem, UsageError
+from iofleet.results.outdir import environment_problem as _environment
+from iofleet.results.outdir import output_lock
 
 BARRIER_TIMEOUT_S = 600
-LOCK_NAME = ".iofleet.lock"
-# errors of the machine, not of the input: exit 3 (EnvironmentProblem)
-_ENVIRONMENT_ERRNOS = {
-    errno.ENOSPC,
-    errno.EDQUOT,
-    errno.EROFS,
-    errno.EACCES,
-    errno.EPERM,
-    errno.EIO,
-}
 
 
 @dataclass
@@ -246,43 +234,6 @@ def _stop_signals_interrupt() -> dict[int, Any]:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         previous[signum] = signal.signal(signum, interrupt)
     return previous
-
-
-@contextmanager
-def output_lock(out_dir: Path) -> Iterator[int]:
-    """Hold an exclusive flock on `OUT/.iofleet.lock` for the run (yields its fd).
-
-    A kernel lock: it goes when its last holder exits, however it exits, so a dead
-    runner never leaves a stale lock. The agents inherit the fd, so a runner killed
-    while they unwind keeps --out busy until they are gone. Raises OutputBusy.
-    """
-    lock_path = out_dir / LOCK_NAME
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
-        raise _environment(exc, lock_path) from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-            raise OutputBusy(
-                f"--out {out_dir}: in use by another run"
-                + (f" (iofleet local pid {holder})" if holder.isdigit() else "")
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _environment(exc: OSError, path: Path | str | None = None) -> Exception:
-    """An OSError of the machine (disk full, read-only, permission) as EnvironmentProblem."""
-    where = path if path is not None else (exc.filename or "--out")
-    if exc.errno in _ENVIRONMENT_ERRNOS:
-        return EnvironmentProblem(f"{where}: {exc.strerror or exc}")
-    return exc
 
 
 def _runner_gone(pid: object) -> str:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.errors import EnvironmentProblem, Problem, UsageError, ValidationFailed
+from iofleet.results.outdir import environment_problem, output_lock
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -333,8 +334,6 @@ def new_import_run_id(label: str, now: datetime) -> str:
 
 
 def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str = "file") -> int:
-    from iofleet.results.warehouse import Warehouse
-
     if not LABEL_RE.match(label):
         raise ValidationFailed(
             [
@@ -354,6 +353,27 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
         raise ValidationFailed(problems or [Problem("FILES", "no file given")])
     for problem in problems:
         print(problem, file=sys.stderr)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise environment_problem(exc, f"--out {out}") from None
+    with output_lock(out, "iofleet import"):  # one writer per --out: a second one exits 4
+        run_id, warehouse, stats, errors = _import_locked(out, label, slots, workloads)
+    for e in errors:  # the parsers accepted every file above: a mismatch is a bug
+        print(f"{out / 'raw' / e['object_key']}: {e['reason']}", file=sys.stderr)
+    imported = len(files) - len(problems)
+    print(
+        f"imported {imported} of {len(files)} files as run {run_id}: {len(slots)} slots, "
+        f"{len(workloads)} workloads -> {warehouse} ({stats})"
+    )
+    return 1 if problems or errors else 0
+
+
+def _import_locked(
+    out: Path, label: str, slots: Any, workloads: Any
+) -> tuple[str, Path, Any, list[dict[str, Any]]]:
+    from iofleet.results.warehouse import Warehouse
+
     run_id = new_import_run_id(label, datetime.now(UTC))
     raw = out / "raw"
     try:
@@ -368,11 +388,4 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
     with Warehouse(warehouse) as wh:
         stats = wh.ingest_dir(raw)
         errors = wh.ingest_errors(run_id)
-    for e in errors:  # the parsers accepted every file above: a mismatch is a bug
-        print(f"{raw / e['object_key']}: {e['reason']}", file=sys.stderr)
-    imported = len(files) - len(problems)
-    print(
-        f"imported {imported} of {len(files)} files as run {run_id}: {len(slots)} slots, "
-        f"{len(workloads)} workloads -> {warehouse} ({stats})"
-    )
-    return 1 if problems or errors else 0
+    return run_id, warehouse, stats, errors

@@ -221,3 +221,25 @@ def test_missing_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rc, _, err = _import(capsys, str(missing), "--out", str(tmp_path / "o"), "--label", "x")
     assert rc == 2
     assert err == f"{missing}: cannot read: No such file or directory\n"
+
+
+def test_an_import_into_an_out_that_another_run_holds_exits_4_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from iofleet.results.outdir import output_lock
+
+    out = tmp_path / "out"
+    first = [str(FIO / "json-randread.json")]
+    assert _import(capsys, *first, "--out", str(out), "--label", "gp3")[0] == 0
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != ".iofleet.lock"}
+    # given: another writer (here an `iofleet import` of this process) holds --out
+    with output_lock(out, "iofleet import"):
+        rc, _, err = _import(capsys, *first, "--out", str(out), "--label", "io2")
+    # then: exit 4, one line naming the holder, and nothing written into --out
+    assert rc == 4, err
+    assert err.strip().count("\n") == 0
+    assert "in use by another run (iofleet import pid" in err
+    after = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != ".iofleet.lock"}
+    assert after == before
+    runs = _db(out).execute("SELECT run_id FROM runs").fetchall()
+    assert [r for (r,) in runs if r.startswith("io2-")] == []
