@@ -33,6 +33,7 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
+    field_validator,
 )
 
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
@@ -268,6 +269,15 @@ class IopingSettings(_Model):
     count: int = Field(default=100, ge=1, le=1_000_000)
     interval_ms: int = Field(default=1000, ge=0, le=3_600_000)
     write: bool = False
+
+    @field_validator("count")
+    @classmethod
+    def _times_something(cls, value: int) -> int:
+        if value < 2:  # ioping's first request is an untimed warm-up
+            raise ValueError(
+                "1 request times nothing (ioping's first is an untimed warm-up): use 2 or more"
+            )
+        return value
 
 
 class IopingWorkload(_Model):

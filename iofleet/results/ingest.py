@@ -480,6 +480,11 @@ def _ioping(relpath: str, text: str) -> Rows:
         out = parse_ioping(text)
     except ParseError as exc:
         raise _Bad(f"ioping output: {exc}") from None
+    if not out.requests:  # `ioping -c 1`: its one request is the untimed warm-up
+        raise _Bad(
+            f"ioping output: only {out.warmup_requests} warm-up request(s), none timed "
+            "(ioping ignores its first request: use -c 2 or more)"
+        )
     return {IOPING_REQUESTS.name: [_table_row(IOPING_REQUESTS, key, r) for r in out.requests]}
 
 
