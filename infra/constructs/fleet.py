@@ -72,6 +72,21 @@ class Fleet(Construct):
         self.storage_security_group.add_ingress_rule(
             self.security_group, ec2.Port.tcp(2049), "NFS from iofleet instances"
         )
+        # FSx for Lustre (iofleet/aws/fsx.py): LNet on 988 and 1018-1023, from the fleet and
+        # between the file system's own servers (the FSx for Lustre User Guide, VPC security)
+        for port, what in (
+            (ec2.Port.tcp(988), "988"),
+            (ec2.Port.tcp_range(1018, 1023), "1018-1023"),
+        ):
+            self.storage_security_group.add_ingress_rule(
+                self.security_group, port, f"Lustre {what} from iofleet instances"
+            )
+            self.storage_security_group.add_ingress_rule(
+                self.storage_security_group, port, f"Lustre {what} between the file servers"
+            )
+            self.storage_security_group.add_egress_rule(
+                self.storage_security_group, port, f"Lustre {what} between the file servers"
+            )
 
         agent_dir = stage_agent(staging_root)
         self.agent_asset = s3_assets.Asset(self, "AgentBundle", path=str(agent_dir))

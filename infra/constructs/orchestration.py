@@ -581,6 +581,7 @@ class Orchestration(Construct):
                 conditions={"StringEquals": {f"aws:RequestTag/{keys.TAG_STACK}": stack.stack_name}},
             )
         )
+        self._grant_fsx_create(stack, role)
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="MountTargetsOnThisStacksFileSystems",
@@ -625,6 +626,40 @@ class Orchestration(Construct):
             role,
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*]",
             "a mount target's network interface is created by CreateMountTarget, only in this stack's subnets and storage security group",
+        )
+
+    def _grant_fsx_create(self, stack: Stack, role: iam.IRole) -> None:
+        """FSx for OpenZFS / Lustre file systems (iofleet/aws/fsx.py) created only with this
+        stack's iofleet:stack request tag; FSx makes their network interfaces through its
+        service-linked role, which the first creation in an account may have to create."""
+        fsx_arn = stack.format_arn(service="fsx", resource="file-system", resource_name="*")
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CreateFsxTaggedForThisStack",
+                actions=["fsx:CreateFileSystem", "fsx:TagResource"],
+                resources=[fsx_arn],
+                conditions={"StringEquals": {f"aws:RequestTag/{keys.TAG_STACK}": stack.stack_name}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="FsxServiceLinkedRole",
+                actions=["iam:CreateServiceLinkedRole"],
+                resources=[
+                    f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/fsx.amazonaws.com/*"
+                ],
+                conditions={"StringEquals": {"iam:AWSServiceName": "fsx.amazonaws.com"}},
+            )
+        )
+        ack(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:fsx:<AWS::Region>:<AWS::AccountId>:file-system/*]",
+            "FSx file system ids exist only after CreateFileSystem; creation requires this stack's iofleet:stack request tag",
+        )
+        ack(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/fsx.amazonaws.com/*]",
+            "FSx's own service-linked role (it creates the file system's network interfaces), only for fsx.amazonaws.com",
         )
 
     def _grant_run_instances(self, stack: Stack, fleet: Fleet) -> None:
@@ -802,6 +837,7 @@ class Orchestration(Construct):
                         "ec2:DescribeInstances",
                         "elasticfilesystem:DescribeFileSystems",
                         "elasticfilesystem:DescribeMountTargets",
+                        "fsx:DescribeFileSystems",
                     ],
                     resources=["*"],
                 )
@@ -820,6 +856,7 @@ class Orchestration(Construct):
                     actions=[
                         "elasticfilesystem:DeleteFileSystem",
                         "elasticfilesystem:DeleteMountTarget",
+                        "fsx:DeleteFileSystem",
                     ],
                     resources=["*"],
                     conditions={"StringEquals": {own_tag: stack.stack_name}},

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from iofleet.aws import barrier, keys
+from iofleet.aws import fsx as fsx_cells
 from iofleet.aws.launch import launch_schedule
 from iofleet.aws.plan import find_cell, load_manifest
 
@@ -25,6 +26,8 @@ def prepare(
     table: str,
     region: str,
     expires_at: str,
+    ec2: Any = None,
+    network: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     run_id = event["run_id"]
     cell_id = event["cell"]["cell_id"]
@@ -42,7 +45,15 @@ def prepare(
     )
     barrier.create_barrier(ddb, table, run_id, cell_id, fleet)
     storage = shared_storage(
-        cell["storage"], run_id, cell_id, efs=efs, fsx=fsx, region=region, expires_at=expires_at
+        cell["storage"],
+        run_id,
+        cell_id,
+        efs=efs,
+        fsx=fsx,
+        region=region,
+        expires_at=expires_at,
+        ec2=ec2,
+        network=network,
     )
     if storage.get("file_system_id"):  # Summarize reads its CloudWatch metrics after it is deleted
         ddb.update_item(
@@ -64,8 +75,22 @@ def shared_storage(
     fsx: Any,
     region: str,
     expires_at: str,
+    ec2: Any = None,
+    network: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     kind = spec.get("type")
+    if kind in fsx_cells.KINDS:  # FSx for OpenZFS / Lustre: iofleet/aws/fsx.py
+        net = network or {}
+        return fsx_cells.prepare(
+            spec,
+            run_id,
+            cell_id,
+            fsx=fsx,
+            ec2=ec2,
+            subnet_ids=list(net.get("subnet_ids") or []),
+            security_group=str(net.get("security_group") or ""),
+            expires_at=expires_at,
+        )
     if kind == "efs":
         fs_id = spec.get("file_system_id")
         if fs_id:
@@ -100,20 +125,6 @@ def shared_storage(
             "created": True,
             "mount": _efs_mount(fs["FileSystemId"], region),
         }
-    if kind == "fsx-openzfs":
-        fs_id = spec.get("file_system_id")
-        if not fs_id:
-            raise ValueError(
-                "creating FSx for OpenZFS per run is not supported yet: give storage.file_system_id"
-            )
-        fs = fsx.describe_file_systems(FileSystemIds=[fs_id])["FileSystems"][0]
-        return {
-            "ready": True,
-            "kind": "fsx-openzfs",
-            "file_system_id": fs_id,
-            "created": False,
-            "mount": {"dns_name": fs["DNSName"], "export": "/fsx"},
-        }
     return {"ready": True, "kind": kind or "ebs", "created": False}
 
 
@@ -122,11 +133,18 @@ def _efs_mount(fs_id: str, region: str) -> dict[str, str]:
 
 
 def status(
-    event: dict[str, Any], *, efs: Any, subnet_ids: list[str], security_group: str
+    event: dict[str, Any],
+    *,
+    efs: Any,
+    subnet_ids: list[str],
+    security_group: str,
+    fsx: Any = None,
 ) -> dict[str, Any]:
     """Poll step for a created EFS: available file system + one available mount target per subnet."""
     prepared = dict(event["prepared"])
     storage = dict(prepared["storage"])
+    if storage.get("kind") in fsx_cells.KINDS:
+        return fsx_cells.status(prepared, fsx=fsx)
     fs_id = storage["file_system_id"]
     fs = efs.describe_file_systems(FileSystemId=fs_id)["FileSystems"][0]
     if fs["LifeCycleState"] != "available":

@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from iofleet.aws import fsx as fsx_cells
 from iofleet.aws import keys
 from iofleet.aws.ddb import query_items, set_attributes
 
@@ -115,14 +116,23 @@ def cell_reason(event: dict[str, Any], *, ddb: Any, table: str) -> str | None:
 
 
 def cleanup_cell(
-    event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str
+    event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str, fsx: Any = None
 ) -> dict[str, Any]:
     run_id, cell_id = event["run_id"], event["cell"]["cell_id"]
     ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id, keys.TAG_CELL: cell_id}))
     storage = ((event.get("prepared") or {}).get("result") or {}).get("storage") or {}
     fs_state = None
     if storage.get("created") and storage.get("file_system_id"):
-        fs_state = delete_file_system(efs, storage["file_system_id"])
+        if storage.get("kind") in fsx_cells.KINDS:
+            fs_state = fsx_cells.delete(fsx, storage["file_system_id"])
+        else:
+            fs_state = delete_file_system(efs, storage["file_system_id"])
+    elif fsx is not None and not storage:
+        # PrepareCell failed after CreateFileSystem (or before its result was kept):
+        # whatever FSx file system carries this cell's tags goes too
+        for fs in fsx_cells.tagged(fsx, run_id):
+            if fs["tags"].get(keys.TAG_CELL) == cell_id:
+                fs_state = fsx_cells.delete(fsx, fs["id"])
     why = cell_reason(event, ddb=ddb, table=table)
     outcome = event.get("outcome", "SUCCEEDED")
     set_attributes(
@@ -151,7 +161,15 @@ def failed_cells(ddb: Any, table: str, run_id: str) -> str | None:
 
 
 def cleanup_run(
-    run_id: str, outcome: str, error: Any, *, ec2: Any, efs: Any, ddb: Any, table: str
+    run_id: str,
+    outcome: str,
+    error: Any,
+    *,
+    ec2: Any,
+    efs: Any,
+    ddb: Any,
+    table: str,
+    fsx: Any = None,
 ) -> dict[str, Any]:
     ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id}))
     file_systems = []
@@ -160,6 +178,8 @@ def cleanup_run(
             tags = {t["Key"]: t["Value"] for t in fs.get("Tags", [])}
             if tags.get(keys.TAG_RUN) == run_id and tags.get(keys.TAG_STACK) == keys.stack_name():
                 file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
+    if fsx is not None:  # FSx for OpenZFS / Lustre created by this run (iofleet/aws/fsx.py)
+        file_systems += [fsx_cells.delete(fsx, fs["id"]) for fs in fsx_cells.tagged(fsx, run_id)]
     why = reason(error)
     if (
         why is None and outcome != "SUCCEEDED"
@@ -182,7 +202,9 @@ def cleanup_run(
 EXECUTION_STATUS = {"ABORTED": "ABORTED", "TIMED_OUT": "FAILED", "FAILED": "FAILED"}
 
 
-def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -> dict[str, Any]:
+def handle(
+    event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str, fsx: Any = None
+) -> dict[str, Any]:
     """Dispatch: a state-machine step (`scope`: slot, cell, run) or an EventBridge execution status change."""
     if event.get("source") == "aws.states":
         detail = event.get("detail") or {}
@@ -203,11 +225,12 @@ def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -
             efs=efs,
             ddb=ddb,
             table=table,
+            fsx=fsx,
         )
     if event.get("scope") == "slot":
         return record_slot_failure(event, ddb=ddb, table=table)
     if event.get("scope") == "cell":
-        return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table)
+        return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table, fsx=fsx)
     return cleanup_run(
         event["run_id"],
         event.get("outcome") or "SUCCEEDED",
@@ -216,4 +239,5 @@ def handle(event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str) -
         efs=efs,
         ddb=ddb,
         table=table,
+        fsx=fsx,
     )

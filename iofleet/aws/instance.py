@@ -34,6 +34,7 @@ IMDS = "http://169.254.169.254/latest"
 
 REGION_ENV = "IOFLEET_REGION"  # tells the agent child where its DynamoDB barrier is
 
+
 def _imds(path: str) -> str:
     req = urllib.request.Request(
         f"{IMDS}/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
@@ -89,16 +90,25 @@ class Signals:
         return sent
 
 
+def mount_argv(mount: dict[str, Any], path: str) -> list[str]:
+    """The mount command for a shared file system: NFS v4.1 (EFS, FSx for OpenZFS) or
+    the Lustre client (FSx for Lustre, `DNS@tcp:/MOUNTNAME`)."""
+    if mount.get("fstype") == "lustre":
+        source = f"{mount['dns_name']}@tcp:/{mount['mount_name']}"
+        return ["mount", "-t", "lustre", "-o", "relatime,flock", source, path]
+    opts = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport"
+    source = f"{mount['dns_name']}:{mount.get('export', '/')}"
+    return ["mount", "-t", "nfs4", "-o", opts, source, path]
+
+
 def mount_shared(target: dict[str, Any]) -> None:
-    """NFS-mount an EFS / FSx for OpenZFS file system at the target path."""
+    """Mount an EFS / FSx for OpenZFS / FSx for Lustre file system at the target path."""
     mount = target.get("mount")
     if not mount:
         return
     path = target["path"]
     os.makedirs(path, exist_ok=True)
-    opts = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport"
-    source = f"{mount['dns_name']}:{mount.get('export', '/')}"
-    subprocess.run(["mount", "-t", "nfs4", "-o", opts, source, path], check=True)
+    subprocess.run(mount_argv(mount, path), check=True)
 
 
 def resolve_volume(ec2: Any, target: dict[str, Any]) -> None:
@@ -139,9 +149,7 @@ def run_in_process(doc: dict[str, Any], results_root: Path) -> int:
         return EXIT_INTERRUPTED
 
 
-def run_interruptible(
-    doc: dict[str, Any], results_root: Path, region: str | None = None
-) -> int:
+def run_interruptible(doc: dict[str, Any], results_root: Path, region: str | None = None) -> int:
     """Run the agent in a child process and outlive it, so what was measured is uploaded
     whatever happens to the agent.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from iofleet.aws import fsx as fsx_cells
 from iofleet.aws import keys
 from iofleet.aws.cleanup import LIVE_STATES, delete_file_system, terminate
 
@@ -26,7 +27,7 @@ def expired(value: str | None, now: datetime) -> bool:
     return when <= now
 
 
-def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
+def sweep(*, ec2: Any, efs: Any, now: datetime | None = None, fsx: Any = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     doomed: list[str] = []
     pages = ec2.get_paginator("describe_instances").paginate(
@@ -50,4 +51,8 @@ def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
             mine = keys.TAG_RUN in tags and tags.get(keys.TAG_STACK) == keys.stack_name()
             if mine and expired(tags.get(keys.TAG_EXPIRES), now):
                 file_systems[fs["FileSystemId"]] = delete_file_system(efs, fs["FileSystemId"])
+    if fsx is not None:  # FSx for OpenZFS / Lustre (iofleet/aws/fsx.py), same rules
+        for found in fsx_cells.tagged(fsx):
+            if expired(found["tags"].get(keys.TAG_EXPIRES), now):
+                file_systems[found["id"]] = fsx_cells.delete(fsx, found["id"])
     return {"terminated": doomed, "file_systems": file_systems}

@@ -378,6 +378,7 @@ def launch(
             agent_key=env.agent_key,
             time_limit_s=time_limit,
             host=host,
+            lustre_client=cell["storage"].get("type") == "fsx-lustre",
         )
     )
     expiry = expires_at(time_limit)

@@ -43,6 +43,7 @@ class UserDataParams:
     time_limit_s: int  # hard limit for the agent, after bootstrap
     poweroff: bool = True  # False only for local test runners
     host: HostPlan = field(default_factory=HostPlan)  # the cell's release and extra packages
+    lustre_client: bool = False  # the cell mounts FSx for Lustre (iofleet/aws/fsx.py)
 
 
 def agent_command(p: UserDataParams, agent_dir: str = AGENT_DIR) -> list[str]:
@@ -105,6 +106,33 @@ def _host_steps(host: HostPlan, heartbeat_cmd: str) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+# FSx for Lustre's client for Ubuntu (the FSx for Lustre User Guide, "Installing the
+# Lustre client"): AWS's apt repository, modules built for the running kernel.
+LUSTRE_KEY_URL = (
+    "https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
+)
+LUSTRE_REPO_URL = "https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu"
+LUSTRE_KEYRING = "/usr/share/keyrings/fsx-ubuntu-public-key.gpg"
+
+
+def lustre_client_steps() -> str:
+    """Bash that installs the Lustre client (untimed bootstrap, before the start barrier)."""
+    return f"""FAIL_REASON="could not install the FSx for Lustre client for kernel $(uname -r)"
+python3 - {LUSTRE_KEY_URL} > /tmp/fsx-ubuntu-public-key.asc <<'PY'
+import sys, urllib.request
+sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=60).read())
+PY
+gpg --batch --yes --dearmor -o {LUSTRE_KEYRING} /tmp/fsx-ubuntu-public-key.asc
+# shellcheck source=/dev/null
+codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+echo "deb [signed-by={LUSTRE_KEYRING}] {LUSTRE_REPO_URL} $codename main" > /etc/apt/sources.list.d/fsxlustreclientrepo.list
+apt-get update -q
+apt-get install -y -q "lustre-client-modules-$(uname -r)"
+modprobe lustre
+unset FAIL_REASON
+"""
+
+
 def render_user_data(p: UserDataParams) -> str:
     if p.time_limit_s <= 0:
         raise ValueError("time_limit_s must be positive")
@@ -136,7 +164,7 @@ region, bucket, key, dest = sys.argv[1:5]
 boto3.client("s3", region_name=region).download_file(bucket, key, dest + "/agent.zip")
 zipfile.ZipFile(dest + "/agent.zip").extractall(dest)
 PY
-{_host_steps(p.host, cmd + " --heartbeat")}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
+{lustre_client_steps() if p.lustre_client else ""}{_host_steps(p.host, cmd + " --heartbeat")}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
 cd "$AGENT_DIR"
 STAGE=agent
 {AGENT_MARKER}{cmd}

@@ -164,24 +164,10 @@ def estimate_cell(
             )
         if storage.throughput_mode == "elastic":
             est.unknown.append("efs elastic throughput (per GiB transferred; not estimated)")
-    elif storage.type == "fsx-openzfs":
-        fsx = prices.get("fsx-openzfs")
-        months = (hours + hours_populate) / HOURS_PER_MONTH
-        if not fsx:
-            est.unknown.append(f"fsx-openzfs file system ({months * HOURS_PER_MONTH:.2f} hours)")
-        else:
-            est.add(
-                "fsx-openzfs storage",
-                float(storage.size_gib or 0) * months,
-                "GiB-months",
-                fsx.get("ssd_gib_month"),
-            )
-            est.add(
-                "fsx-openzfs throughput",
-                float(storage.throughput_mibps or 0) * months,
-                "MBps-months",
-                fsx.get("throughput_mbps_month"),
-            )
+    elif storage.type in ("fsx-openzfs", "fsx-lustre"):
+        from iofleet.plan import fsx
+
+        fsx.add_cost(est, storage, (hours + hours_populate) / HOURS_PER_MONTH, prices)
     # orchestration and ingest
     sfn = _get(prices, "stepfunctions", "standard_transition")
     transitions = (

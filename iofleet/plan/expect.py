@@ -87,6 +87,8 @@ class StorageSpec:
     iops: float | None = None
     throughput_mibps: float | None = None
     throughput_mode: str | None = None  # EFS: bursting | elastic | provisioned
+    deployment_type: str | None = None  # FSx (iofleet/plan/fsx.py)
+    per_unit_mbps: float | None = None  # FSx for Lustre persistent: MB/s per TiB
 
     @property
     def is_ebs(self) -> bool:
@@ -94,7 +96,7 @@ class StorageSpec:
 
     @property
     def is_shared(self) -> bool:
-        return self.type in ("efs", "fsx-openzfs")
+        return self.type in ("efs", "fsx-openzfs", "fsx-lustre")
 
 
 def storage_spec(storage: Any) -> StorageSpec:
@@ -126,6 +128,14 @@ def storage_spec(storage: Any) -> StorageSpec:
             size_gib=get("storage_capacity_gib"),
             iops=get("iops"),
             throughput_mibps=get("throughput_capacity"),
+            deployment_type=get("deployment_type"),
+        )
+    if kind == "fsx-lustre":
+        return StorageSpec(
+            type="fsx-lustre",
+            size_gib=get("storage_capacity_gib"),
+            deployment_type=get("deployment_type"),
+            per_unit_mbps=get("per_unit_storage_throughput"),
         )
     return StorageSpec(type=str(kind))
 
@@ -440,34 +450,18 @@ def _efs_limits(spec: StorageSpec) -> Ceilings:
     return Ceilings(limits, unknown, notes)
 
 
-def _fsx_limits(spec: StorageSpec) -> Ceilings:
-    fsx = catalogue()["fsx-openzfs"]
-    limits: list[Limit] = []
-    unknown: list[str] = []
-    iops = spec.iops
-    if iops is None and spec.size_gib:
-        iops = fsx["automatic_iops_per_gib"] * spec.size_gib
-    if iops is None:
-        unknown.append("file system iops")
-    else:
-        limits.append(Limit("volume", "ops", float(iops), what="FSx SSD IOPS"))
-    if spec.throughput_mibps is None:
-        unknown.append("file system throughput")
-    else:  # throughput capacity is in MB/s
-        limits.append(
-            Limit("volume", "bytes", float(spec.throughput_mibps) * 1e6, what="FSx throughput")
-        )
-    return Ceilings(limits, unknown, [])
-
-
 def storage_ceilings(spec: StorageSpec, fleet_size: int = 1) -> Ceilings:
     """The storage's limits as seen by one slot (shared file systems split by fleet)."""
     if spec.is_ebs:
         ceilings = _ebs_volume_limits(spec)
     elif spec.type == "efs":
         ceilings = _efs_limits(spec)
-    elif spec.type == "fsx-openzfs":
-        ceilings = _fsx_limits(spec)
+    elif spec.type in ("fsx-openzfs", "fsx-lustre"):
+        from iofleet.plan import fsx
+
+        ceilings = (fsx.openzfs_ceilings if spec.type == "fsx-openzfs" else fsx.lustre_ceilings)(
+            spec
+        )
     else:
         return Ceilings([], ["storage"], [f"{spec.type} storage: no published ceiling"])
     if spec.is_shared and fleet_size > 1:

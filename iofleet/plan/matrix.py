@@ -171,11 +171,18 @@ class EfsStorage(_Model):
 
 
 class FsxOpenZfsStorage(_Model):
-    """An existing FSx for OpenZFS file system, or one created for the run."""
+    """An existing FSx for OpenZFS file system, or one created per cell (iofleet/plan/fsx.py).
+
+    `iops` set: USER_PROVISIONED SSD IOPS; unset: AUTOMATIC (3 per GiB).
+    """
 
     type: Literal["fsx-openzfs"]
     label: Label
     file_system_id: FileSystemId | None = None
+    deployment_type: (
+        Literal["SINGLE_AZ_1", "SINGLE_AZ_2", "SINGLE_AZ_HA_1", "SINGLE_AZ_HA_2", "MULTI_AZ_1"]
+        | None
+    ) = None
     storage_capacity_gib: int | None = Field(default=None, ge=64, le=524288)
     throughput_capacity: int | None = Field(default=None, ge=64, le=100_000)
     iops: int | None = Field(default=None, ge=1, le=10_000_000)
@@ -183,9 +190,32 @@ class FsxOpenZfsStorage(_Model):
     def detail(self) -> str:
         if self.file_system_id:
             return self.file_system_id
-        parts = [f"{self.storage_capacity_gib} GiB", f"{self.throughput_capacity} MB/s"]
+        parts = [
+            self.deployment_type or "SINGLE_AZ_1",
+            f"{self.storage_capacity_gib} GiB",
+            f"{self.throughput_capacity} MB/s",
+        ]
         if self.iops is not None:
             parts.append(f"{self.iops} IOPS")
+        return ", ".join(parts)
+
+
+class FsxLustreStorage(_Model):
+    """An existing FSx for Lustre file system, or one created per cell (iofleet/plan/fsx.py)."""
+
+    type: Literal["fsx-lustre"]
+    label: Label
+    file_system_id: FileSystemId | None = None
+    deployment_type: Literal["SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] | None = None
+    storage_capacity_gib: int | None = Field(default=None, ge=1200, le=2_400_000)
+    per_unit_storage_throughput: int | None = Field(default=None, ge=1, le=100_000)
+
+    def detail(self) -> str:
+        if self.file_system_id:
+            return self.file_system_id
+        parts = [self.deployment_type or "PERSISTENT_2", f"{self.storage_capacity_gib} GiB"]
+        if self.per_unit_storage_throughput is not None:
+            parts.append(f"{self.per_unit_storage_throughput} MB/s/TiB")
         return ", ".join(parts)
 
 
@@ -216,6 +246,7 @@ _STORAGE_CLASSES: dict[str, type[_Model]] = {
     "ebs": EbsStorage,
     "efs": EfsStorage,
     "fsx-openzfs": FsxOpenZfsStorage,
+    "fsx-lustre": FsxLustreStorage,
     "instance-store": InstanceStoreStorage,
     "local": LocalStorage,
 }
@@ -231,6 +262,7 @@ Storage = Annotated[
     Annotated[EbsStorage, Tag("~ebs")]
     | Annotated[EfsStorage, Tag("~efs")]
     | Annotated[FsxOpenZfsStorage, Tag("~fsx-openzfs")]
+    | Annotated[FsxLustreStorage, Tag("~fsx-lustre")]
     | Annotated[InstanceStoreStorage, Tag("~instance-store")]
     | Annotated[LocalStorage, Tag("~local")],
     Discriminator(_storage_tag),
@@ -503,18 +535,33 @@ def _storage_problems(item: Any) -> list[tuple[str, str]]:
             problems.append(("provisioned_mibps", "only with throughput_mode provisioned"))
         if item.performance_mode == "maxIO" and item.throughput_mode in (None, "elastic"):
             problems.append(("performance_mode", "maxIO is not supported with elastic throughput"))
-    elif isinstance(item, FsxOpenZfsStorage):
-        settings = ("storage_capacity_gib", "throughput_capacity", "iops")
+    elif isinstance(item, FsxOpenZfsStorage | FsxLustreStorage):
+        from iofleet.plan import fsx
+
+        lustre = isinstance(item, FsxLustreStorage)
+        settings = (
+            ("storage_capacity_gib", "deployment_type", "per_unit_storage_throughput")
+            if lustre
+            else ("storage_capacity_gib", "throughput_capacity", "deployment_type", "iops")
+        )
         if item.file_system_id is not None:
             for name in settings:
                 if getattr(item, name) is not None:
                     problems.append(
                         (name, "not allowed with file_system_id (existing file system)")
                     )
+            return problems
+        for name in settings[: 1 if lustre else 2]:
+            if getattr(item, name) is None:
+                problems.append((name, "required without file_system_id"))
+        if isinstance(item, FsxLustreStorage):
+            problems += fsx.lustre_problems(
+                item.deployment_type, item.storage_capacity_gib, item.per_unit_storage_throughput
+            )
         else:
-            for name in settings[:2]:
-                if getattr(item, name) is None:
-                    problems.append((name, "required without file_system_id"))
+            problems += fsx.openzfs_problems(
+                item.deployment_type, item.storage_capacity_gib, item.throughput_capacity, item.iops
+            )
     return problems
 
 

@@ -21,7 +21,20 @@ tracer = Tracer()
 def _clients() -> dict[str, Any]:
     return {
         n: boto3.client(c)
-        for n, c in (("s3", "s3"), ("ddb", "dynamodb"), ("efs", "efs"), ("fsx", "fsx"))
+        for n, c in (
+            ("s3", "s3"),
+            ("ddb", "dynamodb"),
+            ("efs", "efs"),
+            ("fsx", "fsx"),
+            ("ec2", "ec2"),
+        )
+    }
+
+
+def _network() -> dict[str, Any]:
+    return {
+        "subnet_ids": [s for s in os.environ.get("SUBNET_IDS", "").split(",") if s],
+        "security_group": os.environ.get("STORAGE_SECURITY_GROUP", ""),
     }
 
 
@@ -30,15 +43,18 @@ def _clients() -> dict[str, Any]:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     c = _clients()
     if event.get("action") == "status":
+        net = _network()
         return cell.status(
             event,
             efs=c["efs"],
-            subnet_ids=[s for s in os.environ.get("SUBNET_IDS", "").split(",") if s],
-            security_group=os.environ["STORAGE_SECURITY_GROUP"],
+            fsx=c["fsx"],
+            subnet_ids=net["subnet_ids"],
+            security_group=net["security_group"],
         )
     return cell.prepare(
         event,
         **c,
+        network=_network(),
         bucket=os.environ["RESULTS_BUCKET"],
         table=os.environ["STATE_TABLE"],
         region=os.environ.get("AWS_REGION", "us-east-1"),

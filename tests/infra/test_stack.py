@@ -46,11 +46,22 @@ def test_instance_security_group_has_no_ingress(synth: Synth) -> None:
     assert all(i["Properties"]["GroupId"] != {"Fn::GetAtt": [sg_id, "GroupId"]} for i in ingress)
 
 
-def test_shared_storage_accepts_only_nfs_from_the_fleet(synth: Synth) -> None:
-    (rule,) = synth.resources("AWS::EC2::SecurityGroupIngress").values()
-    props = rule["Properties"]
-    assert (props["IpProtocol"], props["FromPort"], props["ToPort"]) == ("tcp", 2049, 2049)
-    assert "InstanceSg" in dump(props["SourceSecurityGroupId"])
+def test_shared_storage_accepts_only_nfs_and_lustre_from_the_fleet(synth: Synth) -> None:
+    rules = [r["Properties"] for r in synth.resources("AWS::EC2::SecurityGroupIngress").values()]
+    from_fleet = sorted(
+        (p["IpProtocol"], p["FromPort"], p["ToPort"])
+        for p in rules
+        if "InstanceSg" in dump(p["SourceSecurityGroupId"])
+    )
+    # NFS v4.1 (EFS, FSx for OpenZFS) and Lustre's LNet ports (FSx for Lustre)
+    assert from_fleet == [("tcp", 988, 988), ("tcp", 1018, 1023), ("tcp", 2049, 2049)]
+    between_servers = sorted(
+        (p["IpProtocol"], p["FromPort"], p["ToPort"])
+        for p in rules
+        if "SharedStorageSg" in dump(p["SourceSecurityGroupId"])
+    )
+    assert between_servers == [("tcp", 988, 988), ("tcp", 1018, 1023)]
+    assert all("SharedStorageSg" in dump(p["GroupId"]) for p in rules)
 
 
 def test_instances_reach_ssm_and_nothing_else_managed(synth: Synth) -> None:
@@ -601,3 +612,31 @@ def test_launch_reads_exactly_the_ubuntu_ami_parameters_of_the_releases_it_can_l
     assert names == sorted(ec2.ami_parameter_names())
     assert len(names) == 2 * len(UBUNTU_RELEASES)  # amd64 and arm64 per release
     assert any("/22.04/" in n for n in names) and any("/24.04/" in n for n in names)
+
+
+def test_fsx_is_created_only_with_this_stacks_tag(synth: Synth) -> None:
+    statements = _policy_statements(synth, "PrepareCellFnRole")
+    creates = [s for s in statements if "fsx:CreateFileSystem" in _actions(s)]
+    assert len(creates) == 1
+    (create,) = creates
+    assert sorted(_actions(create)) == ["fsx:CreateFileSystem", "fsx:TagResource"]
+    assert ":fsx:" in dump(create["Resource"]) and ":file-system/*" in dump(create["Resource"])
+    assert create["Condition"] == {
+        "StringEquals": {"aws:RequestTag/iofleet:stack": synth.stack.stack_name}
+    }
+    slr = [s for s in statements if "iam:CreateServiceLinkedRole" in _actions(s)]
+    assert len(slr) == 1
+    assert slr[0]["Condition"] == {"StringEquals": {"iam:AWSServiceName": "fsx.amazonaws.com"}}
+    assert "aws-service-role/fsx.amazonaws.com/" in dump(slr[0]["Resource"])
+
+
+def test_cleanup_and_janitor_delete_only_this_stacks_fsx(synth: Synth) -> None:
+    for fn in ("Cleanup", "Janitor"):
+        statements = _policy_statements(synth, f"{fn}FnRole")
+        deletes = [s for s in statements if "fsx:DeleteFileSystem" in _actions(s)]
+        assert len(deletes) == 1, fn
+        assert deletes[0]["Condition"] == {
+            "StringEquals": {"aws:ResourceTag/iofleet:stack": synth.stack.stack_name}
+        }
+        finds = [s for s in statements if "fsx:DescribeFileSystems" in _actions(s)]
+        assert finds, fn

@@ -202,7 +202,16 @@ def test_workload_payloads_resolve_presets_and_stringify_params() -> None:
                 "throughput_capacity": 4096,
                 "iops": 20000,
             },
-            "282 GiB, 4096 MB/s, 20000 IOPS",
+            "SINGLE_AZ_1, 282 GiB, 4096 MB/s, 20000 IOPS",
+        ),
+        (
+            {
+                "type": "fsx-lustre",
+                "label": "v",
+                "storage_capacity_gib": 4800,
+                "per_unit_storage_throughput": 500,
+            },
+            "PERSISTENT_2, 4800 GiB, 500 MB/s/TiB",
         ),
         ({"type": "instance-store", "label": "v"}, "instance store xfs"),
     ],

@@ -207,6 +207,8 @@ def local_stack(
             "AWS_ENDPOINT_URL_ATHENA": athena.endpoint,
         },
         "file_systems": {k: str(v) for k, v in file_systems.items()},
+        # FSx file systems created by runs: fs-ID's DNS name mounts $fsx_root/fs-ID (hooks.py)
+        "fsx_root": tempfile.mkdtemp(prefix="fsx-", dir=tmp_path_factory.getbasetemp()),
     }
     hooks.write_config(localcloud_dir, {**base_config, "faults": []})
     d = deploy(

@@ -229,18 +229,28 @@ def _time_limit(user_data: str) -> str:
 
 
 MOUNT_SHIM = """#!{python}
-# local cloud: an NFS mount of a shared file system becomes a bind mount of its directory
+# local cloud: an NFS or Lustre mount of a shared file system becomes a bind mount of its
+# directory. EFS ids map through IOFLEET_LOCALCLOUD_FILE_SYSTEMS; an FSx file system's DNS
+# name (fs-ID.fsx.REGION.amazonaws.com) maps to $IOFLEET_LOCALCLOUD_FSX_ROOT/fs-ID, and each
+# FSx mount is logged (argv) to $IOFLEET_LOCALCLOUD_FSX_ROOT/mounts.jsonl
 import json, os, sys
 args = sys.argv[1:]
-if "-t" in args and args[args.index("-t") + 1].startswith("nfs"):
+fstype = args[args.index("-t") + 1] if "-t" in args else ""
+if fstype.startswith("nfs") or fstype == "lustre":
     source, target = args[-2], args[-1]
-    fs_id = source.split(":", 1)[0].split(".", 1)[0]
+    fs_id = source.split(":", 1)[0].split("@", 1)[0].split(".", 1)[0]
     tiny = os.environ.get("IOFLEET_LOCALCLOUD_TINY_DISK")
     if tiny:
         os.execv("/usr/bin/mount", ["mount", "-t", "tmpfs", "-o", "size=" + tiny, "tmpfs", target])
     directory = json.loads(os.environ["IOFLEET_LOCALCLOUD_FILE_SYSTEMS"]).get(fs_id)
+    fsx_root = os.environ.get("IOFLEET_LOCALCLOUD_FSX_ROOT")
+    if directory is None and fsx_root and ".fsx." in source:
+        directory = os.path.join(fsx_root, fs_id)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(fsx_root, "mounts.jsonl"), "a") as log:
+            log.write(json.dumps({{"fs_id": fs_id, "argv": args}}) + "\\n")
     if directory is None:
-        sys.exit("mount.nfs4: access denied by server while mounting " + source)
+        sys.exit("mount." + fstype + ": access denied by server while mounting " + source)
     os.execv("/usr/bin/mount", ["mount", "--bind", directory, target])
 os.execv("/usr/bin/mount", ["mount"] + args)
 """
@@ -311,6 +321,7 @@ class LocalInstance:
                 "PYTHONPATH": str(agent_dir),
                 "IOFLEET_FIO_JOBS": str(agent_dir / "fio-jobs"),
                 "IOFLEET_LOCALCLOUD_FILE_SYSTEMS": json.dumps(self.cfg.get("file_systems", {})),
+                "IOFLEET_LOCALCLOUD_FSX_ROOT": str(self.cfg.get("fsx_root", "")),
             }
         )
         if fault and fault["kind"] == "tiny-disk":
@@ -412,9 +423,10 @@ def install() -> None:
     from moto.awslambda.models import LambdaFunction
     from moto.ec2.models.instances import InstanceBackend
 
-    from tests.cloud.localcloud import ec2_faults, sfn_patches
+    from tests.cloud.localcloud import ec2_faults, fsx_lifecycle, sfn_patches
 
     sfn_patches.install()  # Map failure threshold and StopExecution as in AWS (see that module)
+    fsx_lifecycle.install()  # FSx Lifecycle and Lustre MountName, which moto lacks
 
     LambdaFunction.invoke = _lambda_invoke(LambdaFunction.invoke)  # type: ignore[method-assign]
     InstanceBackend.run_instances = _run_instances(  # type: ignore[method-assign]
