@@ -34,6 +34,7 @@ IMDS = "http://169.254.169.254/latest"
 
 REGION_ENV = "IOFLEET_REGION"  # tells the agent child where its DynamoDB barrier is
 
+
 def _imds(path: str) -> str:
     req = urllib.request.Request(
         f"{IMDS}/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
@@ -90,15 +91,34 @@ class Signals:
 
 
 def mount_shared(target: dict[str, Any]) -> None:
-    """NFS-mount an EFS / FSx for OpenZFS file system at the target path."""
+    """NFS-mount an EFS / FSx for OpenZFS file system at the target path, or mount the
+    cell's bucket there with Mountpoint for Amazon S3."""
     mount = target.get("mount")
     if not mount:
         return
     path = target["path"]
     os.makedirs(path, exist_ok=True)
+    if mount.get("kind") == "mountpoint-s3":
+        from iofleet.aws.s3mount import mount_argv
+
+        subprocess.run(mount_argv(mount, path), check=True)
+        return
     opts = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport"
     source = f"{mount['dns_name']}:{mount.get('export', '/')}"
     subprocess.run(["mount", "-t", "nfs4", "-o", opts, source, path], check=True)
+
+
+def unmount_shared(target: dict[str, Any]) -> None:
+    """Unmount a Mountpoint bucket after the slot (its uploads are complete once the
+    files are closed; a failed unmount is said on stderr, the results still go up)."""
+    mount = target.get("mount") or {}
+    if mount.get("kind") != "mountpoint-s3":
+        return
+    from iofleet.aws.s3mount import unmount_argv
+
+    done = subprocess.run(unmount_argv(target["path"]), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"iofleet: umount {target['path']}: {done.stderr.strip()}", file=sys.stderr)
 
 
 def resolve_volume(ec2: Any, target: dict[str, Any]) -> None:
@@ -139,9 +159,7 @@ def run_in_process(doc: dict[str, Any], results_root: Path) -> int:
         return EXIT_INTERRUPTED
 
 
-def run_interruptible(
-    doc: dict[str, Any], results_root: Path, region: str | None = None
-) -> int:
+def run_interruptible(doc: dict[str, Any], results_root: Path, region: str | None = None) -> int:
     """Run the agent in a child process and outlive it, so what was measured is uploaded
     whatever happens to the agent.
 
@@ -281,7 +299,10 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         mount_shared(target)
         resolve_volume(clients["ec2"], target)
         with tempfile.TemporaryDirectory(prefix="iofleet-raw-") as tmp:
-            code = run_interruptible(doc, Path(tmp), region=args.region)
+            try:
+                code = run_interruptible(doc, Path(tmp), region=args.region)
+            finally:
+                unmount_shared(target)
             keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))
     except Exception as exc:  # noqa: BLE001 - every failure becomes the task's cause
         signals.failure(type(exc).__name__, f"{type(exc).__name__}: {exc}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from iofleet.aws import keys
+from iofleet.aws import keys, s3mount
 from iofleet.aws.cleanup import LIVE_STATES, delete_file_system, terminate
 
 
@@ -26,7 +26,7 @@ def expired(value: str | None, now: datetime) -> bool:
     return when <= now
 
 
-def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
+def sweep(*, ec2: Any, efs: Any, s3: Any = None, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     doomed: list[str] = []
     pages = ec2.get_paginator("describe_instances").paginate(
@@ -50,4 +50,6 @@ def sweep(*, ec2: Any, efs: Any, now: datetime | None = None) -> dict[str, Any]:
             mine = keys.TAG_RUN in tags and tags.get(keys.TAG_STACK) == keys.stack_name()
             if mine and expired(tags.get(keys.TAG_EXPIRES), now):
                 file_systems[fs["FileSystemId"]] = delete_file_system(efs, fs["FileSystemId"])
-    return {"terminated": doomed, "file_systems": file_systems}
+    # Mountpoint buckets: this stack's name prefix, the expiry their name carries
+    buckets = s3mount.sweep(s3, now) if s3 is not None else {}
+    return {"terminated": doomed, "file_systems": file_systems, "buckets": buckets}

@@ -18,7 +18,10 @@ tracer = Tracer()
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {n: boto3.client(c) for n, c in (("ec2", "ec2"), ("efs", "efs"), ("ddb", "dynamodb"))}
+    return {
+        n: boto3.client(c)
+        for n, c in (("ec2", "ec2"), ("efs", "efs"), ("ddb", "dynamodb"), ("s3", "s3"))
+    }
 
 
 @logger.inject_lambda_context

@@ -17,7 +17,7 @@ tracer = Tracer()
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {"ec2": boto3.client("ec2"), "efs": boto3.client("efs")}
+    return {"ec2": boto3.client("ec2"), "efs": boto3.client("efs"), "s3": boto3.client("s3")}
 
 
 @logger.inject_lambda_context

@@ -21,7 +21,13 @@ tracer = Tracer()
 def _clients() -> dict[str, Any]:
     return {
         n: boto3.client(c)
-        for n, c in (("s3", "s3"), ("ddb", "dynamodb"), ("efs", "efs"), ("fsx", "fsx"))
+        for n, c in (
+            ("s3", "s3"),
+            ("ddb", "dynamodb"),
+            ("efs", "efs"),
+            ("fsx", "fsx"),
+            ("ec2", "ec2"),
+        )
     }
 
 
@@ -39,6 +45,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return cell.prepare(
         event,
         **c,
+        subnet_ids=[s for s in os.environ.get("SUBNET_IDS", "").split(",") if s],
         bucket=os.environ["RESULTS_BUCKET"],
         table=os.environ["STATE_TABLE"],
         region=os.environ.get("AWS_REGION", "us-east-1"),
