@@ -266,6 +266,24 @@ def matrix_problems(matrix: Any) -> list[tuple[tuple[str | int, ...], str]]:
     return problems
 
 
+def request_rate_notes(storage_type: str, fleet_size: int) -> list[str]:
+    """What bounds a Mountpoint cell besides each instance's network (docs/expectations.md).
+
+    Not turned into IOPS ceilings: Mountpoint coalesces sequential I/O into large ranged
+    GETs and multipart parts (8 MiB by default), so requests per fio I/O are not fixed."""
+    if storage_type == "s3express-mountpoint":
+        return [
+            "S3 Express One Zone directory bucket: per-bucket request rates far above one "
+            "fleet's (no per-prefix partitioning); the instance network is the expected bound"
+        ]
+    return [
+        "S3 general purpose bucket: 3,500 PUT and 5,500 GET requests per second per prefix; "
+        f"each of the {fleet_size} slots writes under its own prefix, so the instance network "
+        "is the expected bound (a new bucket scales its prefixes gradually: 503 SlowDown is "
+        "possible early)"
+    ]
+
+
 _AZ_ID = re.compile(r"^[a-z]{2,5}[0-9]{0,2}-az[0-9]{1,2}$")
 
 

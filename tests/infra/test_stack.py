@@ -650,8 +650,6 @@ def test_mountpoint_buckets_are_created_deleted_and_mounted_only_under_this_stac
     # and nothing else in the template may create or delete buckets
     for policy in synth.resources("AWS::IAM::Policy").values():
         for st in policy["Properties"]["PolicyDocument"]["Statement"]:
-            if {"s3:CreateBucket", "s3:DeleteBucket", "s3express:CreateBucket"} & set(
-                _actions(st)
-            ):
+            if {"s3:CreateBucket", "s3:DeleteBucket", "s3express:CreateBucket"} & set(_actions(st)):
                 assert all(f"{prefix}*" in r for r in _resources(st)), st
     assert bucket_actions  # the actions this test is about

@@ -23,7 +23,8 @@ from lambdas.launch import handler as launch
 from lambdas.prepare_cell import handler as prepare
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 from tests.unit.lambdas.s3express import DirectoryBucketStandIn
-from tests.unit.lambdas.test_fleet_handlers import TOKEN, _instances, _planned, network  # noqa: F401
+from tests.unit.lambdas.test_fleet_handlers import TOKEN, _planned
+from tests.unit.lambdas.test_fleet_handlers import network as network  # noqa: F401 - the fixture
 
 EXPIRES = "2026-11-24T02:00:00Z"
 
@@ -53,7 +54,7 @@ def _fill(s3: Any, name: str, n: int = 3) -> None:
 def test_prepare_creates_a_tagged_bucket_per_cell_and_cleanup_empties_and_deletes_it(
     cloud: Cloud,
     network: dict[str, str],
-    context: FakeLambdaContext,  # noqa: F811
+    context: FakeLambdaContext,
 ) -> None:
     s3 = cloud.client("s3")
     run = _planned(context, _matrix({"type": "s3-mountpoint", "label": "s3"}, network["ami"]))
@@ -116,7 +117,7 @@ def test_prepare_creates_a_tagged_bucket_per_cell_and_cleanup_empties_and_delete
 def test_abort_rule_deletes_the_buckets_of_the_run_even_when_prepare_did_not_return(
     cloud: Cloud,
     network: dict[str, str],
-    context: FakeLambdaContext,  # noqa: F811
+    context: FakeLambdaContext,
 ) -> None:
     s3 = cloud.client("s3")
     matrix = _matrix({"type": "s3-mountpoint", "label": "s3"}, network["ami"])
@@ -189,7 +190,7 @@ def _two_zones(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
 def test_express_bucket_is_a_directory_bucket_in_the_fleets_zone_and_the_fleet_stays_there(
     cloud: Cloud,
     network: dict[str, str],
-    context: FakeLambdaContext,  # noqa: F811
+    context: FakeLambdaContext,
 ) -> None:
     s3 = DirectoryBucketStandIn(cloud.client("s3"))
     ec2 = cloud.client("ec2")
@@ -281,7 +282,7 @@ def cell_logic_cleanup(
 def test_express_in_a_zone_without_a_subnet_of_the_stack_creates_nothing(
     cloud: Cloud,
     network: dict[str, str],
-    context: FakeLambdaContext,  # noqa: F811
+    context: FakeLambdaContext,
 ) -> None:
     s3 = DirectoryBucketStandIn(cloud.client("s3"))
     subnets, zone_of = _two_zones(cloud)
