@@ -291,3 +291,91 @@ def az_id_problem(value: str) -> str | None:
     if not _AZ_ID.fullmatch(value):
         return f"must be an Availability Zone ID like use1-az4, got {value!r}"
     return None
+
+
+# --------------------------------------------------------------------------- cost
+
+# Mountpoint's default part size: a write goes up as multipart parts of 8 MiB, a read
+# as ranged GETs of 8 MiB (its docs, CONFIGURATION.md "--write-part-size", "--read-part-size").
+PART_BYTES = 8 * 1024 * 1024
+GIB = 1024**3
+
+
+def fio_traffic(payloads: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, list[str]]:
+    """(bytes written, bytes read, files written, notes) by one slot's fio workloads: each
+    section's size x numjobs x nrfiles, written once and read once (the jobs Mountpoint
+    can run are size-based); what cannot be counted is named in the notes."""
+    from iofleet.plan.fiojobs import TARGET_PARAM, _job_sections, fio_size_bytes, get_job
+
+    written = read = files = 0
+    notes: list[str] = []
+    for p in payloads:
+        if p.get("kind") != "fio":
+            continue
+        job = get_job(str(p["name"]))
+        env = {**job.params, **{str(k).upper(): str(v) for k, v in p.get("params", {}).items()}}
+        env[TARGET_PARAM] = "/mnt/iofleet"
+        for name, opts in _job_sections(job.path.read_text(encoding="utf-8"), env):
+            try:
+                size = fio_size_bytes(opts.get("size", "").strip() or "x")
+            except ValueError:
+                notes.append(f"{p['name']} [{name}]: size not countable")
+                continue
+            count = (_number(opts, "numjobs", 1) or 1) * (_number(opts, "nrfiles", 1) or 1)
+            base, _ = _direction(opts)
+            if base == SEQUENTIAL_WRITE:
+                written += size * count
+                files += count
+            elif base in READS:
+                read += size * count
+    return written, read, files, notes
+
+
+def add_cost(
+    est: Any,
+    storage_type: str,
+    payloads: list[Mapping[str, Any]],
+    fleet_size: int,
+    slot_seconds: float,
+    prices: Mapping[str, Any],
+) -> None:
+    """Add a Mountpoint cell's S3 charges to `est` (iofleet.plan.cost.Estimate): storage
+    GB-months prorated for the slot (the objects live until the cell's cleanup), PUT-class
+    requests (per file CreateMultipartUpload + CompleteMultipartUpload + one UploadPart per
+    8 MiB), GET requests (one per 8 MiB read), and for Express the per-GB upload and
+    retrieval charges. Estimated from the fio sections' sizes; LIST/HEAD are left out."""
+    written, read, files, notes = fio_traffic(payloads)
+    est.unknown.extend(notes)
+    express = storage_type == "s3express-mountpoint"
+    table = prices.get("s3express" if express else "s3")
+    what = "s3 express one zone" if express else "s3 standard"
+    if not table:
+        est.unknown.append(f"{what} prices for this region")
+        return
+    parts_written = -(-written // PART_BYTES) + 2 * files
+    gets = -(-read // PART_BYTES)
+    months = slot_seconds / 3600.0 / 730.0
+    gib_written = written / GIB * fleet_size
+    storage_key = "gib_month" if express else "standard_gib_month"
+    est.add(f"{what} storage", gib_written * months, "GiB-months", table.get(storage_key))
+    est.add(
+        f"{what} PUT requests",
+        parts_written * fleet_size / 1000.0,
+        "1,000 requests",
+        table.get("put_per_1000"),
+    )
+    est.add(
+        f"{what} GET requests",
+        gets * fleet_size / 1000.0,
+        "1,000 requests",
+        table.get("get_per_1000"),
+    )
+    if express:
+        est.add(f"{what} upload", gib_written, "GiB", table.get("upload_gib"))
+        # retrieval is charged on the part of each request beyond 512 KiB
+        est.add(
+            f"{what} retrieval",
+            max(0.0, read - gets * 512 * 1024) / GIB * fleet_size,
+            "GiB",
+            table.get("retrieval_gib"),
+        )
