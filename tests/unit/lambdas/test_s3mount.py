@@ -327,3 +327,34 @@ def test_mount_argv_and_names() -> None:
     assert s3mount.name_expiry("ifl-notours") is None
     with pytest.raises(ValueError, match="is not a bucket of stack"):
         s3mount.delete_bucket(None, "someone-elses-bucket")
+
+
+def test_user_data_installs_mount_s3_before_the_agent_only_for_mountpoint_cells(
+    tmp_path: Any,
+) -> None:
+    import shutil
+    import subprocess
+
+    from iofleet.aws.userdata import AGENT_MARKER, UserDataParams, render_user_data
+
+    params = dict(
+        region="us-east-1",
+        bucket="b",
+        payload_key="control/r/c/slot-0000.json",
+        agent_bucket="a",
+        agent_key="k.zip",
+        time_limit_s=60,
+    )
+    with_mount = render_user_data(UserDataParams(**params, mount_s3=True))  # type: ignore[arg-type]
+    without = render_user_data(UserDataParams(**params))  # type: ignore[arg-type]
+    assert "mount-s3" not in without
+    install = with_mount.index('apt-get install -y -q "$AGENT_DIR/pkg/mount-s3.deb"')
+    assert install < with_mount.index(AGENT_MARKER)  # untimed bootstrap, before the barrier
+    assert (
+        "amd64) mount_s3_arch=x86_64" in with_mount and "arm64) mount_s3_arch=arm64" in with_mount
+    )
+    script = tmp_path / "user-data.sh"
+    script.write_text(with_mount)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    if shutil.which("shellcheck"):
+        subprocess.run(["shellcheck", str(script)], check=True)
