@@ -32,6 +32,7 @@ from infra.constructs.catalog import grant_athena
 from infra.constructs.fleet import Fleet
 from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_objects
+from infra.mountpoint_grants import grant_mountpoint
 from infra.nag import ack, logical_id
 from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
@@ -799,6 +800,12 @@ class Orchestration(Construct):
             "reads the plan manifest",
         )
         self._grant_shared_storage(stack, fleet)
+        grant_mountpoint(  # Mountpoint buckets per cell (infra/mountpoint_grants.py)
+            stack,
+            prepare=self.prepare.role,
+            cleaners=[self.cleanup.role, self.janitor.role],
+            instance=fleet.role,
+        )
         # the slot item: launch retries as they happen, then where it launched; a retried
         # invocation reads which subnets had no capacity (iofleet.aws.launch.subnet_order)
         table.grant(self.launch.role, "dynamodb:UpdateItem", "dynamodb:GetItem")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from iofleet.aws import barrier, keys
+from iofleet.aws import barrier, keys, s3mount
 from iofleet.aws import fsx as fsx_cells
+from iofleet.aws.ddb import set_attributes
 from iofleet.aws.launch import launch_schedule
 from iofleet.aws.plan import find_cell, load_manifest
 
@@ -28,6 +29,7 @@ def prepare(
     expires_at: str,
     ec2: Any = None,
     network: dict[str, Any] | None = None,
+    subnet_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     run_id = event["run_id"]
     cell_id = event["cell"]["cell_id"]
@@ -44,6 +46,21 @@ def prepare(
         },
     )
     barrier.create_barrier(ddb, table, run_id, cell_id, fleet)
+    if s3mount.is_mountpoint(cell["storage"]):  # a bucket per cell (iofleet/aws/s3mount.py)
+        storage = s3mount.create(
+            cell["storage"],
+            run_id,
+            cell_id,
+            s3=s3,
+            ec2=ec2,
+            subnet_ids=list(subnet_ids or []),
+            region=region,
+            expires_at=expires_at,
+            record=lambda name: set_attributes(
+                ddb, table, keys.cell_item_key(run_id, cell_id), {"storage_bucket": name}
+            ),
+        )
+        return {"storage": storage, "slots": launch_schedule(fleet)}
     storage = shared_storage(
         cell["storage"],
         run_id,

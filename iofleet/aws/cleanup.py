@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from iofleet.aws import fsx as fsx_cells
-from iofleet.aws import keys
+from iofleet.aws import keys, s3mount
 from iofleet.aws.ddb import query_items, set_attributes
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
@@ -116,7 +116,14 @@ def cell_reason(event: dict[str, Any], *, ddb: Any, table: str) -> str | None:
 
 
 def cleanup_cell(
-    event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str, fsx: Any = None
+    event: dict[str, Any],
+    *,
+    ec2: Any,
+    efs: Any,
+    ddb: Any,
+    table: str,
+    fsx: Any = None,
+    s3: Any = None,
 ) -> dict[str, Any]:
     run_id, cell_id = event["run_id"], event["cell"]["cell_id"]
     ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id, keys.TAG_CELL: cell_id}))
@@ -133,6 +140,9 @@ def cleanup_cell(
         for fs in fsx_cells.tagged(fsx, run_id):
             if fs["tags"].get(keys.TAG_CELL) == cell_id:
                 fs_state = fsx_cells.delete(fsx, fs["id"])
+    bucket = _cell_bucket(ddb, table, run_id, cell_id, storage)
+    if bucket and s3 is not None:  # a Mountpoint cell's bucket, emptied then deleted
+        fs_state = s3mount.delete_bucket(s3, bucket)
     why = cell_reason(event, ddb=ddb, table=table)
     outcome = event.get("outcome", "SUCCEEDED")
     set_attributes(
@@ -142,6 +152,29 @@ def cleanup_cell(
         {"status": outcome, "finished_at": _now(), "error": why},
     )
     return {"terminated": len(ids), "file_system": fs_state, "status": outcome, "error": why}
+
+
+def _cell_bucket(
+    ddb: Any, table: str, run_id: str, cell_id: str, storage: dict[str, Any]
+) -> str | None:
+    """The cell's Mountpoint bucket: from PrepareCell's result, else from the cell item
+    (a PrepareCell that failed after naming it)."""
+    if storage.get("bucket"):
+        return str(storage["bucket"]) if storage.get("created") else None
+    if storage.get("kind"):  # prepared, and not a Mountpoint cell
+        return None
+    item = ddb.get_item(
+        TableName=table,
+        Key={k: {"S": v} for k, v in keys.cell_item_key(run_id, cell_id).items()},
+        ConsistentRead=True,
+    ).get("Item", {})
+    return item.get("storage_bucket", {}).get("S")
+
+
+def run_buckets(ddb: Any, table: str, run_id: str) -> list[str]:
+    """Every Mountpoint bucket the run's cells named (cell items' storage_bucket)."""
+    items = query_items(ddb, table, f"run#{run_id}", "cell#", consistent=True)
+    return sorted({i["storage_bucket"]["S"] for i in items if "storage_bucket" in i})
 
 
 def failed_cells(ddb: Any, table: str, run_id: str) -> str | None:
@@ -170,6 +203,7 @@ def cleanup_run(
     ddb: Any,
     table: str,
     fsx: Any = None,
+    s3: Any = None,
 ) -> dict[str, Any]:
     ids = terminate(ec2, tagged_instances(ec2, {keys.TAG_RUN: run_id}))
     file_systems = []
@@ -180,6 +214,7 @@ def cleanup_run(
                 file_systems.append(delete_file_system(efs, fs["FileSystemId"]))
     if fsx is not None:  # FSx for OpenZFS / Lustre created by this run (iofleet/aws/fsx.py)
         file_systems += [fsx_cells.delete(fsx, fs["id"]) for fs in fsx_cells.tagged(fsx, run_id)]
+    buckets = s3mount.delete_named(s3, run_buckets(ddb, table, run_id)) if s3 is not None else {}
     why = reason(error)
     if (
         why is None and outcome != "SUCCEEDED"
@@ -194,6 +229,7 @@ def cleanup_run(
     return {
         "terminated": len(ids),
         "file_systems": len(file_systems),
+        "buckets": buckets,
         "status": outcome,
         "error": why,
     }
@@ -203,7 +239,14 @@ EXECUTION_STATUS = {"ABORTED": "ABORTED", "TIMED_OUT": "FAILED", "FAILED": "FAIL
 
 
 def handle(
-    event: dict[str, Any], *, ec2: Any, efs: Any, ddb: Any, table: str, fsx: Any = None
+    event: dict[str, Any],
+    *,
+    ec2: Any,
+    efs: Any,
+    ddb: Any,
+    table: str,
+    fsx: Any = None,
+    s3: Any = None,
 ) -> dict[str, Any]:
     """Dispatch: a state-machine step (`scope`: slot, cell, run) or an EventBridge execution status change."""
     if event.get("source") == "aws.states":
@@ -226,11 +269,12 @@ def handle(
             ddb=ddb,
             table=table,
             fsx=fsx,
+            s3=s3,
         )
     if event.get("scope") == "slot":
         return record_slot_failure(event, ddb=ddb, table=table)
     if event.get("scope") == "cell":
-        return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table, fsx=fsx)
+        return cleanup_cell(event, ec2=ec2, efs=efs, ddb=ddb, table=table, fsx=fsx, s3=s3)
     return cleanup_run(
         event["run_id"],
         event.get("outcome") or "SUCCEEDED",
@@ -240,4 +284,5 @@ def handle(
         ddb=ddb,
         table=table,
         fsx=fsx,
+        s3=s3,
     )

@@ -141,6 +141,7 @@ def target_for(
             "created_by_run": True,
             "mount_point": MOUNT_POINT,
         }
+    # EFS, FSx: NFS; Mountpoint for S3: mount-s3 (iofleet/aws/s3mount.py), by mount["kind"]
     target: dict[str, Any] = {"kind": "directory", "path": MOUNT_POINT}
     if mount:
         target["mount"] = dict(mount)

@@ -102,13 +102,32 @@ def mount_argv(mount: dict[str, Any], path: str) -> list[str]:
 
 
 def mount_shared(target: dict[str, Any]) -> None:
-    """Mount an EFS / FSx for OpenZFS / FSx for Lustre file system at the target path."""
+    """Mount an EFS / FSx for OpenZFS / FSx for Lustre file system at the target path, or
+    the cell's bucket there with Mountpoint for Amazon S3."""
     mount = target.get("mount")
     if not mount:
         return
     path = target["path"]
     os.makedirs(path, exist_ok=True)
+    if mount.get("kind") == "mountpoint-s3":
+        from iofleet.aws.s3mount import mount_argv as mount_s3_argv
+
+        subprocess.run(mount_s3_argv(mount, path), check=True)
+        return
     subprocess.run(mount_argv(mount, path), check=True)
+
+
+def unmount_shared(target: dict[str, Any]) -> None:
+    """Unmount a Mountpoint bucket after the slot (its uploads are complete once the
+    files are closed; a failed unmount is said on stderr, the results still go up)."""
+    mount = target.get("mount") or {}
+    if mount.get("kind") != "mountpoint-s3":
+        return
+    from iofleet.aws.s3mount import unmount_argv
+
+    done = subprocess.run(unmount_argv(target["path"]), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"iofleet: umount {target['path']}: {done.stderr.strip()}", file=sys.stderr)
 
 
 def resolve_volume(ec2: Any, target: dict[str, Any]) -> None:
@@ -289,7 +308,10 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
         mount_shared(target)
         resolve_volume(clients["ec2"], target)
         with tempfile.TemporaryDirectory(prefix="iofleet-raw-") as tmp:
-            code = run_interruptible(doc, Path(tmp), region=args.region)
+            try:
+                code = run_interruptible(doc, Path(tmp), region=args.region)
+            finally:
+                unmount_shared(target)
             keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))
     except Exception as exc:  # noqa: BLE001 - every failure becomes the task's cause
         signals.failure(type(exc).__name__, f"{type(exc).__name__}: {exc}")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from iofleet.aws import fsx as fsx_cells
-from iofleet.aws import keys
+from iofleet.aws import keys, s3mount
 from iofleet.aws.cleanup import LIVE_STATES, delete_file_system, terminate
 
 
@@ -27,7 +27,9 @@ def expired(value: str | None, now: datetime) -> bool:
     return when <= now
 
 
-def sweep(*, ec2: Any, efs: Any, now: datetime | None = None, fsx: Any = None) -> dict[str, Any]:
+def sweep(
+    *, ec2: Any, efs: Any, s3: Any = None, now: datetime | None = None, fsx: Any = None
+) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     doomed: list[str] = []
     pages = ec2.get_paginator("describe_instances").paginate(
@@ -55,4 +57,6 @@ def sweep(*, ec2: Any, efs: Any, now: datetime | None = None, fsx: Any = None) -
         for found in fsx_cells.tagged(fsx):
             if expired(found["tags"].get(keys.TAG_EXPIRES), now):
                 file_systems[found["id"]] = fsx_cells.delete(fsx, found["id"])
-    return {"terminated": doomed, "file_systems": file_systems}
+    # Mountpoint buckets: this stack's name prefix, the expiry their name carries
+    buckets = s3mount.sweep(s3, now) if s3 is not None else {}
+    return {"terminated": doomed, "file_systems": file_systems, "buckets": buckets}

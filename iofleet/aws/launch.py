@@ -36,7 +36,7 @@ from typing import Any
 
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.aws import ec2 as ec2_spec
-from iofleet.aws import keys
+from iofleet.aws import keys, s3mount
 from iofleet.aws.ddb import set_attributes
 from iofleet.aws.plan import find_cell, load_manifest
 from iofleet.aws.userdata import UserDataParams, render_user_data
@@ -379,6 +379,7 @@ def launch(
             time_limit_s=time_limit,
             host=host,
             lustre_client=cell["storage"].get("type") == "fsx-lustre",
+            mount_s3=s3mount.is_mountpoint(cell["storage"]),
         )
     )
     expiry = expires_at(time_limit)
@@ -391,6 +392,8 @@ def launch(
         {"Key": keys.TAG_STACK, "Value": keys.stack_name()},
     ]
     index = 0 if populate else int(event["slot_index"])
+    # a directory bucket pins the cell to its zone: only the subnets PrepareCell chose there
+    zone_subnets = (event.get("storage") or {}).get("subnet_ids")
     record = (
         LaunchRecord(ddb, env.table, keys.cell_item_key(run_id, cell_id), prefix="populate_")
         if populate
@@ -413,7 +416,11 @@ def launch(
             ],
         },
         token=lambda subnet_id: client_token(run_id, cell_id, name, subnet_id),
-        subnets=subnet_order(env, index, record.refused_subnets()),
+        subnets=[
+            pair
+            for pair in subnet_order(env, index, record.refused_subnets())
+            if not zone_subnets or pair[0] in zone_subnets
+        ],
         record=record,
         backoff=backoff or Backoff(),
         sleep=sleep,

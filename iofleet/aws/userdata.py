@@ -44,6 +44,7 @@ class UserDataParams:
     poweroff: bool = True  # False only for local test runners
     host: HostPlan = field(default_factory=HostPlan)  # the cell's release and extra packages
     lustre_client: bool = False  # the cell mounts FSx for Lustre (iofleet/aws/fsx.py)
+    mount_s3: bool = False  # install Mountpoint for Amazon S3 (iofleet/aws/s3mount.py)
 
 
 def agent_command(p: UserDataParams, agent_dir: str = AGENT_DIR) -> list[str]:
@@ -133,6 +134,28 @@ unset FAIL_REASON
 """
 
 
+def _mount_s3_steps() -> str:
+    """Install Mountpoint for Amazon S3 from its official .deb (not in Ubuntu's archive),
+    before the agent and so before the start barrier."""
+    from iofleet.aws.s3mount import DEB_URL
+
+    url = DEB_URL.format(arch="$mount_s3_arch")
+    return (
+        "# Mountpoint for Amazon S3 for this cell's bucket (iofleet/aws/s3mount.py)\n"
+        'FAIL_REASON="could not install mount-s3"\n'
+        'case "$(dpkg --print-architecture)" in\n'
+        "  amd64) mount_s3_arch=x86_64 ;;\n"
+        "  arm64) mount_s3_arch=arm64 ;;\n"
+        '  *) FAIL_REASON="no mount-s3 package for $(dpkg --print-architecture)"; exit 1 ;;\n'
+        "esac\n"
+        'mkdir -p "$AGENT_DIR/pkg"\n'
+        f'curl -fsSL --retry 5 -o "$AGENT_DIR/pkg/mount-s3.deb" "{url}"\n'
+        'apt-get install -y -q "$AGENT_DIR/pkg/mount-s3.deb"\n'
+        "mount-s3 --version\n"
+        "unset FAIL_REASON\n"
+    )
+
+
 def render_user_data(p: UserDataParams) -> str:
     if p.time_limit_s <= 0:
         raise ValueError("time_limit_s must be positive")
@@ -164,7 +187,7 @@ region, bucket, key, dest = sys.argv[1:5]
 boto3.client("s3", region_name=region).download_file(bucket, key, dest + "/agent.zip")
 zipfile.ZipFile(dest + "/agent.zip").extractall(dest)
 PY
-{lustre_client_steps() if p.lustre_client else ""}{_host_steps(p.host, cmd + " --heartbeat")}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
+{lustre_client_steps() if p.lustre_client else ""}{_host_steps(p.host, cmd + " --heartbeat")}{_mount_s3_steps() if p.mount_s3 else ""}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
 cd "$AGENT_DIR"
 STAGE=agent
 {AGENT_MARKER}{cmd}

@@ -67,6 +67,10 @@ class AppSpec:
     needs_network: bool
     local_ok: bool
     host: HostNeeds = field(default_factory=HostNeeds)
+    # runs on Mountpoint for Amazon S3 (new files written once, no rename/links/overwrite);
+    # iofleet/plan/mountpoint.py refuses the preset there otherwise, with the note
+    mountpoint: bool = False
+    mountpoint_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +81,8 @@ class AppSpec:
             "needs_network": self.needs_network,
             "local_ok": self.local_ok,
             "host": self.host.to_dict(),
+            "mountpoint": self.mountpoint,
+            "mountpoint_note": self.mountpoint_note,
         }
 
 
@@ -140,6 +146,8 @@ def _presets() -> dict[str, AppSpec]:
             needs_network=bool(raw.get("needs_network", False)),
             local_ok=bool(raw.get("local_ok", True)),
             host=_host(raw.get("host"), f"{name}.host"),
+            mountpoint=raw.get("mountpoint", False) is True,
+            mountpoint_note=str(raw.get("mountpoint_note", "")),
         )
     return presets
 

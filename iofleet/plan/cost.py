@@ -272,6 +272,13 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
                 populate=any(p["kind"] == "app" and p.get("populate") for p in payloads),
                 workloads_per_slot=len(payloads),
             )
+            from iofleet.plan import mountpoint
+
+            if spec.type in mountpoint.MOUNTPOINT_TYPES:  # S3 requests and storage, estimated
+                seconds = slot_seconds(timings["fio_s"], timings["burst_wait_s"], other)
+                mountpoint.add_cost(
+                    est, spec.type, payloads, cell.fleet_size, seconds, _region_prices(region)
+                )
             if any(p["kind"] == "app" for p in payloads):
                 warnings.append("app run time unknown: the estimate takes slot_timeout_s per app")
             entry.update(

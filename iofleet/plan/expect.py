@@ -98,6 +98,13 @@ class StorageSpec:
     def is_shared(self) -> bool:
         return self.type in ("efs", "fsx-openzfs", "fsx-lustre")
 
+    @property
+    def over_network(self) -> bool:
+        """Reached over the instance's network (its bandwidth is a ceiling)."""
+        from iofleet.plan.mountpoint import MOUNTPOINT_TYPES
+
+        return self.is_shared or self.type in MOUNTPOINT_TYPES
+
 
 def storage_spec(storage: Any) -> StorageSpec:
     """A StorageSpec from a matrix storage model (or a dict with the same fields)."""
@@ -462,6 +469,10 @@ def storage_ceilings(spec: StorageSpec, fleet_size: int = 1) -> Ceilings:
         ceilings = (fsx.openzfs_ceilings if spec.type == "fsx-openzfs" else fsx.lustre_ceilings)(
             spec
         )
+    elif spec.over_network:  # Mountpoint: the instance's network is the bound
+        from iofleet.plan.mountpoint import request_rate_notes
+
+        return Ceilings([], [], request_rate_notes(spec.type, fleet_size))
     else:
         return Ceilings([], ["storage"], [f"{spec.type} storage: no published ceiling"])
     if spec.is_shared and fleet_size > 1:
@@ -523,7 +534,7 @@ def instance_ceilings(instance_type: str, spec: StorageSpec) -> Ceilings:
                     f"{instance_type} EBS {'IOPS' if unit == 'ops' else 'throughput'}",
                 )
             )
-    elif spec.is_shared:
+    elif spec.over_network:
         network = record.get("network") or {}
         if network.get("baseline_gbit"):
             limits.append(

@@ -230,6 +230,39 @@ class InstanceStoreStorage(_Model):
         return f"instance store {self.filesystem}"
 
 
+class S3MountpointStorage(_Model):
+    """Mountpoint for Amazon S3 on a general purpose bucket the stack creates per cell
+    (iofleet/aws/s3mount.py); which workloads can run there: iofleet/plan/mountpoint.py."""
+
+    type: Literal["s3-mountpoint"]
+    label: Label
+
+    def detail(self) -> str:
+        return "general purpose bucket per cell, Mountpoint"
+
+
+def _az_id(value: str) -> str:
+    from iofleet.plan.mountpoint import az_id_problem
+
+    problem = az_id_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+class S3ExpressMountpointStorage(_Model):
+    """Mountpoint for Amazon S3 on an S3 Express One Zone directory bucket created per cell
+    in `az_id` (default: the Availability Zone of the stack's first subnet); the cell's
+    instances launch in that zone only."""
+
+    type: Literal["s3express-mountpoint"]
+    label: Label
+    az_id: Annotated[str, AfterValidator(_az_id)] | None = None
+
+    def detail(self) -> str:
+        return f"S3 Express One Zone directory bucket per cell ({self.az_id or 'first subnet AZ'}), Mountpoint"
+
+
 class LocalStorage(_Model):
     """A directory on this machine (local runs only)."""
 
@@ -249,6 +282,8 @@ _STORAGE_CLASSES: dict[str, type[_Model]] = {
     "fsx-lustre": FsxLustreStorage,
     "instance-store": InstanceStoreStorage,
     "local": LocalStorage,
+    "s3-mountpoint": S3MountpointStorage,
+    "s3express-mountpoint": S3ExpressMountpointStorage,
 }
 STORAGE_TYPES = tuple(_STORAGE_CLASSES)
 
@@ -264,7 +299,9 @@ Storage = Annotated[
     | Annotated[FsxOpenZfsStorage, Tag("~fsx-openzfs")]
     | Annotated[FsxLustreStorage, Tag("~fsx-lustre")]
     | Annotated[InstanceStoreStorage, Tag("~instance-store")]
-    | Annotated[LocalStorage, Tag("~local")],
+    | Annotated[LocalStorage, Tag("~local")]
+    | Annotated[S3MountpointStorage, Tag("~s3-mountpoint")]
+    | Annotated[S3ExpressMountpointStorage, Tag("~s3express-mountpoint")],
     Discriminator(_storage_tag),
 ]
 
@@ -684,6 +721,9 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
     problems += _duplicates(raw, "parallelism", hashable, "fleet size")
     if matrix is not None and not problems:
         problems += _timeout_problems(raw, matrix)
+        from iofleet.plan.mountpoint import matrix_problems  # workloads Mountpoint cannot run
+
+        problems += matrix_problems(matrix)
     problems.sort(key=_sort_key)
     return (matrix if not problems else None), problems
 

@@ -20,7 +20,13 @@ tracer = Tracer()
 def _clients() -> dict[str, Any]:
     return {
         n: boto3.client(c)
-        for n, c in (("ec2", "ec2"), ("efs", "efs"), ("ddb", "dynamodb"), ("fsx", "fsx"))
+        for n, c in (
+            ("ec2", "ec2"),
+            ("efs", "efs"),
+            ("ddb", "dynamodb"),
+            ("fsx", "fsx"),
+            ("s3", "s3"),
+        )
     }
 
 

@@ -17,7 +17,12 @@ tracer = Tracer()
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {"ec2": boto3.client("ec2"), "efs": boto3.client("efs"), "fsx": boto3.client("fsx")}
+    return {
+        "ec2": boto3.client("ec2"),
+        "efs": boto3.client("efs"),
+        "fsx": boto3.client("fsx"),
+        "s3": boto3.client("s3"),
+    }
 
 
 @logger.inject_lambda_context

@@ -55,6 +55,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         event,
         **c,
         network=_network(),
+        subnet_ids=_network()["subnet_ids"],
         bucket=os.environ["RESULTS_BUCKET"],
         table=os.environ["STATE_TABLE"],
         region=os.environ.get("AWS_REGION", "us-east-1"),

@@ -81,7 +81,11 @@ def _policy_statements(synth: Synth, role_fragment: str) -> list[dict[str, Any]]
 
 def test_instance_role_writes_only_raw_and_touches_only_barrier_items(synth: Synth) -> None:
     statements = _policy_statements(synth, "InstanceRole")
-    puts = [s for s in statements if "s3:PutObject" in dump(s["Action"])]
+    puts = [
+        s
+        for s in statements
+        if "s3:PutObject" in dump(s["Action"]) and "MountCellBucket" not in s.get("Sid", "")
+    ]
     assert len(puts) == 1
     assert "/raw/*" in dump(puts[0]["Resource"])
     ddb = next(s for s in statements if "dynamodb:UpdateItem" in dump(s["Action"]))
@@ -640,3 +644,51 @@ def test_cleanup_and_janitor_delete_only_this_stacks_fsx(synth: Synth) -> None:
         }
         finds = [s for s in statements if "fsx:DescribeFileSystems" in _actions(s)]
         assert finds, fn
+
+
+# --- Mountpoint for S3 buckets (infra/mountpoint_grants.py) ------------------------
+
+
+def _resources(statement: dict[str, Any]) -> list[str]:
+    res = statement["Resource"]
+    return [dump(r) for r in (res if isinstance(res, list) else [res])]
+
+
+def test_mountpoint_buckets_are_created_deleted_and_mounted_only_under_this_stacks_prefix(
+    synth: Synth,
+) -> None:
+    from iofleet.aws import s3mount
+
+    prefix = s3mount.name_prefix(synth.stack.stack_name)
+    bucket_actions = {
+        "s3:CreateBucket",
+        "s3:PutBucketTagging",
+        "s3express:CreateBucket",
+        "s3:DeleteBucket",
+        "s3:DeleteObject",
+        "s3express:DeleteBucket",
+        "s3express:CreateSession",
+        "s3:GetObject",
+        "s3:PutObject",
+    }
+    found: dict[str, set[str]] = {}
+    for role in ("PrepareCellFnRole", "CleanupFnRole", "JanitorFnRole", "InstanceRole"):
+        for st in _policy_statements(synth, role):
+            if not st.get("Sid", "").startswith(("CreateCell", "EmptyAndDelete", "MountCell")):
+                continue
+            found.setdefault(role, set()).update(_actions(st))
+            # every grant names this stack's bucket prefix: no other bucket, no results bucket
+            assert all(f"{prefix}*" in r for r in _resources(st)), (role, st)
+            assert not any(a.endswith("*") for a in _actions(st))
+    assert {"s3:CreateBucket", "s3express:CreateBucket"} <= found["PrepareCellFnRole"]
+    for role in ("CleanupFnRole", "JanitorFnRole"):
+        assert {"s3:DeleteBucket", "s3:DeleteObject", "s3express:DeleteBucket"} <= found[role]
+        assert not {"s3:CreateBucket", "s3:PutObject"} & found[role]
+    assert {"s3:PutObject", "s3:GetObject", "s3express:CreateSession"} <= found["InstanceRole"]
+    assert not {"s3:CreateBucket", "s3:DeleteBucket"} & found["InstanceRole"]
+    # and nothing else in the template may create or delete buckets
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if {"s3:CreateBucket", "s3:DeleteBucket", "s3express:CreateBucket"} & set(_actions(st)):
+                assert all(f"{prefix}*" in r for r in _resources(st)), st
+    assert bucket_actions  # the actions this test is about

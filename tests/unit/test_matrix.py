@@ -123,7 +123,7 @@ def test_base_matrix_is_valid() -> None:
         (
             "storage.0.type",
             ...,
-            "storage[0].type: required (one of: ebs, efs, fsx-openzfs, fsx-lustre, instance-store, local)",
+            "storage[0].type: required (one of: ebs, efs, fsx-openzfs, fsx-lustre, instance-store, local, s3-mountpoint, s3express-mountpoint)",
         ),
         ("storage.0.type", "nfs", "storage[0].type: unknown storage type 'nfs' (one of: ebs, efs,"),
         ("storage.0.label", "Big Label", "storage[0].label: must be 1-32 characters"),

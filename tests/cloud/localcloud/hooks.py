@@ -256,6 +256,27 @@ os.execv("/usr/bin/mount", ["mount"] + args)
 """
 
 
+MOUNT_S3_SHIM = """#!{python}
+# local cloud stand-in for mount-s3 (there is no Mountpoint here): check the bucket exists,
+# leave a marker object in it (so cleanup has something to empty), record the command line,
+# and bind-mount an empty directory at the target. Mountpoint's own semantics are not
+# emulated (tests/integration/test_mountpoint_semantics.py checks fio against them).
+import json, os, sys, tempfile
+import boto3
+args = sys.argv[1:]
+bucket, target = args[-2], args[-1]
+region = args[args.index("--region") + 1]
+s3 = boto3.client("s3", region_name=region, endpoint_url=os.environ.get("AWS_ENDPOINT_URL"))
+s3.head_bucket(Bucket=bucket)
+home = os.environ["IOFLEET_LOCALCLOUD_HOME"]
+s3.put_object(Bucket=bucket, Key="localcloud-mount/" + os.path.basename(home), Body=json.dumps(args))
+with open(os.path.join(home, "mount-s3.json"), "w") as out:
+    json.dump(args, out)
+directory = tempfile.mkdtemp(prefix="mount-s3-", dir=home)
+os.execv("/usr/bin/mount", ["mount", "--bind", directory, target])
+"""
+
+
 class LocalInstance:
     def __init__(self, backend: Any, instance_id: str, user_data: str, cfg: dict[str, Any]) -> None:
         self.backend = backend
@@ -315,6 +336,9 @@ class LocalInstance:
         shim = bin_dir / "mount"
         shim.write_text(MOUNT_SHIM.format(python=sys.executable))
         shim.chmod(0o755)
+        mount_s3 = bin_dir / "mount-s3"
+        mount_s3.write_text(MOUNT_S3_SHIM.format(python=sys.executable))
+        mount_s3.chmod(0o755)
         env.update(
             {
                 "PATH": f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}",
@@ -322,6 +346,7 @@ class LocalInstance:
                 "IOFLEET_FIO_JOBS": str(agent_dir / "fio-jobs"),
                 "IOFLEET_LOCALCLOUD_FILE_SYSTEMS": json.dumps(self.cfg.get("file_systems", {})),
                 "IOFLEET_LOCALCLOUD_FSX_ROOT": str(self.cfg.get("fsx_root", "")),
+                "IOFLEET_LOCALCLOUD_HOME": str(self.home),
             }
         )
         if fault and fault["kind"] == "tiny-disk":

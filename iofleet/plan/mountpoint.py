@@ -1,0 +1,381 @@
+"""Which workloads can run on Mountpoint for Amazon S3, derived from what they do.
+
+Mountpoint (https://github.com/awslabs/mountpoint-s3, doc/SEMANTICS.md) maps files
+to S3 objects: it reads existing objects (sequentially or at random), and writes
+*new* files sequentially from offset 0 by one writer; it refuses writes at any
+other offset ("out of order write"), opening an existing file for writing (even
+with --allow-overwrite, only O_TRUNC is allowed; iofleet does not pass it),
+`fallocate`, a size change other than O_TRUNC, rename, links, O_TMPFILE, and
+writing after `fsync`. A file handle is used for reads or for writes, never both.
+
+The rules below come from the options of each fio job section (with the [global]
+options in force where it starts, `${VAR}` expanded with the workload's
+parameters), so a user's own job file in the library gets the same check as
+ours. fio's own behaviour they rely on (fio 3.x, filesetup.c / backend.c):
+
+- a job that reads a file that does not exist yet (or is smaller than `size`)
+  has fio *lay it out* first: unlink, create, `ftruncate` to the size, write it;
+  Mountpoint cannot `ftruncate` to a size, so a read needs its files written by
+  an earlier section of the same file (stonewall / wait_for) with
+  `create_serialize=0` (else fio lays out every job's files before any job runs)
+  and the same `filename_format`;
+- a write job without `create_on_open=1` creates its file in that layout step,
+  closes it and reopens it for writing without O_TRUNC: refused by Mountpoint;
+- `time_based` (or `loops` > 1) writes start again at offset 0 when they reach
+  `size`: an overwrite;
+- an asynchronous engine with `iodepth` > 1 can hand writes to FUSE out of order.
+
+ioping is refused (it opens its work file with O_TMPFILE and reads it through the
+descriptor it wrote it with), and so are app presets unless apps.json says
+`"mountpoint": true` (builds rename, overwrite and link files), and every inline app.
+
+Stdlib only (the plan Lambda imports it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# The matrix storage types served through Mountpoint (iofleet/plan/matrix.py).
+MOUNTPOINT_TYPES = ("s3-mountpoint", "s3express-mountpoint")
+
+READS = frozenset({"read", "randread"})
+SEQUENTIAL_WRITE = "write"
+# every other direction writes at random offsets, trims, or mixes reads and writes in a file
+_SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2"})
+_TRUE = {"1", "true", "yes", "on", ""}
+
+
+def _flag(opts: Mapping[str, str], name: str) -> bool:
+    """A fio boolean option: present without a value means set."""
+    return name in opts and opts[name].strip().lower() in _TRUE
+
+
+def _number(opts: Mapping[str, str], name: str, default: int) -> int | None:
+    text = opts.get(name, str(default)).strip() or str(default)
+    return int(text) if text.isdigit() else None
+
+
+def _direction(opts: Mapping[str, str]) -> tuple[str, str]:
+    """(rw without its `:N` modifier, the modifier)."""
+    value = (opts.get("rw") or opts.get("readwrite") or "read").strip().lower()
+    base, _, modifier = value.partition(":")
+    return base, modifier
+
+
+def _starts_after(name: str, opts: Mapping[str, str], earlier: Iterable[str]) -> bool:
+    """The section waits for the earlier ones (a stonewall, new_group is not enough)."""
+    if _flag(opts, "stonewall") or _flag(opts, "wait_for_previous"):
+        return True
+    wait_for = opts.get("wait_for", "").strip()
+    return bool(wait_for) and wait_for in set(earlier)
+
+
+def _write_problem(opts: Mapping[str, str]) -> str | None:
+    if _direction(opts)[1]:
+        return "rw=write:N leaves holes (writes past the end of the file)"
+    if _flag(opts, "time_based"):
+        return (
+            "time_based writes start again at offset 0 when they reach size: an overwrite "
+            "Mountpoint refuses (drop time_based, size the file for the run)"
+        )
+    loops = _number(opts, "loops", 1)
+    if loops is None or loops > 1:
+        return "loops > 1 writes the file again from offset 0: an overwrite"
+    if not _flag(opts, "create_on_open"):
+        return (
+            "fio creates the file in its layout step and reopens it for writing without "
+            "O_TRUNC, which Mountpoint refuses (set create_on_open=1)"
+        )
+    for name in ("overwrite", "file_append"):
+        if _flag(opts, name):
+            return f"{name}=1 writes into an existing file"
+    offset = opts.get("offset", "0").strip() or "0"
+    if offset not in ("0", "0%"):
+        return "offset= starts writing past the beginning of the file"
+    for name in ("fsync", "fdatasync"):
+        value = _number(opts, name, 0)
+        if value is None or value > 0:
+            return f"{name}= every N writes: Mountpoint ends the upload at fsync, later writes fail"
+    engine = opts.get("ioengine", "psync").strip().lower()
+    depth = _number(opts, "iodepth", 1)
+    if engine not in _SYNC_ENGINES and (depth is None or depth > 1):
+        return (
+            f"ioengine={engine} with iodepth={opts.get('iodepth')} can reach Mountpoint out of "
+            "order; writes must be sequential (a sync engine, or iodepth=1)"
+        )
+    return None
+
+
+def fio_section_problems(sections: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """One message per fio job section that Mountpoint cannot run, `[section] why`."""
+    problems: list[str] = []
+    writers: dict[str, dict[str, str]] = {}  # compatible sequential writers so far
+    for name, opts in sections:
+        base, _ = _direction(opts)
+        if base == SEQUENTIAL_WRITE:
+            why = _write_problem(opts)
+            if why:
+                problems.append(f"[{name}] {why}")
+            else:
+                writers[name] = opts
+            continue
+        if base not in READS:
+            problems.append(
+                f"[{name}] rw={base} writes at random offsets or into existing files; "
+                "Mountpoint writes new files sequentially, from the start, only"
+            )
+            continue
+        problems += [f"[{name}] {why}" for why in _read_problems(name, opts, writers)]
+    return problems
+
+
+def _read_problems(
+    name: str, opts: Mapping[str, str], writers: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    layout = (
+        "fio lays a file out before reading it (ftruncate to size, then writes), and "
+        "Mountpoint cannot ftruncate"
+    )
+    if not writers:
+        return [f"{layout}: write the files in an earlier section of the same job file"]
+    fmt = opts.get("filename_format", "").strip()
+    same = [w for w, o in writers.items() if fmt and o.get("filename_format", "").strip() == fmt]
+    if not same:
+        return [
+            f"{layout}: the reader must read the files an earlier writer section made "
+            "(the same filename_format in both)"
+        ]
+    if not _starts_after(name, opts, writers):
+        return [f"{layout}: the reader must start after its writer (stonewall or wait_for)"]
+    if _flag(opts, "create_serialize") or "create_serialize" not in opts:
+        return [
+            f"{layout}: with create_serialize (fio's default) every job's files are laid "
+            "out before any job runs; set create_serialize=0"
+        ]
+    if any(_flag(writers[w], "unlink") for w in same):
+        return ["the writer section deletes its files (unlink=1) before the reader runs"]
+    return _coverage_problems(opts, [writers[w] for w in same])
+
+
+def _coverage_problems(opts: Mapping[str, str], writers: list[Mapping[str, str]]) -> list[str]:
+    """The reader's files must all exist at full size: no more clones or files, no larger size
+    than a writer made (else fio lays the missing or short ones out)."""
+    from iofleet.plan.fiojobs import fio_size_bytes
+
+    def counts(o: Mapping[str, str]) -> tuple[int | None, int | None, int | None]:
+        try:
+            size: int | None = fio_size_bytes(o.get("size", "").strip() or "x")
+        except ValueError:
+            size = None
+        return _number(o, "numjobs", 1), _number(o, "nrfiles", 1), size
+
+    jobs, files, size = counts(opts)
+    for writer in writers:
+        w_jobs, w_files, w_size = counts(writer)
+        if None in (jobs, files, size, w_jobs, w_files, w_size):
+            continue
+        assert jobs is not None and files is not None and size is not None
+        assert w_jobs is not None and w_files is not None and w_size is not None
+        if jobs <= w_jobs and files <= w_files and size <= w_size:
+            return []
+    return [
+        "the reader needs more or larger files (numjobs, nrfiles, size) than its writer "
+        "made; fio would lay the rest out"
+    ]
+
+
+def fio_job_problems(text: str, env: Mapping[str, str]) -> list[str]:
+    """Problems of a job file's text (its `${VAR}`s from `env`) on Mountpoint."""
+    from iofleet.plan.fiojobs import _job_sections
+
+    sections = _job_sections(text, env)
+    if any(name == "global" for name, _ in sections):  # an include: unseen options
+        return ["[global] includes another file, whose options cannot be checked"]
+    return fio_section_problems(sections)
+
+
+def fio_workload_problems(job_name: str, params: Mapping[str, object]) -> list[str]:
+    """Problems of library job `job_name` with `params` on Mountpoint ([] if it can run)."""
+    from iofleet.plan.fiojobs import TARGET_PARAM, get_job
+
+    job = get_job(job_name)
+    env = dict(job.params)
+    for key, value in params.items():
+        text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        env[str(key).upper()] = text
+    env[TARGET_PARAM] = "/mnt/iofleet"
+    return fio_job_problems(job.path.read_text(encoding="utf-8"), env)
+
+
+IOPING_PROBLEM = (
+    "ioping opens its work file with O_TMPFILE and reads it through the descriptor it "
+    "wrote it with; Mountpoint supports neither"
+)
+INLINE_APP_PROBLEM = (
+    "an inline app is taken to need POSIX file semantics (rename, overwrite, links), "
+    "which Mountpoint does not have; use a preset marked for Mountpoint"
+)
+
+
+def _storage_names(matrix: Any) -> list[tuple[int, str]]:
+    return [(i, s.label) for i, s in enumerate(matrix.storage) if s.type in MOUNTPOINT_TYPES]
+
+
+def matrix_problems(matrix: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """(path, message) for every workload of `matrix` that a Mountpoint storage of it
+    cannot run. Every cell runs every workload, so one such pair refuses the matrix."""
+    from iofleet.plan.apps import get_preset
+    from iofleet.plan.matrix import AppWorkload, FioWorkload, IopingWorkload
+
+    mounts = _storage_names(matrix)
+    if not mounts:
+        return []
+    index, label = mounts[0]
+    where = f"on Mountpoint storage[{index}] ({label!r})"
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, w in enumerate(matrix.workloads):
+        if isinstance(w, FioWorkload):
+            try:
+                found = fio_workload_problems(w.fio, w.params)
+            except KeyError:
+                continue  # an unknown job is reported by the matrix validation
+            if found:
+                problems.append(
+                    (("workloads", i, "fio"), f"job {w.fio!r} cannot run {where}: {found[0]}")
+                )
+        elif isinstance(w, IopingWorkload):
+            problems.append((("workloads", i, "ioping"), f"cannot run {where}: {IOPING_PROBLEM}"))
+        elif isinstance(w, AppWorkload):
+            if not isinstance(w.app, str):
+                problems.append(
+                    (("workloads", i, "app"), f"cannot run {where}: {INLINE_APP_PROBLEM}")
+                )
+                continue
+            try:
+                spec = get_preset(w.app)
+            except KeyError:
+                continue
+            if not spec.mountpoint:
+                why = spec.mountpoint_note or "it needs POSIX file semantics"
+                problems.append(
+                    (("workloads", i, "app"), f"preset {spec.name!r} cannot run {where}: {why}")
+                )
+    return problems
+
+
+def request_rate_notes(storage_type: str, fleet_size: int) -> list[str]:
+    """What bounds a Mountpoint cell besides each instance's network (docs/expectations.md).
+
+    Not turned into IOPS ceilings: Mountpoint coalesces sequential I/O into large ranged
+    GETs and multipart parts (8 MiB by default), so requests per fio I/O are not fixed."""
+    if storage_type == "s3express-mountpoint":
+        return [
+            "S3 Express One Zone directory bucket: per-bucket request rates far above one "
+            "fleet's (no per-prefix partitioning); the instance network is the expected bound"
+        ]
+    return [
+        "S3 general purpose bucket: 3,500 PUT and 5,500 GET requests per second per prefix; "
+        f"each of the {fleet_size} slots writes under its own prefix, so the instance network "
+        "is the expected bound (a new bucket scales its prefixes gradually: 503 SlowDown is "
+        "possible early)"
+    ]
+
+
+_AZ_ID = re.compile(r"^[a-z]{2,5}[0-9]{0,2}-az[0-9]{1,2}$")
+
+
+def az_id_problem(value: str) -> str | None:
+    if not _AZ_ID.fullmatch(value):
+        return f"must be an Availability Zone ID like use1-az4, got {value!r}"
+    return None
+
+
+# --------------------------------------------------------------------------- cost
+
+# Mountpoint's default part size: a write goes up as multipart parts of 8 MiB, a read
+# as ranged GETs of 8 MiB (its docs, CONFIGURATION.md "--write-part-size", "--read-part-size").
+PART_BYTES = 8 * 1024 * 1024
+GIB = 1024**3
+
+
+def fio_traffic(payloads: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, list[str]]:
+    """(bytes written, bytes read, files written, notes) by one slot's fio workloads: each
+    section's size x numjobs x nrfiles, written once and read once (the jobs Mountpoint
+    can run are size-based); what cannot be counted is named in the notes."""
+    from iofleet.plan.fiojobs import TARGET_PARAM, _job_sections, fio_size_bytes, get_job
+
+    written = read = files = 0
+    notes: list[str] = []
+    for p in payloads:
+        if p.get("kind") != "fio":
+            continue
+        job = get_job(str(p["name"]))
+        env = {**job.params, **{str(k).upper(): str(v) for k, v in p.get("params", {}).items()}}
+        env[TARGET_PARAM] = "/mnt/iofleet"
+        for name, opts in _job_sections(job.path.read_text(encoding="utf-8"), env):
+            try:
+                size = fio_size_bytes(opts.get("size", "").strip() or "x")
+            except ValueError:
+                notes.append(f"{p['name']} [{name}]: size not countable")
+                continue
+            count = (_number(opts, "numjobs", 1) or 1) * (_number(opts, "nrfiles", 1) or 1)
+            base, _ = _direction(opts)
+            if base == SEQUENTIAL_WRITE:
+                written += size * count
+                files += count
+            elif base in READS:
+                read += size * count
+    return written, read, files, notes
+
+
+def add_cost(
+    est: Any,
+    storage_type: str,
+    payloads: list[Mapping[str, Any]],
+    fleet_size: int,
+    slot_seconds: float,
+    prices: Mapping[str, Any],
+) -> None:
+    """Add a Mountpoint cell's S3 charges to `est` (iofleet.plan.cost.Estimate): storage
+    GB-months prorated for the slot (the objects live until the cell's cleanup), PUT-class
+    requests (per file CreateMultipartUpload + CompleteMultipartUpload + one UploadPart per
+    8 MiB), GET requests (one per 8 MiB read), and for Express the per-GB upload and
+    retrieval charges. Estimated from the fio sections' sizes; LIST/HEAD are left out."""
+    written, read, files, notes = fio_traffic(payloads)
+    est.unknown.extend(notes)
+    express = storage_type == "s3express-mountpoint"
+    table = prices.get("s3express" if express else "s3")
+    what = "s3 express one zone" if express else "s3 standard"
+    if not table:
+        est.unknown.append(f"{what} prices for this region")
+        return
+    parts_written = -(-written // PART_BYTES) + 2 * files
+    gets = -(-read // PART_BYTES)
+    months = slot_seconds / 3600.0 / 730.0
+    gib_written = written / GIB * fleet_size
+    storage_key = "gib_month" if express else "standard_gib_month"
+    est.add(f"{what} storage", gib_written * months, "GiB-months", table.get(storage_key))
+    est.add(
+        f"{what} PUT requests",
+        parts_written * fleet_size / 1000.0,
+        "1,000 requests",
+        table.get("put_per_1000"),
+    )
+    est.add(
+        f"{what} GET requests",
+        gets * fleet_size / 1000.0,
+        "1,000 requests",
+        table.get("get_per_1000"),
+    )
+    if express:
+        est.add(f"{what} upload", gib_written, "GiB", table.get("upload_gib"))
+        # retrieval is charged on the part of each request beyond 512 KiB
+        est.add(
+            f"{what} retrieval",
+            max(0.0, read - gets * 512 * 1024) / GIB * fleet_size,
+            "GiB",
+            table.get("retrieval_gib"),
+        )
