@@ -27,22 +27,32 @@ class Row:
 ROWS: Sequence[Row] = (
     Row(
         "fidelity",
-        "IOPS ratio iofleet / bare fio",
-        ("iops_ratio",),
-        "median 0.97-1.03",
-        ("met", "iops_ratio_median"),
+        "IOPS ratio iofleet / bare fio, RAM-backed device",
+        ("ram", "iops_ratio"),
+        "0.97-1.03 (95% CI inside)",
+        ("ram", "met", "iops_ratio"),
     ),
     Row(
         "fidelity",
-        "p99 clat ratio iofleet / bare fio",
-        ("p99_ratio",),
-        "median 0.90-1.10",
-        ("met", "p99_ratio_median"),
+        "A/A control: bare / bare IOPS, RAM-backed device",
+        ("ram", "aa_iops_ratio"),
+        "0.98-1.02 (95% CI inside)",
+        ("ram", "met", "aa_iops_ratio"),
     ),
-    Row("fidelity", "A/A control: bare fio / bare fio IOPS", ("aa_control", "iops_ratio")),
-    Row("fidelity", "A/A control: bare fio / bare fio p99", ("aa_control", "p99_ratio")),
-    Row("fidelity", "bare fio IOPS", ("bare_iops",)),
-    Row("fidelity", "bare fio p99 clat", ("bare_p99_us",)),
+    Row(
+        "fidelity",
+        "p99 clat ratio iofleet / bare fio, RAM-backed device",
+        ("ram", "p99_ratio"),
+        "0.90-1.10 (95% CI inside)",
+        ("ram", "met", "p99_ratio"),
+    ),
+    Row("fidelity", "A/A control: bare / bare p99, RAM-backed device", ("ram", "aa_p99_ratio")),
+    Row("fidelity", "bare fio IOPS, RAM-backed device", ("ram", "bare_iops")),
+    Row("fidelity", "bare fio p99 clat, RAM-backed device", ("ram", "bare_p99_us")),
+    Row("fidelity", "IOPS ratio iofleet / bare fio, real disk", ("disk", "iops_ratio")),
+    Row("fidelity", "A/A control: bare / bare IOPS, real disk", ("disk", "aa_iops_ratio")),
+    Row("fidelity", "p99 clat ratio iofleet / bare fio, real disk", ("disk", "p99_ratio")),
+    Row("fidelity", "A/A control: bare / bare p99, real disk", ("disk", "aa_p99_ratio")),
     Row(
         "overhead",
         "`iofleet local` wall - fio runtime",
@@ -79,34 +89,58 @@ ROWS: Sequence[Row] = (
         "queries",
         "DuckDB cell_percentiles, all runs",
         ("duckdb", "cell_percentiles", "all_runs_s"),
-        "< 2 s",
+        "< 1 s",
         ("duckdb", "met", "cell_percentiles"),
     ),
     Row(
         "queries",
         "DuckDB fleet_latency, all runs",
         ("duckdb", "fleet_latency", "all_runs_s"),
-        "< 2 s",
+        "< 1 s",
         ("duckdb", "met", "fleet_latency"),
     ),
     Row("queries", "DuckDB cell_percentiles, one run", ("duckdb", "cell_percentiles", "one_run_s")),
     Row("queries", "DuckDB fleet_latency, one run", ("duckdb", "fleet_latency", "one_run_s")),
     Row(
         "queries",
-        "Trino cell_percentiles, all runs (smaller scale)",
+        "Trino cell_percentiles, all runs (Trino scale)",
         ("trino", "cell_percentiles", "all_runs_s"),
         "< 2 s",
         ("trino", "met", "cell_percentiles"),
     ),
     Row(
         "queries",
-        "Trino fleet_latency, all runs (smaller scale)",
+        "Trino fleet_latency, all runs (Trino scale)",
         ("trino", "fleet_latency", "all_runs_s"),
         "< 2 s",
         ("trino", "met", "fleet_latency"),
     ),
     Row("queries", "Trino cell_percentiles, one run", ("trino", "cell_percentiles", "one_run_s")),
     Row("queries", "Trino fleet_latency, one run", ("trino", "fleet_latency", "one_run_s")),
+    Row(
+        "queries",
+        "Trino cell_percentiles, all runs: bytes scanned",
+        ("trino", "cell_percentiles", "all_runs_scanned_mib"),
+    ),
+    Row(
+        "queries",
+        "Trino cell_percentiles, one run: bytes scanned",
+        ("trino", "cell_percentiles", "one_run_scanned_mib"),
+        "only that run's share",
+        ("trino", "met", "one_run_scans_only_that_run"),
+    ),
+    Row(
+        "queries",
+        "Trino fleet_latency, all runs: bytes scanned",
+        ("trino", "fleet_latency", "all_runs_scanned_mib"),
+    ),
+    Row(
+        "queries",
+        "Trino fleet_latency, one run: bytes scanned",
+        ("trino", "fleet_latency", "one_run_scanned_mib"),
+        "only that run's share",
+        ("trino", "met", "one_run_scans_only_that_run"),
+    ),
     Row(
         "cold_start",
         "ingest handler import",
@@ -135,6 +169,34 @@ ROWS: Sequence[Row] = (
     ),
     Row("orchestration", "price of a 200-slot cell (Standard)", ("price_per_cell_usd",)),
     Row("fleet_step", "Fleet Map entered -> 200 launch requests in flight", ("fleet_step_s",)),
+    Row(
+        "fleet_scale",
+        "Fleet Map entered -> every launch request answered, 200 slots",
+        ("sizes", "200", "launch_s"),
+    ),
+    Row(
+        "fleet_scale",
+        "Fleet Map entered -> every launch request answered, 1,000 slots",
+        ("sizes", "1000", "launch_s"),
+        "grows linearly or better",
+        ("met", "launch_linear_or_better"),
+    ),
+    Row(
+        "fleet_scale",
+        "start barrier release skew (latest - earliest), 200 parties",
+        ("sizes", "200", "barrier_skew_ms"),
+        "< 50 ms",
+        ("met", "barrier_skew_200"),
+    ),
+    Row(
+        "fleet_scale",
+        "start barrier release skew (latest - earliest), 1,000 parties",
+        ("sizes", "1000", "barrier_skew_ms"),
+        "< 50 ms",
+        ("met", "barrier_skew_1000"),
+    ),
+    Row("fleet_scale", "ingest of every artifact, 200 slots", ("sizes", "200", "ingest_s")),
+    Row("fleet_scale", "ingest of every artifact, 1,000 slots", ("sizes", "1000", "ingest_s")),
 )
 
 
@@ -161,6 +223,14 @@ def _num(value: Any) -> str:
     return str(value)
 
 
+def _ci(s: dict[str, Any]) -> str:
+    """`geomean (low-high)` of a ratio series that has a 95 % interval, else empty."""
+    ci = s.get("ci95")
+    if not ci:
+        return ""
+    return f"{_num(s.get('geomean'))} ({_num(ci[0])}-{_num(ci[1])})"
+
+
 def _status(figure: dict[str, Any], row: Row) -> str:
     if row.met is None:
         return ""
@@ -181,8 +251,8 @@ def _sub_status(figure: dict[str, Any], row: Row) -> tuple[str, str] | None:
 
 def render_table(results: dict[str, Any]) -> str:
     lines = [
-        "| figure | metric | min | median | max | unit | n | target | status |",
-        "|---|---|---:|---:|---:|---|---:|---|---|",
+        "| figure | metric | min | median | max | unit | n | 95% CI | target | status |",
+        "|---|---|---:|---:|---:|---|---:|---|---|---|",
     ]
     for row in ROWS:
         if row.figure not in results:
@@ -192,14 +262,14 @@ def render_table(results: dict[str, Any]) -> str:
         if fig_status != "measured":
             reason = figure.get("reason", "")
             lines.append(
-                f"| {row.figure} | {row.label} | | | | | | {row.target} | "
+                f"| {row.figure} | {row.label} | | | | | | | {row.target} | "
                 f"{fig_status or 'missing'}: {reason} |"
             )
             continue
         sub = _sub_status(figure, row)
         if sub:
             lines.append(
-                f"| {row.figure} | {row.label} | | | | | | {row.target} | {sub[0]}: {sub[1]} |"
+                f"| {row.figure} | {row.label} | | | | | | | {row.target} | {sub[0]}: {sub[1]} |"
             )
             continue
         s = _get(figure, row.path)
@@ -207,8 +277,8 @@ def render_table(results: dict[str, Any]) -> str:
             continue
         lines.append(
             f"| {row.figure} | {row.label} | {_num(s.get('min'))} | {_num(s.get('median'))} | "
-            f"{_num(s.get('max'))} | {s.get('unit', '')} | {s.get('n', '')} | {row.target} | "
-            f"{_status(figure, row)} |"
+            f"{_num(s.get('max'))} | {s.get('unit', '')} | {s.get('n', '')} | {_ci(s)} | "
+            f"{row.target} | {_status(figure, row)} |"
         )
     return "\n".join(lines)
 
@@ -239,9 +309,10 @@ def render_misses(results: dict[str, Any]) -> str:
             continue
         if _get(figure, row.met) is False:
             s = _get(figure, row.path) or {}
+            ci = f", 95% CI {_ci(s)}" if s.get("ci95") else ""
             out.append(
-                f"- {row.figure}: {row.label}: median {_num(s.get('median'))} {s.get('unit', '')}, "
-                f"target {row.target}"
+                f"- {row.figure}: {row.label}: median {_num(s.get('median'))} {s.get('unit', '')}"
+                f"{ci}, target {row.target}"
             )
     return "\n".join(out) if out else "- none"
 
