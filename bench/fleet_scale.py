@@ -8,7 +8,8 @@ stubs) with lightweight simulated agents (no fio, no instance):
 - launch: from the `Fleet` Map state entered to the N-th Launch invoke answered
   (every slot's launch request in flight, each holding its task token);
 - start barrier: once every launch is in flight, N agents (threads of this
-  process) each run the agent's real DynamoDB barrier
+  process), each arriving after the same delay from the first as its launch
+  request had (the launch spacing replayed), run the agent's real DynamoDB barrier
   (`iofleet.aws.barrier.DynamoBarrier.wait`: announce, poll at the interval the
   agent uses for N parties, adopt the one release instant, sleep until it) on
   DynamoDB Local, then the slots' task tokens are answered. Release skew =
@@ -21,6 +22,11 @@ stubs) with lightweight simulated agents (no fio, no instance):
   ingest_object`, what each SQS record runs), one artifact after another: the
   cost of a fleet's results, not the Lambda's concurrency. Once per size (n = 1):
   it is the slowest part and the bench must stay under 15 minutes.
+
+DynamoDB Local cannot take hundreds of simultaneous requests on one item (it
+answers InternalServerError, "too long waiting for a lock"), so the agents'
+requests go through a semaphore of 8 in-flight calls (`_OneAtATime`), as
+DynamoDB's own queueing would order them; the barrier's code is unchanged.
 
 What in the harness limits it, on this 2-core machine: the N agents are threads
 of one Python process (the GIL serialises their wake-ups at the release
@@ -59,9 +65,49 @@ def _state_table(ddb: Any, name: str) -> None:
     )
 
 
-def barrier_wait(ddb: Any, table: str, cell_id: str, parties: int) -> dict[str, Any]:
-    """`parties` agent threads through one DynamoDB barrier; skew and lateness."""
+class _OneAtATime:
+    """A boto3 client whose calls go through a semaphore of `concurrency` slots.
+
+    DynamoDB Local serialises writes to an item on a lock and answers
+    `InternalServerError` ("too long waiting for a lock ... will succeed in actual
+    DynamoDB") when hundreds of requests contend for it at once; DynamoDB queues
+    them. Bounding the in-flight requests here plays that queue; the barrier's
+    code and requests are unchanged.
+    """
+
+    def __init__(self, client: Any, concurrency: int) -> None:
+        self._client = client
+        self._slots = threading.BoundedSemaphore(concurrency)
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._client, name)
+        if not callable(fn):
+            return fn
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._slots:
+                return fn(*args, **kwargs)
+
+        return call
+
+
+def barrier_wait(
+    ddb: Any,
+    table: str,
+    cell_id: str,
+    parties: int,
+    arrivals_s: list[float] | None = None,
+    concurrency: int = 8,
+) -> dict[str, Any]:
+    """`parties` agent threads through one DynamoDB barrier; skew and lateness.
+
+    `arrivals_s`: when each agent arrives, in seconds after the first (the launch
+    requests' own spacing, replayed: an instance's agent starts after its launch).
+    """
     from iofleet.aws import barrier
+
+    ddb = _OneAtATime(ddb, concurrency)
+    offsets = arrivals_s or [0.0] * parties
 
     barrier.create_barrier(ddb, table, RUN_ID, cell_id, parties)
     config = {
@@ -76,6 +122,7 @@ def barrier_wait(ddb: Any, table: str, cell_id: str, parties: int) -> dict[str, 
     lock = threading.Lock()
 
     def agent(index: int) -> None:
+        time.sleep(max(0.0, started + offsets[index] - time.monotonic()))  # its launch
         try:
             got = barrier.DynamoBarrier(ddb, config).wait(index)
         except Exception as exc:  # noqa: BLE001 - counted and reported, never lost
@@ -86,7 +133,7 @@ def barrier_wait(ddb: Any, table: str, cell_id: str, parties: int) -> dict[str, 
             results.append(got)
 
     threads = [threading.Thread(target=agent, args=(i,), daemon=True) for i in range(parties)]
-    started = time.monotonic()
+    started = time.monotonic() + 0.5  # every thread started before the first arrival
     for t in threads:
         t.start()
     for t in threads:
@@ -227,12 +274,14 @@ def measure(ctx: Context) -> dict[str, Any]:
                 got_barrier: dict[str, Any] = {}
 
                 def agents(
-                    tokens: list[str],
+                    launches: list[tuple[float, str]],
                     n: int = n,
                     cell_id: str = cell_id,
                     into: dict[str, Any] = got_barrier,
                 ) -> None:
-                    into.update(barrier_wait(ddb, table, cell_id, n))
+                    first = launches[0][0]
+                    arrivals = [t - first for t, _ in launches]
+                    into.update(barrier_wait(ddb, table, cell_id, n, arrivals))
 
                 launched = run_execution(template, n, timeout_s=600, agents=agents)
                 runs.append({**launched, **got_barrier})

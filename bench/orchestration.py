@@ -111,13 +111,14 @@ def run_execution(
     template: dict[str, Any],
     slots: int,
     timeout_s: float = 300,
-    agents: Callable[[list[str]], None] | None = None,
+    agents: Callable[[list[tuple[float, str]]], None] | None = None,
 ) -> dict[str, Any]:
     """One execution of the real state machine in moto; counts and timings.
 
-    `agents`, if given, is called with the slots' task tokens once every launch
-    request is in flight, before the tokens are answered (bench/fleet_scale.py runs the
-    start barrier there, as the instances would between launch and their results).
+    `agents`, if given, is called with every launch (its monotonic arrival time,
+    its task token) once every launch request is in flight, before the tokens are
+    answered (bench/fleet_scale.py runs the start barrier there, as the instances
+    would between launch and their results).
     """
     import boto3
     from moto import mock_aws
@@ -197,7 +198,7 @@ def run_execution(
                 time.sleep(0.02)  # polling the local engine, not synchronisation
             in_flight = len(rec.launches)
             if agents is not None and in_flight == slots:
-                agents([token for _, token in rec.launches])
+                agents(sorted(rec.launches))
             for _, token in list(rec.launches):  # the agents: every slot done
                 sfn.send_task_success(taskToken=token, output="{}")
             status = "RUNNING"
