@@ -191,7 +191,7 @@ def test_smoke_run_measures_local_figures_and_writes_json_and_docs(tmp_path: Pat
     assert results["ingest"]["results"] == 12
     assert results["queries"]["duckdb"]["rows_out"]["fleet_latency"]["all"] > 0
     assert results["machine"]["versions"]["fio"].startswith("fio-")
-    assert "| fidelity | IOPS ratio iofleet / bare fio |" in doc.read_text()
+    assert "| fidelity | IOPS ratio iofleet / bare fio, real disk |" in doc.read_text()
 
 
 def test_ratio_ci_is_a_geometric_interval_and_needs_two_pairs() -> None:
