@@ -25,8 +25,9 @@ stubs) with lightweight simulated agents (no fio, no instance):
 
 DynamoDB Local cannot take hundreds of simultaneous requests on one item (it
 answers InternalServerError, "too long waiting for a lock"), so the agents'
-requests go through a semaphore of 8 in-flight calls (`_OneAtATime`), as
-DynamoDB's own queueing would order them; the barrier's code is unchanged.
+writes go through a semaphore of 8 in-flight calls and their reads through one
+of 32 (`_Queued`), as DynamoDB's own queueing would order them; the barrier's
+code is unchanged.
 
 What in the harness limits it, on this 2-core machine: the N agents are threads
 of one Python process (the GIL serialises their wake-ups at the release
@@ -65,8 +66,9 @@ def _state_table(ddb: Any, name: str) -> None:
     )
 
 
-class _OneAtATime:
-    """A boto3 client whose calls go through a semaphore of `concurrency` slots.
+class _Queued:
+    """A boto3 client whose writes (`update_item`, `put_item`) go through a semaphore of
+    `writes` slots and whose other calls through one of `reads` slots.
 
     DynamoDB Local serialises writes to an item on a lock and answers
     `InternalServerError` ("too long waiting for a lock ... will succeed in actual
@@ -75,17 +77,21 @@ class _OneAtATime:
     code and requests are unchanged.
     """
 
-    def __init__(self, client: Any, concurrency: int) -> None:
+    WRITES = ("update_item", "put_item")
+
+    def __init__(self, client: Any, writes: int, reads: int) -> None:
         self._client = client
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._writes = threading.BoundedSemaphore(writes)
+        self._reads = threading.BoundedSemaphore(reads)
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(self._client, name)
         if not callable(fn):
             return fn
+        slots = self._writes if name in self.WRITES else self._reads
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            with self._slots:
+            with slots:
                 return fn(*args, **kwargs)
 
         return call
@@ -97,7 +103,8 @@ def barrier_wait(
     cell_id: str,
     parties: int,
     arrivals_s: list[float] | None = None,
-    concurrency: int = 8,
+    writes: int = 8,
+    reads: int = 32,
 ) -> dict[str, Any]:
     """`parties` agent threads through one DynamoDB barrier; skew and lateness.
 
@@ -106,7 +113,7 @@ def barrier_wait(
     """
     from iofleet.aws import barrier
 
-    ddb = _OneAtATime(ddb, concurrency)
+    ddb = _Queued(ddb, writes, reads)
     offsets = arrivals_s or [0.0] * parties
 
     barrier.create_barrier(ddb, table, RUN_ID, cell_id, parties)
