@@ -52,10 +52,14 @@ def not_measured(reason: str, **extra: Any) -> dict[str, Any]:
 class Scale:
     """Sizes of one bench run; `smoke()` is the seconds-long CI version."""
 
-    fidelity_pairs: int = 6
-    fidelity_runtime_s: int = 8
+    # fidelity: rounds of (bare, bare, iofleet); the RAM-backed device is the primary row
+    fidelity_ram_rounds: int = 12
+    fidelity_ram_runtime_s: int = 3
+    fidelity_ram_size: str = "64m"
+    fidelity_ram_device_mib: int = 256
+    fidelity_pairs: int = 6  # rounds on the work directory's real disk (second row)
+    fidelity_runtime_s: int = 4
     fidelity_size: str = "256m"
-    fidelity_aa_pairs: int = 3  # bare vs bare: the noise floor of the A/B ratios
     overhead_repeats: int = 3
     overhead_runtime_s: int = 10
     overhead_size: str = "256m"
@@ -70,19 +74,25 @@ class Scale:
     query_bins_per_result: int = 10
     query_repeats: int = 3
     trino: bool = True
-    trino_scale_divisor: int = 50  # Trino gets runs / divisor (see docs/benchmarks.md)
+    trino_runs: int = 10  # Trino's shape: 10 runs x 4 cells x 50 slots (2,000 slots),
+    trino_cells_per_run: int = 4  # so a one-run query has 1/10 of the data to itself
     trino_repeats: int = 2
     cold_start_repeats: int = 5
     orchestration_slots: int = 200
     orchestration_repeats: int = 3
+    fleet_sizes: tuple[int, ...] = (200, 1000)  # figure fleet_scale
+    fleet_repeats: int = 2
 
     @classmethod
     def smoke(cls) -> Scale:
         return cls(
+            fidelity_ram_rounds=2,
+            fidelity_ram_runtime_s=1,
+            fidelity_ram_size="8m",
+            fidelity_ram_device_mib=64,
             fidelity_pairs=1,
             fidelity_runtime_s=1,
             fidelity_size="8m",
-            fidelity_aa_pairs=0,
             overhead_repeats=1,
             overhead_runtime_s=1,
             overhead_size="8m",
@@ -98,6 +108,8 @@ class Scale:
             cold_start_repeats=1,
             orchestration_slots=3,
             orchestration_repeats=1,
+            fleet_sizes=(3, 6),
+            fleet_repeats=1,
         )
 
 
@@ -191,7 +203,7 @@ def _module_version(name: str) -> str | None:
         return None
 
 
-def _filesystem(path: Path) -> dict[str, str | None]:
+def filesystem(path: Path) -> dict[str, str | None]:
     line = _first_line(["findmnt", "-n", "-o", "SOURCE,FSTYPE,OPTIONS", "-T", str(path)])
     if not line:
         return {"source": None, "fstype": None, "options": None}
@@ -219,7 +231,7 @@ def machine_info(work: Path) -> dict[str, Any]:
         "kernel": platform.release(),
         "os": platform.platform(),
         "loadavg_at_start": load,
-        "work_filesystem": _filesystem(work),
+        "work_filesystem": filesystem(work),
         "versions": {
             "python": platform.python_version(),
             "fio": _first_line(["fio", "--version"]),
@@ -242,3 +254,33 @@ def dir_size(path: Path) -> int:
         if p.is_file() and not p.is_symlink():
             total += p.stat().st_size
     return total
+
+
+def ratio_ci(ratios: Sequence[float], unit: str = "ratio", digits: int = 4) -> dict[str, Any]:
+    """A series of per-pair ratios: `stat()` plus the geometric mean and its 95 % t-interval.
+
+    Ratios are averaged on the log scale (a ratio of 0.5 and one of 2.0 cancel),
+    so the interval is `exp(mean(log r) +- t(0.975, n-1) * sd(log r) / sqrt(n))`.
+    With fewer than two pairs there is no interval (`ci95` is None).
+    """
+    import math
+
+    vals = [float(r) for r in ratios]
+    out = stat(vals, unit, digits)
+    logs = [math.log(v) for v in vals]
+    mean = statistics.fmean(logs)
+    out["geomean"] = round(math.exp(mean), digits)
+    if len(vals) < 2:
+        out["ci95"] = None
+        return out
+    from scipy import stats as sstats
+
+    half = float(sstats.t.ppf(0.975, len(vals) - 1)) * statistics.stdev(logs) / math.sqrt(len(vals))
+    out["ci95"] = [round(math.exp(mean - half), digits), round(math.exp(mean + half), digits)]
+    return out
+
+
+def ci_within(series: dict[str, Any], low: float, high: float) -> bool:
+    """True when the whole 95 % interval of a `ratio_ci` series lies in [low, high]."""
+    ci = series.get("ci95")
+    return bool(ci) and low <= ci[0] and ci[1] <= high

@@ -15,21 +15,36 @@ Also used by figure 2 (overhead): `run_local_slot` and `run_bare`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import MEASURED, Context, Timer, fio_json, iofleet_argv, run, stat
+from bench.common import (
+    MEASURED,
+    Context,
+    Timer,
+    ci_within,
+    filesystem,
+    fio_json,
+    iofleet_argv,
+    not_measured,
+    ratio_ci,
+    run,
+    stat,
+)
 
 JOB = "latency-4k-qd1-randread"
 DIRECTION = "read"
-TARGETS = {"iops_ratio_median": (0.97, 1.03), "p99_ratio_median": (0.90, 1.10)}
+# issue 13's targets: the 95 % interval of the ratio must lie in the range
+TARGETS = {"iops_ratio": (0.97, 1.03), "p99_ratio": (0.90, 1.10), "aa_iops_ratio": (0.98, 1.02)}
 
 
 @dataclass
@@ -39,6 +54,7 @@ class FioSample:
     fio_runtime_s: float  # fio's own job_runtime (the timed I/O phase)
     wall_s: float  # wall time of the whole command
     agent: dict[str, Any] = field(default_factory=dict)  # RSS samples (iofleet side)
+    cpu: dict[str, float] = field(default_factory=dict)  # fio's usr_cpu, sys_cpu (%), ctx
 
 
 def _job_params(runtime_s: int, size: str) -> dict[str, str]:
@@ -67,7 +83,7 @@ def run_bare(job: str, params: dict[str, str], target: Path) -> FioSample:
     jobs = doc["jobs"]
     iops = sum(float(j[DIRECTION]["iops"]) for j in jobs)
     p99 = max(float(j[DIRECTION]["clat_ns"]["percentile"]["99.000000"]) for j in jobs)
-    return FioSample(iops, p99, _fio_runtime_s(doc), t.seconds)
+    return FioSample(iops, p99, _fio_runtime_s(doc), t.seconds, cpu=_cpu(jobs[0]))
 
 
 def _matrix(job: str, params: dict[str, str], target: Path) -> dict[str, Any]:
@@ -178,8 +194,15 @@ def _seconds_between(start: str, end: str) -> float:
     return (parse(end) - parse(start)).total_seconds()
 
 
-def run_local_slot(job: str, params: dict[str, str], target: Path, out: Path) -> FioSample:
-    """`iofleet local` on a one-slot matrix running `job`; numbers from its warehouse."""
+def run_local_slot(
+    job: str, params: dict[str, str], target: Path, out: Path, *, sample_rss: bool = True
+) -> FioSample:
+    """`iofleet local` on a one-slot matrix running `job`; numbers from its warehouse.
+
+    `sample_rss` runs the agent RSS sampler (figure 2); the fidelity figure turns it
+    off: its /proc walk every 50 ms is the bench's own CPU use, which bare fio never
+    competes with.
+    """
     from iofleet.results.warehouse import Warehouse
 
     shutil.rmtree(out, ignore_errors=True)
@@ -192,10 +215,12 @@ def run_local_slot(job: str, params: dict[str, str], target: Path, out: Path) ->
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         sampler = AgentSampler(proc.pid)
-        sampler.start()
+        if sample_rss:
+            sampler.start()
         stdout, stderr = proc.communicate()
-    sampler.stop_event.set()
-    sampler.join()
+    if sample_rss:
+        sampler.stop_event.set()
+        sampler.join()
     if proc.returncode != 0:
         tail = (stderr or stdout).strip().splitlines()
         raise RuntimeError(f"iofleet local exited {proc.returncode}: {tail[-1] if tail else ''}")
@@ -224,13 +249,14 @@ def run_local_slot(job: str, params: dict[str, str], target: Path, out: Path) ->
         fio_runtime_s=_fio_runtime_s(doc),
         wall_s=t.seconds,
         agent=agent,
+        cpu=_cpu(doc["jobs"][0]),
     )
 
 
 def run_ab_pair(
     job: str, params: dict[str, str], target: Path, local_out: Path, order: tuple[str, str]
 ) -> tuple[FioSample, FioSample]:
-    """(bare, iofleet) samples of one interleaved pair, run in `order`."""
+    """(bare, iofleet) samples of one interleaved pair, run in `order` (used by overhead)."""
     got: dict[str, FioSample] = {}
     for side in order:
         if side == "bare":
@@ -241,83 +267,177 @@ def run_ab_pair(
     return got["bare"], got["iofleet"]
 
 
+# --- a RAM-backed block device: storage that does not move between runs --------
+
+
+@contextlib.contextmanager
+def ram_target(work: Path, size_mib: int) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """An ext4 file system on a loop device over a file in tmpfs (/dev/shm), mounted.
+
+    Yields (directory, description). The loop device gets `--direct-io=on` when
+    the kernel allows it on a tmpfs backing file (tmpfs accepts O_DIRECT from
+    Linux 6.6), so the loop driver reads the tmpfs pages without a second page
+    cache; otherwise it stays buffered, which is still RAM. Raises
+    RuntimeError (one line) when loop devices or tmpfs are not available here;
+    everything created is torn down in reverse order whatever happens.
+    """
+    shm = Path("/dev/shm")
+    if os.geteuid() != 0:
+        raise RuntimeError("a RAM-backed loop device needs root (losetup, mount)")
+    if not shm.is_dir() or not shutil.which("losetup") or not shutil.which("mkfs.ext4"):
+        raise RuntimeError("no /dev/shm, losetup or mkfs.ext4 on this machine")
+    backing = shm / f"iofleet-bench-{os.getpid()}-{work.name}.img"
+    mnt = work / "ram-mnt"
+    loop: str | None = None
+    mounted = False
+    try:
+        with backing.open("wb") as f:
+            f.truncate(size_mib * 1024 * 1024)
+        loop = run(["losetup", "-f", "--show", str(backing)]).stdout.strip()
+        dio = (
+            subprocess.run(  # noqa: S603
+                ["losetup", "--direct-io=on", loop], capture_output=True, check=False
+            ).returncode
+            == 0
+        )
+        run(["mkfs.ext4", "-q", "-F", "-E", "nodiscard", loop])
+        mnt.mkdir(parents=True, exist_ok=True)
+        run(["mount", loop, str(mnt)])
+        mounted = True
+        target = mnt / "target"
+        target.mkdir()
+        yield (
+            target,
+            {
+                "kind": "ext4 on a loop device over a tmpfs file (/dev/shm)",
+                "loop_direct_io": dio,
+                "size_mib": size_mib,
+            },
+        )
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], capture_output=True, check=False)  # noqa: S603
+        if loop:
+            subprocess.run(["losetup", "-d", loop], capture_output=True, check=False)  # noqa: S603
+        backing.unlink(missing_ok=True)
+
+
+# --- rounds: A/B and A/A from the same runs ---------------------------------------
+
+# Each round runs bare fio twice (A1 then A2) and iofleet once (I), the place of I
+# rotating so drift hits every position alike. A/B = I / A1, A/A = A2 / A1: both are
+# ratios of one run to one run, so their spreads compare directly.
+ORDERS = (("iofleet", "bare", "bare"), ("bare", "iofleet", "bare"), ("bare", "bare", "iofleet"))
+
+
+def _cpu(doc_job: dict[str, Any]) -> dict[str, float]:
+    return {k: float(doc_job.get(k, 0)) for k in ("usr_cpu", "sys_cpu", "ctx")}
+
+
+def run_rounds(
+    ctx: Context, params: dict[str, str], target: Path, rounds: int, label: str
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    work = ctx.work / "fidelity"
+    for i in range(rounds):
+        order = ORDERS[i % len(ORDERS)]
+        bares: list[FioSample] = []
+        mine: FioSample | None = None
+        for side in order:
+            if side == "bare":
+                bares.append(run_bare(JOB, params, target))
+            else:
+                mine = run_local_slot(
+                    JOB, params, target, work / f"local-{label}-{i}", sample_rss=False
+                )
+                shutil.rmtree(work / f"local-{label}-{i}", ignore_errors=True)
+        assert mine is not None
+        a1, a2 = bares
+        row = {
+            "order": list(order),
+            "bare_iops": round(a1.iops, 1),
+            "bare2_iops": round(a2.iops, 1),
+            "iofleet_iops": round(mine.iops, 1),
+            "bare_p99_ns": a1.p99_ns,
+            "bare2_p99_ns": a2.p99_ns,
+            "iofleet_p99_ns": mine.p99_ns,
+            "iops_ratio": round(mine.iops / a1.iops, 4),
+            "p99_ratio": round(mine.p99_ns / a1.p99_ns, 4),
+            "aa_iops_ratio": round(a2.iops / a1.iops, 4),
+            "aa_p99_ratio": round(a2.p99_ns / a1.p99_ns, 4),
+            "bare_cpu": a1.cpu,
+            "iofleet_cpu": mine.cpu,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        }
+        out.append(row)
+        ctx.log(
+            f"fidelity {label} round {i + 1}/{rounds}: A/B iops {row['iops_ratio']} "
+            f"p99 {row['p99_ratio']} | A/A iops {row['aa_iops_ratio']} p99 {row['aa_p99_ratio']}"
+        )
+    return out
+
+
+def summarize(rows: list[dict[str, Any]], params: dict[str, str]) -> dict[str, Any]:
+    """Per-round ratios -> min/median/max/n, geometric mean, 95 % CI, and the targets met."""
+    iops = ratio_ci([r["iops_ratio"] for r in rows])
+    p99 = ratio_ci([r["p99_ratio"] for r in rows])
+    aa_iops = ratio_ci([r["aa_iops_ratio"] for r in rows])
+    aa_p99 = ratio_ci([r["aa_p99_ratio"] for r in rows])
+    met = {
+        "iops_ratio": ci_within(iops, *TARGETS["iops_ratio"]),
+        "p99_ratio": ci_within(p99, *TARGETS["p99_ratio"]),
+        "aa_iops_ratio": ci_within(aa_iops, *TARGETS["aa_iops_ratio"]),
+        "aa_p99_ratio": ci_within(aa_p99, *TARGETS["p99_ratio"]),
+    }
+    return {
+        "status": MEASURED,
+        "params": params,
+        "rounds": rows,
+        "iops_ratio": iops,
+        "p99_ratio": p99,
+        "aa_iops_ratio": aa_iops,
+        "aa_p99_ratio": aa_p99,
+        "bare_iops": stat((r["bare_iops"] for r in rows), "IOPS", 1),
+        "iofleet_iops": stat((r["iofleet_iops"] for r in rows), "IOPS", 1),
+        "bare_p99_us": stat((r["bare_p99_ns"] / 1000 for r in rows), "us", 1),
+        "iofleet_p99_us": stat((r["iofleet_p99_ns"] / 1000 for r in rows), "us", 1),
+        "met": met,
+    }
+
+
 def measure(ctx: Context) -> dict[str, Any]:
     scale = ctx.scale
     work = ctx.scratch("fidelity")
-    target = work / "target"
-    target.mkdir()
-    params = _job_params(scale.fidelity_runtime_s, scale.fidelity_size)
-    pairs: list[dict[str, Any]] = []
-    for i in range(scale.fidelity_pairs):
-        order = ("bare", "iofleet") if i % 2 == 0 else ("iofleet", "bare")
-        bare, mine = run_ab_pair(JOB, params, target, work / f"local-{i}", order)
-        pair = {
-            "order": list(order),
-            "bare_iops": round(bare.iops, 1),
-            "iofleet_iops": round(mine.iops, 1),
-            "bare_p99_ns": bare.p99_ns,
-            "iofleet_p99_ns": mine.p99_ns,
-            "iops_ratio": round(mine.iops / bare.iops, 4),
-            "p99_ratio": round(mine.p99_ns / bare.p99_ns, 4),
-        }
-        pairs.append(pair)
-        ctx.log(
-            f"fidelity pair {i + 1}/{scale.fidelity_pairs}: iops ratio {pair['iops_ratio']}, "
-            f"p99 ratio {pair['p99_ratio']}"
-        )
-    aa: list[dict[str, float]] = []
-    for i in range(scale.fidelity_aa_pairs):
-        first, second = run_bare(JOB, params, target), run_bare(JOB, params, target)
-        aa.append(
-            {
-                "iops_ratio": round(second.iops / first.iops, 4),
-                "p99_ratio": round(second.p99_ns / first.p99_ns, 4),
-            }
-        )
-        ctx.log(
-            f"fidelity A/A control {i + 1}/{scale.fidelity_aa_pairs}: bare/bare iops ratio "
-            f"{aa[-1]['iops_ratio']}, p99 ratio {aa[-1]['p99_ratio']}"
-        )
-    shutil.rmtree(target, ignore_errors=True)
-    iops_ratio = stat((p["iops_ratio"] for p in pairs), "ratio")
-    p99_ratio = stat((p["p99_ratio"] for p in pairs), "ratio")
-    lo_i, hi_i = TARGETS["iops_ratio_median"]
-    lo_p, hi_p = TARGETS["p99_ratio_median"]
-    return {
+    out: dict[str, Any] = {
         "status": MEASURED,
         "method": (
-            f"fio job {JOB} ({', '.join(f'{k}={v}' for k, v in params.items())}), bare fio vs "
-            f"`iofleet local` one-slot matrix, {len(pairs)} interleaved pairs (order flips each "
-            "pair); bare numbers from fio's JSON, iofleet numbers from the warehouse "
-            "(fio_results); ratio = iofleet / bare"
+            f"fio job {JOB}; each round runs bare fio twice (A1, A2) and `iofleet local` "
+            "once (I, a one-slot matrix), I's place rotating (I A1 A2, A1 I A2, A1 A2 I); "
+            "A/B ratio = I / A1, A/A control = A2 / A1, per round. Bare numbers from fio's "
+            "JSON, iofleet's from the warehouse it built (fio_results). Figure: geometric "
+            "mean of the per-round ratios with its 95 % t-interval (log scale); a target is "
+            "met when the whole interval lies in its range. Primary row: a RAM-backed "
+            "block device (quiet storage); second row: the work directory's real disk"
         ),
         "job": JOB,
-        "params": params,
-        "pairs": pairs,
-        "iops_ratio": iops_ratio,
-        "p99_ratio": p99_ratio,
-        "iops_ratio_median": iops_ratio["median"],
-        "p99_ratio_median": p99_ratio["median"],
-        "bare_iops": stat((p["bare_iops"] for p in pairs), "IOPS", 1),
-        "iofleet_iops": stat((p["iofleet_iops"] for p in pairs), "IOPS", 1),
-        "bare_p99_us": stat((p["bare_p99_ns"] / 1000 for p in pairs), "us", 1),
-        "iofleet_p99_us": stat((p["iofleet_p99_ns"] / 1000 for p in pairs), "us", 1),
-        "aa_control": (
-            {
-                "method": "the same bare fio command twice in a row; ratio = second / first",
-                "pairs": aa,
-                "iops_ratio": stat((a["iops_ratio"] for a in aa), "ratio"),
-                "p99_ratio": stat((a["p99_ratio"] for a in aa), "ratio"),
-            }
-            if aa
-            else {"status": "not measured", "reason": "no A/A pairs at this scale"}
-        ),
-        "targets": {
-            "iops_ratio_median": [lo_i, hi_i],
-            "p99_ratio_median": [lo_p, hi_p],
-        },
-        "met": {
-            "iops_ratio_median": lo_i <= iops_ratio["median"] <= hi_i,
-            "p99_ratio_median": lo_p <= p99_ratio["median"] <= hi_p,
-        },
+        "targets": {k: list(v) for k, v in TARGETS.items()},
     }
+    ram_params = _job_params(scale.fidelity_ram_runtime_s, scale.fidelity_ram_size)
+    try:
+        with ram_target(work, scale.fidelity_ram_device_mib) as (target, device):
+            rows = run_rounds(ctx, ram_params, target, scale.fidelity_ram_rounds, "ram")
+        out["ram"] = {**summarize(rows, ram_params), "device": device}
+    except RuntimeError as exc:
+        out["ram"] = not_measured(str(exc).splitlines()[0])
+    disk_params = _job_params(scale.fidelity_runtime_s, scale.fidelity_size)
+    target = work / "target"
+    target.mkdir()
+    rows = run_rounds(ctx, disk_params, target, scale.fidelity_pairs, "disk")
+    shutil.rmtree(target, ignore_errors=True)
+    out["disk"] = {**summarize(rows, disk_params), "device": filesystem(work)}
+    primary = out["ram"] if out["ram"].get("status") == MEASURED else out["disk"]
+    out["met"] = {
+        "iops_ratio": primary["met"]["iops_ratio"],
+        "p99_ratio": primary["met"]["p99_ratio"],
+    }
+    return out

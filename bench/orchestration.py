@@ -33,6 +33,7 @@ import threading
 import time
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from bench.common import MEASURED, ROOT, Context, stat
@@ -106,8 +107,19 @@ def _template(ctx: Context) -> dict[str, Any]:
     return doc
 
 
-def run_execution(template: dict[str, Any], slots: int, timeout_s: float = 300) -> dict[str, Any]:
-    """One execution of the real state machine in moto; counts and timings."""
+def run_execution(
+    template: dict[str, Any],
+    slots: int,
+    timeout_s: float = 300,
+    agents: Callable[[list[tuple[float, str]]], None] | None = None,
+) -> dict[str, Any]:
+    """One execution of the real state machine in moto; counts and timings.
+
+    `agents`, if given, is called with every launch (its monotonic arrival time,
+    its task token) once every launch request is in flight, before the tokens are
+    answered (bench/fleet_scale.py runs the start barrier there, as the instances
+    would between launch and their results).
+    """
     import boto3
     from moto import mock_aws
     from moto.awslambda_simple import models as lambda_simple
@@ -185,6 +197,8 @@ def run_execution(template: dict[str, Any], slots: int, timeout_s: float = 300) 
                     break
                 time.sleep(0.02)  # polling the local engine, not synchronisation
             in_flight = len(rec.launches)
+            if agents is not None and in_flight == slots:
+                agents(sorted(rec.launches))
             for _, token in list(rec.launches):  # the agents: every slot done
                 sfn.send_task_success(taskToken=token, output="{}")
             status = "RUNNING"

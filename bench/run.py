@@ -6,7 +6,7 @@
 
 Figures (each its own module): fidelity, overhead, ingest, queries (DuckDB
 and Trino), cold_start, orchestration + fleet_step (one module, the same
-local-cloud executions). A figure that fails is recorded as
+local-cloud executions), fleet_scale (bench/fleet_scale.py: 200 and 1,000 slots). A figure that fails is recorded as
 `{"status": "error", "reason": ...}` and the others still run; a figure
 that cannot be measured here says `{"status": "not measured", "reason": ...}`.
 Numbers are never invented.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +26,16 @@ from typing import Any
 from bench import report
 from bench.common import ERROR, ROOT, Context, Scale, machine_info, not_measured
 
-FIGURES = ("fidelity", "overhead", "ingest", "queries", "cold_start", "orchestration", "fleet_step")
+FIGURES = (
+    "fidelity",
+    "overhead",
+    "ingest",
+    "queries",
+    "cold_start",
+    "orchestration",
+    "fleet_step",
+    "fleet_scale",
+)
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
 DEFAULT_DOCS = ROOT / "docs" / "benchmarks.md"
 DEFAULT_WORK = ROOT / "bench" / "work"
@@ -89,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    # SIGTERM unwinds like Ctrl-C does, so every figure's finally runs (unmount, detach
+    # the fidelity figure's loop device, stop the engines)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     ctx = Context(work=work, scale=Scale.smoke() if args.smoke else Scale())

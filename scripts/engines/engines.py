@@ -492,7 +492,9 @@ def start_trino(
     def ready() -> bool:
         # /v1/info says the server finished starting; queries still fail with
         # NO_NODES_AVAILABLE until the coordinator has discovered itself as an
-        # active worker, so wait for that too.
+        # active worker, and a catalog can still be loading: so the check is
+        # real queries, answered end to end: the node list (system catalog) and
+        # the hive catalog's schemas (Glue in moto through the hive connector).
         status, body = _http(f"{engine.endpoint}/v1/info")
         if status != 200 or json.loads(body).get("starting") is not False:
             return False
@@ -500,9 +502,12 @@ def start_trino(
             active = client.execute(
                 "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'"
             ).scalar()
+            if not active:
+                return False
+            client.execute("SHOW SCHEMAS FROM hive")
         except TrinoError:
             return False
-        return bool(active)
+        return True
 
     _wait_ready(engine, ready, timeout_s or DEFAULT_TIMEOUTS_S["trino"])
     return engine

@@ -8,14 +8,17 @@ is what its path implies.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench import report
-from bench.common import stat
+from bench.common import ci_within, ratio_ci, stat
+from bench.fidelity import ram_target
 from bench.orchestration import run_execution
 from bench.run import main
 
@@ -177,10 +180,154 @@ def test_smoke_run_measures_local_figures_and_writes_json_and_docs(tmp_path: Pat
     results = json.loads(out.read_text())
     for figure in ("fidelity", "overhead", "ingest", "queries"):
         assert results[figure]["status"] == "measured", results[figure]
-    assert results["fidelity"]["iops_ratio_median"] > 0
-    assert results["fidelity"]["p99_ratio_median"] > 0
+    for row in ("ram", "disk"):  # the RAM-backed device needs root and loop devices
+        if results["fidelity"][row]["status"] != "measured":
+            assert row == "ram" and results["fidelity"][row]["reason"]
+            continue
+        assert results["fidelity"][row]["iops_ratio"]["median"] > 0
+        assert results["fidelity"][row]["aa_iops_ratio"]["median"] > 0
+        assert results["fidelity"][row]["p99_ratio"]["n"] >= 1
     assert results["overhead"]["agent_peak_rss_mib"]["max"] > 0
     assert results["ingest"]["results"] == 12
     assert results["queries"]["duckdb"]["rows_out"]["fleet_latency"]["all"] > 0
     assert results["machine"]["versions"]["fio"].startswith("fio-")
-    assert "| fidelity | IOPS ratio iofleet / bare fio |" in doc.read_text()
+    assert "| fidelity | IOPS ratio iofleet / bare fio, real disk |" in doc.read_text()
+
+
+def test_ratio_ci_is_a_geometric_interval_and_needs_two_pairs() -> None:
+    # a ratio of 0.8 and one of 1.25 cancel on the log scale
+    got = ratio_ci([0.8, 1.25])
+    assert got["geomean"] == 1.0
+    low, high = got["ci95"]
+    assert low < 0.8 and high > 1.25 and abs(low * high - 1.0) < 1e-2  # symmetric in log
+    tight = ratio_ci([0.99, 1.0, 1.01, 1.0, 0.995, 1.005])
+    assert ci_within(tight, 0.98, 1.02)
+    assert not ci_within(got, 0.98, 1.02)
+    assert ratio_ci([1.2])["ci95"] is None and not ci_within(ratio_ci([1.2]), 0.0, 9.0)
+
+
+def test_report_shows_the_interval_and_judges_by_it(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(DOC)
+    wide = ratio_ci([0.9, 1.0, 1.1])
+    results = {
+        "machine": {},
+        "fidelity": {
+            "status": "measured",
+            "ram": {"status": "measured", "iops_ratio": wide, "met": {"iops_ratio": False}},
+            "disk": {"status": "not measured", "reason": "no disk"},
+        },
+    }
+    report.update_doc(doc, results)
+    text = doc.read_text()
+    num = report._num
+    ci = f"{num(wide['geomean'])} ({num(wide['ci95'][0])}-{num(wide['ci95'][1])})"
+    assert f"| 3 | {ci} | 0.97-1.03 (95% CI inside) | **missed** |" in text
+    assert (
+        "IOPS ratio iofleet / bare fio, real disk | | | | | | |  | not measured: no disk |" in text
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="loop devices and mount need root")
+def test_ram_target_is_a_file_system_on_a_loop_device_over_tmpfs_and_goes_away(
+    tmp_path: Path,
+) -> None:
+    # given / when: the fidelity figure's RAM-backed target
+    with ram_target(tmp_path, 32) as (target, device):
+        # then: the directory is on a loop device whose backing file lives in /dev/shm (tmpfs)
+        source = subprocess.run(
+            ["findmnt", "-n", "-o", "SOURCE", "-T", str(target)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert source.startswith("/dev/loop")
+        backing = Path(f"/sys/block/{Path(source).name}/loop/backing_file").read_text().strip()
+        assert backing.startswith("/dev/shm/")
+        fstype = subprocess.run(
+            ["stat", "-f", "-c", "%T", backing], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        assert fstype == "tmpfs"
+        (target / "probe").write_bytes(b"x" * 4096)
+        assert device["kind"].startswith("ext4 on a loop device")
+    # and afterwards nothing is left: unmounted, detached, the backing file deleted
+    assert not Path(backing).exists()
+    listed = subprocess.run(["losetup", "-a"], capture_output=True, text=True, check=True).stdout
+    assert backing not in listed
+    assert not (tmp_path / "ram-mnt" / "target").exists()
+
+
+def test_agents_run_between_every_launch_in_flight_and_the_tokens_answered() -> None:
+    # given
+    seen: list[int] = []
+    # when: the agents callback sees every task token before any is answered
+    got = run_execution(
+        mini_template(), slots=3, timeout_s=60, agents=lambda t: seen.append(len(set(t)))
+    )
+    # then
+    assert seen == [3]
+    assert got["child_states"] == {"RunSlot": 3}
+
+
+def test_barrier_wait_passes_every_agent_at_one_instant_on_dynamodb() -> None:
+    # moto's DynamoDB in process here; the bench runs the same code on DynamoDB Local
+    import boto3
+    from moto import mock_aws
+
+    from bench.fleet_scale import _state_table, barrier_wait
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        _state_table(ddb, "state")
+        got = barrier_wait(ddb, "state", "c000-smoke", 4)
+    assert got["skew_ms"] >= 0
+    assert got["last_after_release_ms"] >= got["first_after_release_ms"] >= 0
+
+
+def test_trino_layout_follows_the_table_definition() -> None:
+    from bench.trino import _file_format, _object_prefix, _partition_values
+
+    run_id = "bench-q-20261123t000000z-0003"
+    projected = {
+        "Name": "slots",
+        "Parameters": {
+            "classification": "json",
+            "projection.enabled": "true",
+            "storage.location.template": "s3://b/curated/slots/dt=${dt}/",
+        },
+        "PartitionKeys": [{"Name": "dt", "Type": "string"}],
+        "StorageDescriptor": {
+            "Location": "s3://b/curated/slots/",
+            "SerdeInfo": {"SerializationLibrary": "org.apache.hive.hcatalog.data.JsonSerDe"},
+        },
+    }
+    values = _partition_values(["dt"], run_id, "slots")
+    assert values == {"dt": "2026-11-23"}
+    assert _object_prefix(projected, values) == "s3://b/curated/slots/dt=2026-11-23/"
+    assert _file_format(projected) == "json"
+    hive_style = {
+        "Name": "fio_results",
+        "StorageDescriptor": {
+            "Location": "s3://b/curated/fio_results",
+            "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+        },
+    }
+    values = _partition_values(["run_id"], run_id, "fio_results")
+    assert _object_prefix(hive_style, values) == f"s3://b/curated/fio_results/run_id={run_id}/"
+    assert _file_format(hive_style) == "parquet"
+    with pytest.raises(RuntimeError, match="partition key 'region' unknown"):
+        _partition_values(["region"], run_id, "slots")
+
+
+def test_fleet_ingest_curates_every_slot_of_a_real_sample(tmp_path: Path) -> None:
+    from bench.common import Context, Scale
+    from bench.fleet_scale import ingest_all, sample_slot
+
+    # given: one real `iofleet local` slot's artifacts, copied for 4 slots
+    sample = sample_slot(Context(work=tmp_path, scale=Scale.smoke()))
+    # when
+    got = ingest_all(sample, 4, "c000-smoke-x4-r1")
+    # then: every slot has its curated slot row and fio rows (one curated object per artifact)
+    assert got["artifacts"] == 12
+    assert got["rows"]["slots"] >= 4 and got["rows"]["fio_results"] >= 4
+    assert got["curated_objects"] >= 8
