@@ -22,7 +22,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 RUN_TOOLS := fio ioping
 TEST_TOOLS := $(RUN_TOOLS) shellcheck mkfs.xfs:xfsprogs mkfs.ext4:e2fsprogs blkid:util-linux \
 	mkfs.btrfs:btrfs-progs pvcreate:lvm2 mdadm cryptsetup:cryptsetup-bin sfdisk:fdisk \
-	chromium
+	chromium strace
 
 # npm tools from the committed lockfile: the pinned CDK CLI (`npx cdk ...`) and
 # asl-validator for the infra gates
