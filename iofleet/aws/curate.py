@@ -77,7 +77,7 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
     refused = _not_the_slots_instance(owner, relpath, ddb=ddb, table=table)
     text = None if refused else _read(s3, bucket, key)
     if refused:
-        tables = {schema.INGEST_ERRORS.name: [error_row(run_id, relpath, refused)]}
+        tables = {schema.INGEST_ERRORS.name: [error_row(run_id, key, refused)]}
     elif text is None:
         tables = {schema.INGEST_ERRORS.name: [error_row(run_id, relpath, "raw object not found")]}
     else:
@@ -86,7 +86,8 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
     for name, rows in tables.items():
         if not rows:
             continue
-        target = relpath
+        # a refused object's row has a key of its own: it replaces no row of the slot's instance
+        target = f"refused/{owner}/{relpath}" if refused else relpath
         if name == schema.SLOTS.name:
             rows, target = _merged_slot(relpath, rows, s3=s3, bucket=bucket, owner=owner)
             _slot_summary(rows[0], ddb=ddb, table=table)
