@@ -11,7 +11,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from infra.grants import allow_objects
+from infra.grants import own_objects
 from infra.nag import ack
 from infra.staging import stage_agent
 from iofleet.aws import keys
@@ -105,20 +105,7 @@ class Fleet(Construct):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
             "Session Manager is the only access path to instances (no key pair, no ingress); AWS maintains this policy",
         )
-        allow_objects(
-            self.role,
-            bucket,
-            keys.RAW_PREFIX,
-            ["s3:PutObject"],
-            "instances upload raw results, never read or delete",
-        )
-        allow_objects(
-            self.role,
-            bucket,
-            keys.CONTROL_PREFIX,
-            ["s3:GetObject"],
-            "an instance reads its payload",
-        )
+        own_objects(self.role, bucket)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ReadAgentBundle",

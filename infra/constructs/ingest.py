@@ -90,4 +90,5 @@ class Ingest(Construct):
         allow_objects(
             role, bucket, keys.CURATED_PREFIX, ["s3:PutObject"], "ingest writes curated rows"
         )
-        table.grant(role, "dynamodb:PutItem", "dynamodb:UpdateItem")
+        # GetItem: which instance a slot was launched as (a raw object's writer must be it)
+        table.grant(role, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem")

@@ -397,6 +397,7 @@ class Orchestration(Construct):
             SUBNET_ZONES=",".join(s.availability_zone for s in fleet.subnets.subnets),
             AGENT_BUCKET=fleet.agent_asset.s3_bucket_name,
             AGENT_KEY=fleet.agent_asset.s3_object_key,
+            INSTANCE_ROLE_ID=fleet.role.role_id,  # payload keys: <role id>:<instance id>
         )
         self.cleanup = fn(
             "cleanup", "iofleet: clean up a cell or a run (also on abort)", Duration.minutes(5)

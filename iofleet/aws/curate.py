@@ -3,6 +3,11 @@
 Idempotent by construction: every curated object key is a function of the raw
 key (and, for `slots`, of the slot), so a redelivered raw object overwrites the
 same objects with the same rows. Raw objects are only read.
+
+Who wrote a raw object is in its key: `raw/<aws:userid>/<relpath>` from an instance (IAM
+lets an instance write under its own session id only), `raw/<relpath>` from iofleet's
+Lambdas. An instance chooses the relpath, so a slot's (or a populate phase's) objects count
+only from the instance launched for it: the one the slot item (cell item) names.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from iofleet.results import schema
 from iofleet.results.ingest import error_row, merge_slot_rows, rows_for_artifact
 
 _SLOT_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/slot-(?P<slot>\d{4})/")
+_INSTANCE_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/(?:slot-(?P<slot>\d+)|populate)/")
 _TS_COLUMNS = {t.name: {c.name for c in t.columns if c.type == "timestamp"} for t in schema.TABLES}
 
 
@@ -66,10 +72,13 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
     """Curate one raw object; returns rows written per table."""
     if not key.startswith(keys.RAW_PREFIX):
         return {}
-    relpath = key[len(keys.RAW_PREFIX) :]
+    owner, relpath = keys.split_raw_key(key)
     run_id = relpath.split("/", 1)[0]
-    text = _read(s3, bucket, key)
-    if text is None:
+    refused = _not_the_slots_instance(owner, relpath, ddb=ddb, table=table)
+    text = None if refused else _read(s3, bucket, key)
+    if refused:
+        tables = {schema.INGEST_ERRORS.name: [error_row(run_id, key, refused)]}
+    elif text is None:
         tables = {schema.INGEST_ERRORS.name: [error_row(run_id, relpath, "raw object not found")]}
     else:
         tables = rows_for_artifact(relpath, text)
@@ -77,9 +86,10 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
     for name, rows in tables.items():
         if not rows:
             continue
-        target = relpath
+        # a refused object's row has a key of its own: it replaces no row of the slot's instance
+        target = f"refused/{owner}/{relpath}" if refused else relpath
         if name == schema.SLOTS.name:
-            rows, target = _merged_slot(relpath, rows, s3=s3, bucket=bucket)
+            rows, target = _merged_slot(relpath, rows, s3=s3, bucket=bucket, owner=owner)
             _slot_summary(rows[0], ddb=ddb, table=table)
         s3.put_object(
             Bucket=bucket,
@@ -91,8 +101,48 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
     return written
 
 
+def _not_the_slots_instance(owner: str | None, relpath: str, *, ddb: Any, table: str) -> str:
+    """Why an instance's raw object is not taken ("" when it is): outside a slot or populate
+    folder, or not from the instance launched for that slot (populate phase)."""
+    if owner is None:
+        return ""  # iofleet's own Lambdas (or an operator): no instance can write here
+    instance = keys.owner_instance(owner)
+    m = _INSTANCE_DIR.match(relpath)
+    if not m:
+        return f"written by instance {instance} outside a slot or populate folder"
+    run_id, cell_id, slot = m.group("run"), m.group("cell"), m.group("slot")
+    if slot is None:
+        item_key, attribute, what = (
+            keys.cell_item_key(run_id, cell_id),
+            "populate_instance_id",
+            "populate phase",
+        )
+    else:
+        item_key = keys.slot_item_key(run_id, cell_id, int(slot))
+        attribute, what = "instance_id", f"slot {int(slot)}"
+    item = ddb.get_item(
+        TableName=table,
+        Key={k: {"S": v} for k, v in item_key.items()},
+        ProjectionExpression="#i",
+        ExpressionAttributeNames={"#i": attribute},
+        ConsistentRead=True,
+    ).get("Item", {})
+    launched = item.get(attribute, {}).get("S")
+    if launched != instance:
+        return (
+            f"written by instance {instance}, but {what} of {run_id}/{cell_id} was launched "
+            f"as {launched or 'no instance'}: not taken"
+        )
+    return ""
+
+
 def _merged_slot(
-    relpath: str, rows: list[dict[str, Any]], *, s3: Any, bucket: str
+    relpath: str,
+    rows: list[dict[str, Any]],
+    *,
+    s3: Any,
+    bucket: str,
+    owner: str | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """manifest.json and slot.json both describe the slot: one curated row from both."""
     m = _SLOT_DIR.match(relpath)
@@ -102,7 +152,7 @@ def _merged_slot(
     all_rows = []
     for name in ("manifest.json", "slot.json"):
         other = slot_dir + name
-        text = _read(s3, bucket, keys.raw_key(other))
+        text = _read(s3, bucket, keys.raw_key(other, owner))
         if text is not None:
             all_rows += rows_for_artifact(other, text).get(schema.SLOTS.name, [])
     merged = merge_slot_rows(all_rows or rows)

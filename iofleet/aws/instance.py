@@ -3,6 +3,13 @@
 Stdlib only, boto3 imported lazily (distro package python3-boto3). Invoked by
 the user-data as `python3 -m iofleet.aws.instance --region R --bucket B --key K`.
 
+K is the payload's folder (`control/<run>/<cell>/slot-0003/`): the payload is
+`K<aws:userid>.json`, the instance's own role-session id (`<role id>:<instance id>`, from
+STS GetCallerIdentity), the only payload its role may read; the launcher writes it once
+RunInstances has named the instance, so it is waited for (`PAYLOAD_WAIT_S`). Raw results
+go under `raw/<aws:userid>/`, the only prefix the role may write (docs/decisions.md).
+A K that does not end in `/` is read as the payload's key itself.
+
 The instance payload (written by the launcher Lambda under `control/`):
 
     {"mode": "slot" | "populate", "task_token": "...", "table": "...",
@@ -21,15 +28,18 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from iofleet.agent.slot import EXIT_INTERRUPTED, sigterm_interrupts
-from iofleet.aws import barrier
+from iofleet.aws import barrier, keys
 from iofleet.aws.store import S3ResultsStore
 
 IMDS = "http://169.254.169.254/latest"
+PAYLOAD_WAIT_S = 600.0  # the launcher writes it right after RunInstances returns
+PAYLOAD_POLL_S = 2.0
 
 
 REGION_ENV = "IOFLEET_REGION"  # tells the agent child where its DynamoDB barrier is
@@ -42,6 +52,37 @@ def _imds(path: str) -> str:
     token = urllib.request.urlopen(req, timeout=5).read().decode()
     req = urllib.request.Request(f"{IMDS}/{path}", headers={"X-aws-ec2-metadata-token": token})
     return urllib.request.urlopen(req, timeout=5).read().decode()
+
+
+def whoami(sts: Any) -> str | None:
+    """This instance's `aws:userid` (`<role id>:<instance id>`), None when the credentials
+    are not an instance role's session. GetCallerIdentity needs no permission."""
+    user_id = str(sts.get_caller_identity().get("UserId") or "")
+    return user_id if keys.owner_instance(user_id) else None
+
+
+def read_payload(
+    s3: Any,
+    bucket: str,
+    key: str,
+    *,
+    wait_s: float = PAYLOAD_WAIT_S,
+    poll_s: float = PAYLOAD_POLL_S,
+    clock: Any = time.monotonic,
+    sleep: Any = time.sleep,
+) -> dict[str, Any]:
+    """The payload document, polled for until it exists (NoSuchKey, or AccessDenied: the
+    role has no ListBucket, so S3 answers a missing key with 403) for at most `wait_s`."""
+    deadline = clock() + wait_s
+    while True:
+        try:
+            doc: dict[str, Any] = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            return doc
+        except Exception as exc:
+            code = str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
+            if code not in ("NoSuchKey", "AccessDenied", "404", "403") or clock() >= deadline:
+                raise
+        sleep(poll_s)
 
 
 class Signals:
@@ -289,10 +330,20 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
 
         clients = {
             n: boto3.client(n, region_name=args.region)
-            for n in ("s3", "stepfunctions", "dynamodb", "ec2")
+            for n in ("s3", "stepfunctions", "dynamodb", "ec2", "sts")
         }
     s3 = clients["s3"]
-    doc = json.loads(s3.get_object(Bucket=args.bucket, Key=args.key)["Body"].read())
+    owner = whoami(clients["sts"]) if clients.get("sts") is not None else None
+    key = args.key
+    if key.endswith("/"):
+        if owner is None:
+            print(
+                f"iofleet: no instance-role session here: cannot name the payload in {key}",
+                file=sys.stderr,
+            )
+            return 1
+        key = f"{key}{owner}.json"
+    doc = read_payload(s3, args.bucket, key)
     signals = Signals(clients["stepfunctions"], doc.get("task_token"))
     if args.fail:
         signals.failure("BootstrapFailed", args.fail)
@@ -312,27 +363,27 @@ def main(argv: list[str] | None = None, clients: dict[str, Any] | None = None) -
                 code = run_interruptible(doc, Path(tmp), region=args.region)
             finally:
                 unmount_shared(target)
-            keys = S3ResultsStore(s3, args.bucket).upload_tree(Path(tmp))
+            uploaded = S3ResultsStore(s3, args.bucket, owner).upload_tree(Path(tmp))
     except Exception as exc:  # noqa: BLE001 - every failure becomes the task's cause
         signals.failure(type(exc).__name__, f"{type(exc).__name__}: {exc}")
         print(f"iofleet: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     if code == 0:
-        signals.success({"exit_code": 0, "objects": len(keys)})
+        signals.success({"exit_code": 0, "objects": len(uploaded)})
     elif code < 0:
         from iofleet.agent.reaper import agent_death
 
-        signals.failure("AgentKilled", f"{agent_death(code)} ({len(keys)} raw objects kept)")
+        signals.failure("AgentKilled", f"{agent_death(code)} ({len(uploaded)} raw objects kept)")
         return 1
     elif code == EXIT_INTERRUPTED:
         signals.failure(
             "AgentInterrupted",
             f"agent stopped by SIGTERM: instance shutting down or slot time limit "
-            f"({len(keys)} raw objects kept)",
+            f"({len(uploaded)} raw objects kept)",
         )
     else:
         signals.failure(
-            "AgentFailed", f"agent exited with status {code} ({len(keys)} raw objects kept)"
+            "AgentFailed", f"agent exited with status {code} ({len(uploaded)} raw objects kept)"
         )
     return code
 

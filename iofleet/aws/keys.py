@@ -51,13 +51,50 @@ def plan_key(run_id: str) -> str:
     return f"{CONTROL_PREFIX}{run_id}/plan.json"
 
 
-def payload_key(run_id: str, cell_id: str, name: str) -> str:
-    """Where the launcher writes an instance's payload (slot-0003 or populate)."""
-    return f"{CONTROL_PREFIX}{run_id}/{cell_id}/{name}.json"
+# An instance's identity in object keys: the `aws:userid` of its role session,
+# `<role id>:<instance id>` (`AROA...:i-0123...`), the value IAM substitutes for the policy
+# variable `${aws:userid}` and STS GetCallerIdentity returns as `UserId`. The instance role may
+# read only `control/*/${aws:userid}.json` and write only `raw/${aws:userid}/*`
+# (infra/constructs/fleet.py; docs/decisions.md, "An instance reads its own payload ...").
+_OWNER = re.compile(r"^[A-Z0-9]{4,128}:(?P<instance>i-[0-9a-f]{8,32})$")
 
 
-def raw_key(relpath: str) -> str:
-    return RAW_PREFIX + relpath.lstrip("/")
+def owner_of(role_id: str, instance_id: str) -> str:
+    """The `aws:userid` of an instance-role session on `instance_id`."""
+    return f"{role_id}:{instance_id}"
+
+
+def owner_instance(owner: str) -> str | None:
+    """The instance id of an owner segment, None if it is not one."""
+    m = _OWNER.match(owner)
+    return m.group("instance") if m else None
+
+
+def payload_dir(run_id: str, cell_id: str, name: str) -> str:
+    """The folder of an instance's payload (slot-0003 or populate); the user-data names it,
+    the instance adds its own `aws:userid` (`payload_key`)."""
+    return f"{CONTROL_PREFIX}{run_id}/{cell_id}/{name}/"
+
+
+def payload_key(run_id: str, cell_id: str, name: str, owner: str) -> str:
+    """Where the launcher writes an instance's payload, once RunInstances named the instance."""
+    return f"{payload_dir(run_id, cell_id, name)}{owner}.json"
+
+
+def raw_key(relpath: str, owner: str | None = None) -> str:
+    """A raw object's key: `raw/<owner>/<relpath>` from an instance, `raw/<relpath>` from
+    iofleet's own Lambdas (run.json), which no instance can write."""
+    relpath = relpath.lstrip("/")
+    return f"{RAW_PREFIX}{owner}/{relpath}" if owner else RAW_PREFIX + relpath
+
+
+def split_raw_key(key: str) -> tuple[str | None, str]:
+    """(owner or None, relpath) of a key under `raw/`."""
+    rest = key[len(RAW_PREFIX) :] if key.startswith(RAW_PREFIX) else key
+    first, sep, tail = rest.partition("/")
+    if sep and owner_instance(first):
+        return first, tail
+    return None, rest
 
 
 def curated_key(table: str, run_id: str, relpath: str) -> str:

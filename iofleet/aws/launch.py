@@ -117,6 +117,8 @@ class LaunchEnv:
     agent_bucket: str
     agent_key: str
     subnet_zones: tuple[str, ...] = field(default=())  # the AZ of each subnet, same order
+    # the instance role's RoleId: with the instance id, the `aws:userid` its payload is keyed by
+    instance_role_id: str = ""
 
 
 def client_token(run_id: str, cell_id: str, name: str, subnet_id: str) -> str:
@@ -355,14 +357,9 @@ def launch(
     cell = find_cell(manifest, cell_id)
     populate = event.get("mode") == "populate"
     name = "populate" if populate else keys.slot_name(int(event["slot_index"]))
+    if not env.instance_role_id:
+        raise ValueError("INSTANCE_ROLE_ID is not set: the launcher cannot key the payload")
     doc = instance_payload(event, manifest, cell, env)
-    payload_key = keys.payload_key(run_id, cell_id, name)
-    s3.put_object(
-        Bucket=env.bucket,
-        Key=payload_key,
-        Body=json.dumps(doc).encode(),
-        ContentType="application/json",
-    )
 
     instance_type = cell["instance_type"]
     host = HostPlan.from_dict(cell.get("host"))  # the release the plan chose for the presets
@@ -373,7 +370,7 @@ def launch(
         UserDataParams(
             region=env.region,
             bucket=env.bucket,
-            payload_key=payload_key,
+            payload_key=keys.payload_dir(run_id, cell_id, name),
             agent_bucket=env.agent_bucket,
             agent_key=env.agent_key,
             time_limit_s=time_limit,
@@ -428,11 +425,24 @@ def launch(
     )
     instance = out["Instances"][0]
     instance_id = instance["InstanceId"]
+    # Only now is the instance known, and with it the key its role may read
+    # (`control/*/${aws:userid}.json`); the instance waits for it after its bootstrap.
+    payload_key = keys.payload_key(
+        run_id, cell_id, name, keys.owner_of(env.instance_role_id, instance_id)
+    )
     placed = {
         "instance_id": instance_id,
         "payload_key": payload_key,
         "subnet_id": str(instance.get("SubnetId") or ""),
         "availability_zone": str((instance.get("Placement") or {}).get("AvailabilityZone") or ""),
     }
+    # the slot item names its instance before the instance can read its payload and upload:
+    # ingest accepts a slot's raw objects only from that instance (iofleet/aws/curate.py)
     record.launched({**placed, "status": "LAUNCHED"} if not populate else placed)
+    s3.put_object(
+        Bucket=env.bucket,
+        Key=payload_key,
+        Body=json.dumps(doc).encode(),
+        ContentType="application/json",
+    )
     return {**placed, "launch_retries": len(record.retries)}

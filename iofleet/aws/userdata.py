@@ -37,7 +37,9 @@ PACKAGES = BASE_PACKAGES
 class UserDataParams:
     region: str
     bucket: str  # results bucket (payload under control/, raw results under raw/)
-    payload_key: str  # control/{run}/{cell}/slot-0003.json
+    # the payload's folder, control/{run}/{cell}/slot-0003/: the instance reads
+    # `<folder><its aws:userid>.json`, written by the launcher once the instance exists
+    payload_key: str
     agent_bucket: str  # CDK asset bucket
     agent_key: str  # CDK asset object key (zip)
     time_limit_s: int  # hard limit for the agent, after bootstrap

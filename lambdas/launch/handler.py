@@ -46,6 +46,7 @@ def _env() -> LaunchEnv:
         subnet_zones=tuple(z for z in os.environ.get("SUBNET_ZONES", "").split(",") if z),
         agent_bucket=os.environ["AGENT_BUCKET"],
         agent_key=os.environ["AGENT_KEY"],
+        instance_role_id=os.environ["INSTANCE_ROLE_ID"],
     )
 
 

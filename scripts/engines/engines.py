@@ -393,6 +393,9 @@ def start_dynamodb_local(
         str(home / "lib" / "*"),
         "com.amazonaws.services.dynamodbv2.local.main.ServerRunner",
         "-inMemory",
+        # one database whatever the credentials: a local instance signs with its own role
+        # session's keys (tests/cloud/localcloud/hooks.py), the Lambdas with the test's
+        "-sharedDb",
         "-port",
         str(port),
     ]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from trino_client import TrinoClient
 
+from iofleet.aws import keys
 from iofleet.results.warehouse import Warehouse
 from tests.cloud.localcloud.fixtures import LocalStack, poll
 
@@ -92,6 +93,26 @@ def test_every_slot_is_ingested_into_dynamodb(
     assert {(s["status"], s["agent_status"], s.get("ingested")) for s in slots} == {
         ("LAUNCHED", "SUCCEEDED", True)
     }
+
+
+def test_each_slot_wrote_under_its_own_instance_session_and_read_its_own_payload(
+    e2e_run: dict[str, Any], local_stack: LocalStack
+) -> None:
+    # every instance signs with its role session (hooks.py: named by the instance id, as on
+    # EC2); its raw objects are under raw/<role id>:<its instance id>/ (the only prefix its
+    # role may write) and its payload was control/.../slot-N/<role id>:<instance id>.json
+    run_id = e2e_run["run_id"]
+    launched = {tuple(s["sk"].split("#")[1:]): s for s in local_stack.items(run_id, "slot#")}
+    objects = local_stack.raw_objects(run_id)
+    slot_objects = {r: k for r, k in objects.items() if "/slot-" in r}
+    assert len(slot_objects) == 8 * 5
+    for relpath, key in slot_objects.items():
+        owner, _ = keys.split_raw_key(key)
+        _, cell_id, slot_dir, _ = relpath.split("/")
+        slot = launched[(cell_id, slot_dir.removeprefix("slot-"))]
+        assert owner is not None and keys.owner_instance(owner) == slot["instance_id"], key
+        assert slot["payload_key"].endswith(f"/{owner}.json")
+    assert objects[f"{run_id}/run.json"] == f"raw/{run_id}/run.json"  # the plan Lambda's
 
 
 def test_no_instance_left_running(e2e_run: dict[str, Any], local_stack: LocalStack) -> None:

@@ -159,9 +159,7 @@ def test_no_capacity_in_any_zone_fails_the_cell_with_each_zones_answer(
     assert int(slot["launch_retries"]) == 2 and "instance_id" not in slot
     # and: nothing was launched, so nothing is left; the run's own record is kept
     assert local_stack.all_instances(run_id) == []
-    assert local_stack.keys(f"{keys.RAW_PREFIX}{run_id}/") == [
-        f"{keys.RAW_PREFIX}{run_id}/run.json"
-    ]
+    assert list(local_stack.raw_objects(run_id)) == [f"{run_id}/run.json"]
 
 
 def test_throttled_past_the_lambdas_budget_is_retried_by_the_state_machine(

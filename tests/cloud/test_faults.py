@@ -70,7 +70,7 @@ def _curated_stem(relpath: str) -> str:
 def _nothing_lost(stack: LocalStack, run_id: str) -> list[str]:
     """Every raw object of the run has a curated object (rows, or an ingest_errors row); returns the raw keys."""
     stack.esm.wait_drained()
-    raw = [k[len(keys.RAW_PREFIX) :] for k in stack.keys(f"{keys.RAW_PREFIX}{run_id}/")]
+    raw = list(stack.raw_objects(run_id))
     curated = {
         k.split("/", 3)[3][: -len(".jsonl")]
         for k in stack.keys(keys.CURATED_PREFIX)

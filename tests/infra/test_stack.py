@@ -87,7 +87,7 @@ def test_instance_role_writes_only_raw_and_touches_only_barrier_items(synth: Syn
         if "s3:PutObject" in dump(s["Action"]) and "MountCellBucket" not in s.get("Sid", "")
     ]
     assert len(puts) == 1
-    assert "/raw/*" in dump(puts[0]["Resource"])
+    assert "/raw/${aws:userid}/*" in dump(puts[0]["Resource"])  # tests/infra/test_instance_s3.py
     ddb = next(s for s in statements if "dynamodb:UpdateItem" in dump(s["Action"]))
     assert ddb["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["barrier#*"]
     # the attributes the agent's barrier reads and writes (iofleet/aws/barrier.py), no others

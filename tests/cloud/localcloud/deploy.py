@@ -456,7 +456,7 @@ def _iam(d: Deployment) -> None:
             RoleName=name,
             AssumeRolePolicyDocument=json.dumps(res["Properties"]["AssumeRolePolicyDocument"]),
         )
-        d.resolve.set(logical, name, Arn=role["Role"]["Arn"])
+        d.resolve.set(logical, name, Arn=role["Role"]["Arn"], RoleId=role["Role"]["RoleId"])
     for logical, res in d.resources("AWS::IAM::InstanceProfile").items():
         name = f"{logical[:50]}-{d.suffix}"
         profile = iam.create_instance_profile(InstanceProfileName=name)["InstanceProfile"]

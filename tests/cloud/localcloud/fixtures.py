@@ -149,11 +149,26 @@ class LocalStack:
             out += [o["Key"] for o in page.get("Contents", [])]
         return sorted(out)
 
+    def raw_objects(self, run_id: str) -> dict[str, str]:
+        """A run's raw objects, relpath -> key: `raw/<relpath>` (Lambdas) or
+        `raw/<instance's aws:userid>/<relpath>` (instances)."""
+        out: dict[str, str] = {}
+        for key in self.keys(keys.RAW_PREFIX):
+            _, relpath = keys.split_raw_key(key)
+            if relpath.startswith(f"{run_id}/"):
+                assert relpath not in out, f"{relpath} written twice: {out[relpath]}, {key}"
+                out[relpath] = key
+        return dict(sorted(out.items()))
+
     def download(self, prefix: str, dest: Path) -> Path:
-        """Objects under `prefix` into `dest`, keys relative to `raw/`."""
+        """Raw objects whose `raw/<relpath>` starts with `prefix` (`raw/<run_id>/`) into
+        `dest`, files at their relpath (the writer's id left out)."""
         s3 = self.client("s3")
-        for key in self.keys(prefix):
-            path = dest / key[len(keys.RAW_PREFIX) :]
+        run_id = prefix[len(keys.RAW_PREFIX) :].split("/", 1)[0]
+        for relpath, key in self.raw_objects(run_id).items():
+            if not (keys.RAW_PREFIX + relpath).startswith(prefix):
+                continue
+            path = dest / relpath
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(s3.get_object(Bucket=self.d.bucket, Key=key)["Body"].read())
         return dest
@@ -219,6 +234,10 @@ def local_stack(
         cfn_response_url=athena.response_url,
         cfn_responses=athena.cfn_responses,
     )
+    # a local instance signs with a session of this role named by its instance id, as EC2 does
+    role, _ = d.one("AWS::IAM::Role", "Fleet/InstanceRole")
+    base_config["instance_role_arn"] = d.resolve.ref(role, "Arn")
+    hooks.write_config(localcloud_dir, {**base_config, "faults": []})
     _, mapping = d.one("AWS::Lambda::EventSourceMapping")
     esm = EventSourceMapping(d, batch_size=int(mapping["Properties"]["BatchSize"])).start()
     ami = aws_client("ec2").describe_images()["Images"][0]["ImageId"]

@@ -294,10 +294,34 @@ class LocalInstance:
                 continue
             if rule.get("cell") and rule["cell"] not in payload_key:
                 continue
-            if "slot" in rule and not payload_key.endswith(f"/slot-{int(rule['slot']):04d}.json"):
+            slot = f"/slot-{int(rule.get('slot', 0)):04d}"
+            if "slot" in rule and not payload_key.endswith((f"{slot}.json", f"{slot}/")):
                 continue
             return dict(rule)
         return None
+
+    def _role_session(self) -> dict[str, str]:
+        """The instance role's credentials as EC2 delivers them: a session named by the
+        instance id, so GetCallerIdentity answers `<role id>:<instance id>`."""
+        import boto3
+
+        arn = self.cfg.get("instance_role_arn")
+        if not arn:
+            return {}
+        env = _base_env(self.cfg)
+        sts = boto3.client(
+            "sts",
+            region_name=env["AWS_REGION"],
+            endpoint_url=env.get("AWS_ENDPOINT_URL"),
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+        creds = sts.assume_role(RoleArn=arn, RoleSessionName=self.instance_id)["Credentials"]
+        return {
+            "AWS_ACCESS_KEY_ID": creds["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": creds["SessionToken"],
+        }
 
     def _record(self, name: str, value: object) -> None:
         (self.home / name).write_text(json.dumps(value))
@@ -324,7 +348,7 @@ class LocalInstance:
             self._record("fault.json", fault)
             self.terminated.wait()  # boots, never runs the agent, never signals
             return
-        env = _base_env(self.cfg)
+        env = {**_base_env(self.cfg), **self._role_session()}
         region, bucket, key = _bundle_location(self.user_data)
         agent_dir = self.home / "opt-iofleet"
         s3 = boto3.client("s3", region_name=region, endpoint_url=env.get("AWS_ENDPOINT_URL"))

@@ -26,6 +26,7 @@ from lambdas.prepare_cell import handler as prepare
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext, example
 
 TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAf-test-token"
+ROLE_ID = "AROAEXAMPLEINSTANCE1"  # the instance role's RoleId (INSTANCE_ROLE_ID)
 
 
 @pytest.fixture
@@ -48,6 +49,7 @@ def network(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setenv("STORAGE_SECURITY_GROUP", sg)
     monkeypatch.setenv("AGENT_BUCKET", "cdk-assets")
     monkeypatch.setenv("AGENT_KEY", "agent.zip")
+    monkeypatch.setenv("INSTANCE_ROLE_ID", ROLE_ID)
     return {"vpc": vpc, "subnet": subnet, "sg": sg, "ami": ami}
 
 
@@ -220,8 +222,12 @@ def test_launch_starts_a_tagged_instance_with_the_volume_under_test(
         InstanceId=inst["InstanceId"], Attribute="userData"
     )
     script = base64.b64decode(user_data["UserData"]["Value"]).decode()
+    # the user-data names the payload's folder; the payload itself is keyed by the instance's
+    # aws:userid (role id:instance id), the only one its role may read
     argv = parse_agent_command(script)
-    assert argv[argv.index("--key") + 1] == out["payload_key"]
+    folder = argv[argv.index("--key") + 1]
+    assert folder == f"control/{run['run_id']}/{cell['cell_id']}/slot-0001/"
+    assert out["payload_key"] == f"{folder}{ROLE_ID}:{inst['InstanceId']}.json"
     assert (
         cloud.item(f"run#{run['run_id']}", f"slot#{cell['cell_id']}#0001")["instance_id"]["S"]
         == inst["InstanceId"]

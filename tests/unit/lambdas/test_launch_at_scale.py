@@ -31,6 +31,7 @@ from lambdas.launch import handler as launch_handler
 from tests.cloud.localcloud import ec2_faults
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 from tests.unit.lambdas.test_fleet_handlers import (
+    ROLE_ID,
     TOKEN,
     _cleanup_failed_cell,
     _planned,
@@ -60,6 +61,7 @@ def two_zones(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "SUBNET_ZONES": ",".join(ZONES),
         "AGENT_BUCKET": "cdk-assets",
         "AGENT_KEY": "agent.zip",
+        "INSTANCE_ROLE_ID": ROLE_ID,
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -111,6 +113,7 @@ def _env(cloud: Cloud, net: dict[str, Any]) -> LaunchEnv:
         agent_bucket="cdk-assets",
         agent_key="agent.zip",
         subnet_zones=ZONES,
+        instance_role_id=ROLE_ID,
     )
 
 
@@ -349,7 +352,8 @@ def test_barrier_waits_for_the_last_wave(
     run = _planned(context, matrix)
     cell = run["cells"][0]
     _launch(cloud, two_zones, run, cell, 44, Slept())
-    payload = cloud.text(keys.payload_key(run["run_id"], cell["cell_id"], "slot-0044"))
+    item = cloud.item(f"run#{run['run_id']}", f"slot#{cell['cell_id']}#0044")
+    payload = cloud.text(item["payload_key"]["S"])  # type: ignore[index]
     barrier = json.loads(payload)["slot"]["barrier"]
     assert (barrier["parties"], barrier["timeout_s"]) == (45, 900 + 20)
 

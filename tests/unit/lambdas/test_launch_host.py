@@ -28,6 +28,7 @@ from lambdas.plan import handler as plan
 from tests.unit.lambdas.conftest import REGION, Cloud, FakeLambdaContext
 
 TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAf-test-token"
+ROLE_ID = "AROAEXAMPLEINSTANCE1"
 YOCTO = "yocto-core-image-sato-sdk"
 
 
@@ -77,6 +78,7 @@ def network(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORAGE_SECURITY_GROUP", "sg-0")
     monkeypatch.setenv("AGENT_BUCKET", "cdk-assets")
     monkeypatch.setenv("AGENT_KEY", "agent.zip")
+    monkeypatch.setenv("INSTANCE_ROLE_ID", ROLE_ID)
 
 
 def _matrix(instance_type: str, workloads: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
