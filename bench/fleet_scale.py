@@ -198,10 +198,32 @@ def _artifacts(sample: dict[str, str], slots: int, cell_id: str) -> dict[str, st
         manifest = json.loads(sample["manifest.json"])
         manifest.update(run_id=RUN_ID, slot_index=i)
         manifest["cell"].update(cell_id=cell_id, fleet_size=slots)
-        out[keys.raw_key(rel + "slot.json")] = json.dumps(slot)
-        out[keys.raw_key(rel + "manifest.json")] = json.dumps(manifest)
-        out[keys.raw_key(rel + fio_name)] = sample["fio"]
+        owner = _owner(i)  # written by the slot's own instance, as on AWS
+        out[keys.raw_key(rel + "slot.json", owner)] = json.dumps(slot)
+        out[keys.raw_key(rel + "manifest.json", owner)] = json.dumps(manifest)
+        out[keys.raw_key(rel + fio_name, owner)] = sample["fio"]
     return out
+
+
+def _owner(slot: int) -> str:
+    """The `<role id>:<instance id>` an instance's raw keys carry (keys.owner_instance)."""
+    return f"AROABENCHINSTANCEROLE:i-{slot:017x}"
+
+
+def _launched(ddb: Any, table: str, slots: int, cell_id: str) -> None:
+    """The slot items the launch Lambda writes: ingest takes a slot's objects only from
+    the instance named there (curate._not_the_slots_instance, one GetItem per object)."""
+    from iofleet.aws import keys
+
+    for i in range(slots):
+        item = keys.slot_item_key(RUN_ID, cell_id, i)
+        ddb.put_item(
+            TableName=table,
+            Item={
+                **{k: {"S": v} for k, v in item.items()},
+                "instance_id": {"S": f"i-{i:017x}"},
+            },
+        )
 
 
 def ingest_all(sample: dict[str, str], slots: int, cell_id: str) -> dict[str, Any]:
@@ -218,6 +240,7 @@ def ingest_all(sample: dict[str, str], slots: int, cell_id: str) -> dict[str, An
         bucket, table = "iofleet-bench-fleet", "iofleet-bench-state"
         s3.create_bucket(Bucket=bucket)
         _state_table(ddb, table)
+        _launched(ddb, table, slots, cell_id)
         for key, text in artifacts.items():
             s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
         rows: dict[str, int] = {}
