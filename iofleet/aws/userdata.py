@@ -102,7 +102,9 @@ def _host_steps(host: HostPlan, heartbeat_cmd: str) -> str:
         lines += [
             f'FAIL_REASON="could not generate the {locale} locale for {who}"',
             f"locale-gen {q(locale)}",
-            f"locale -a | grep -qix {q(locale.replace('UTF-8', 'utf8'))}",
+            # not `grep -q`: it exits at the first match, and under pipefail the SIGPIPE
+            # that `locale -a` then gets would fail the bootstrap with status 141
+            f"locale -a | grep -ix {q(locale.replace('UTF-8', 'utf8'))} >/dev/null",
         ]
     if lines:
         lines.append("unset FAIL_REASON")

@@ -3,6 +3,7 @@ details (pure, no engine)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -210,3 +211,15 @@ def test_ami_parameter_per_release_and_architecture(
 def test_a_release_the_stack_cannot_launch_has_no_parameter() -> None:
     with pytest.raises(KeyError):
         ec2.ami_parameter("m6i.large", "20.04")
+
+
+def test_no_pipeline_ends_in_an_early_exiting_reader_under_pipefail(yocto_script: Path) -> None:
+    # `cmd | grep -q x` under `set -o pipefail`: grep exits at its first match, cmd can then
+    # die of SIGPIPE (141) and fail the bootstrap at random; seen on the locale check
+    text = yocto_script.read_text()
+    assert "pipefail" in text
+    piped = [
+        line for line in text.splitlines() if "|" in line and not line.lstrip().startswith("#")
+    ]
+    assert not [line for line in piped if re.search(r"\|\s*(grep\s+-\w*q|head\b)", line)]
+    assert "locale -a | grep -ix" in text
