@@ -26,7 +26,8 @@ from typing import Any
 
 from bench.common import MEASURED, Context, Scale, Timer, not_measured, stat
 
-TARGET_S = 2.0
+TARGET_S = 2.0  # Trino (bench/trino.py)
+DUCKDB_TARGET_S = 1.0
 VIEWS = ("cell_percentiles", "fleet_latency")
 WORKLOADS = (
     "randread-16k-psync-16jobs",
@@ -244,11 +245,11 @@ def measure_duckdb(ctx: Context) -> dict[str, Any]:
         "generate_s": round(t_gen.seconds, 2),
         "rows_out": out_rows,
     }
-    return add_view_times(result, times)
+    return add_view_times(result, times, DUCKDB_TARGET_S)
 
 
 def add_view_times(
-    result: dict[str, Any], times: dict[str, dict[str, list[float]]]
+    result: dict[str, Any], times: dict[str, dict[str, list[float]]], target_s: float = TARGET_S
 ) -> dict[str, Any]:
     """Per view: all-runs and one-run timings, and whether the target was met."""
     for view in VIEWS:
@@ -256,7 +257,7 @@ def add_view_times(
             "all_runs_s": stat(times[view]["all"], "s", 3),
             "one_run_s": stat(times[view]["one_run"], "s", 3),
         }
-    result["met"] = {v: result[v]["all_runs_s"]["median"] < TARGET_S for v in VIEWS}
+    result["met"] = {v: result[v]["all_runs_s"]["median"] < target_s for v in VIEWS}
     return result
 
 
@@ -270,7 +271,10 @@ def measure(ctx: Context) -> dict[str, Any]:
             "fetched, as the report does)"
         ),
         "shape": shape(scale),
-        "targets": {"cell_percentiles_s": TARGET_S, "fleet_latency_s": TARGET_S},
+        "targets": {
+            "duckdb": {"cell_percentiles_s": DUCKDB_TARGET_S, "fleet_latency_s": DUCKDB_TARGET_S},
+            "trino": {"cell_percentiles_s": TARGET_S, "fleet_latency_s": TARGET_S},
+        },
     }
     out["duckdb"] = measure_duckdb(ctx)
     if scale.trino:
