@@ -559,6 +559,9 @@ def _finish(
     with wh:  # the report reads the connection that just ingested (no second open)
         try:
             stats = wh.ingest_dir(raw_root)
+            # written to the file now, as closing would: a full disk is found here (exit 3)
+            # and not after a report of rows that never reached the disk
+            wh.con.execute("CHECKPOINT")
         except duckdb.Error as exc:
             machine_problem(exc)
             raise
