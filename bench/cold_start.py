@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.common import MEASURED, MIB, ROOT, Context, Timer, dir_size, run, stat
 
-TARGET_INGEST_IMPORT_MS = 300.0
+TARGET_IMPORT_MS = 250.0  # every Lambda's handler
 TARGET_ASSET_MIB = 10.0
 _IMPORTTIME = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|\s*(.+)$")
 
@@ -158,6 +158,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         )
     ingest = functions.get("ingest")
     largest = max(f["asset_mib"] for f in functions.values())
+    per_lambda = stat((f["import_ms"]["median"] for f in functions.values()), "ms", 1)
     return {
         "status": MEASURED,
         "method": (
@@ -170,12 +171,13 @@ def measure(ctx: Context) -> dict[str, Any]:
         "synth_s": round(t_synth.seconds, 1),
         "functions": functions,
         "ingest_import_ms": ingest["import_ms"] if ingest else None,
+        "import_ms_per_lambda": per_lambda,
+        "slowest_lambda": max(functions, key=lambda n: functions[n]["import_ms"]["median"]),
         "largest_asset_mib": largest,
         "asset_mib": stat((f["asset_mib"] for f in functions.values()), "MiB (across assets)", 3),
-        "targets": {"ingest_import_ms": TARGET_INGEST_IMPORT_MS, "asset_mib": TARGET_ASSET_MIB},
+        "targets": {"import_ms_every_lambda": TARGET_IMPORT_MS, "asset_mib": TARGET_ASSET_MIB},
         "met": {
-            "ingest_import_ms": bool(ingest)
-            and ingest["import_ms"]["median"] < TARGET_INGEST_IMPORT_MS,
+            "import_ms_every_lambda": per_lambda["max"] < TARGET_IMPORT_MS,
             "asset_mib": largest < TARGET_ASSET_MIB,
         },
     }

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.common import MEASURED, MIB, Context, Timer, run, stat
 
-TARGET_RATIO = 3.0
+TARGET_RATIO = 2.0
 
 
 def make_sources(ctx: Context, runtime_s: int) -> list[tuple[str, str]]:

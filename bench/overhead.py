@@ -24,7 +24,7 @@ from typing import Any
 from bench.common import MEASURED, Context, stat
 from bench.fidelity import JOB, run_ab_pair
 
-TARGET_OVERHEAD_S = 2.0
+TARGET_OVERHEAD_S = 1.0
 TARGET_AGENT_RSS_MIB = 60.0
 
 

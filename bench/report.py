@@ -151,11 +151,12 @@ ROWS: Sequence[Row] = (
     ),
     Row(
         "cold_start",
-        "ingest handler import",
-        ("ingest_import_ms",),
-        f"< {_cold.TARGET_INGEST_IMPORT_MS:g} ms",
-        ("met", "ingest_import_ms"),
+        "handler import, median per Lambda (min/median/max over the Lambdas)",
+        ("import_ms_per_lambda",),
+        "< 250 ms every Lambda",
+        ("met", "import_ms_every_lambda"),
     ),
+    Row("cold_start", "ingest handler import", ("ingest_import_ms",)),
     Row(
         "cold_start",
         "Lambda asset size, unpacked (min/median/max over assets)",

@@ -135,7 +135,10 @@ class Barrier(ABC):
         state = self.announce(party)
         while True:
             if state.release_us is None and state.arrived >= self.parties:
-                proposal = now_us() + round(self.margin_s * 1e6)
+                # the margin lets the other parties read the record in time; a party
+                # alone has no one to wait for and is released at once
+                margin = self.margin_s if self.parties > 1 else 0.0
+                proposal = now_us() + round(margin * 1e6)
                 state = BarrierState(state.arrived, self.propose_release(proposal))
             if state.release_us is not None:
                 seen = now_us()

@@ -10,7 +10,6 @@ status comes from the kernel: adjtimex(2) in read-only mode via ctypes.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import re
@@ -202,8 +201,8 @@ def read_timex() -> dict[str, int]:
     """adjtimex(2) with modes 0 (reads, changes nothing; no privilege needed): every
     field of struct timex plus `state`, the call's return value (TIME_OK ...).
     Raises OSError when the call fails (a seccomp filter, not Linux)."""
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name, use_errno=True)
+    # the libc this process already has loaded (find_library("c") runs `ldconfig -p`)
+    libc = ctypes.CDLL(None, use_errno=True)
     timex = _Timex()
     state = libc.adjtimex(ctypes.byref(timex))
     if state == -1:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from iofleet.agent.process import wait_any
 from iofleet.agent.reaper import (
     agent_death,
     children,
@@ -191,13 +192,14 @@ def _run_cell_slots(
         _start(slot, cwd, keep_fds)
     try:
         while True:
+            # wake when an agent exits (its pidfd), or every 0.5 s for the progress line
+            wait_any([s.proc for s in slots if s.proc and s.exit_code is None], 0.5)
             running = 0
             for slot in slots:
                 assert slot.proc is not None
                 if slot.exit_code is None:
-                    try:
-                        slot.exit_code = slot.proc.wait(timeout=0.5 if running == 0 else 0)
-                    except subprocess.TimeoutExpired:
+                    slot.exit_code = slot.proc.poll()
+                    if slot.exit_code is None:
                         running += 1
                     else:
                         if on_exit is not None:
@@ -494,17 +496,31 @@ def _finish(
     from iofleet.results.warehouse import Warehouse
 
     warehouse_path = out_dir / "warehouse.duckdb"
-    try:
-        with Warehouse(warehouse_path) as wh:
-            stats = wh.ingest_dir(raw_root)
-    except duckdb.Error as exc:
+
+    def machine_problem(exc: duckdb.Error) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
             raise EnvironmentProblem(f"{warehouse_path}: {first}") from None
+
+    try:
+        wh = Warehouse(warehouse_path)
+    except duckdb.Error as exc:
+        machine_problem(exc)
         raise
-    progress.done(f"ingested into {warehouse_path}: {stats}")
-    html = out_dir / "report.html"
-    rc = report_command(warehouse_path, run_id=run_id, fmt=report_format, html=str(html))
+    with wh:  # the report reads the connection that just ingested (no second open)
+        try:
+            stats = wh.ingest_dir(raw_root)
+            # written to the file now, as closing would: a full disk is found here (exit 3)
+            # and not after a report of rows that never reached the disk
+            wh.con.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            machine_problem(exc)
+            raise
+        progress.done(f"ingested into {warehouse_path}: {stats}")
+        html = out_dir / "report.html"
+        rc = report_command(
+            warehouse_path, run_id=run_id, fmt=report_format, html=str(html), opened=wh
+        )
     progress.done(f"report: {html}")
     if summary.failed:
         progress.done(

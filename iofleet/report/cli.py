@@ -121,11 +121,16 @@ def report_command(
     html: str | None,
     target: str | None = None,
     view: str | None = None,
+    opened: Warehouse | None = None,
 ) -> int:
     """Print the report of one run (default: the latest) and optionally write HTML.
 
     `target`: the decision table's target (iofleet.results.decide grammar); `view`:
-    print only this section (csv/json; csv prints the decision table without it)."""
+    print only this section (csv/json; csv prints the decision table without it).
+    `opened`: the warehouse already open at `warehouse` (`iofleet local` just
+    ingested into it; it stays open), instead of opening the file again."""
+    from contextlib import nullcontext
+
     from iofleet.report.html import render_html
     from iofleet.report.machine import VIEWS
 
@@ -140,7 +145,7 @@ def report_command(
         from iofleet.results.decide import parse_target
 
         parse_target(target)  # a bad target is refused before anything is read
-    with open_warehouse(Path(warehouse)) as wh:
+    with nullcontext(opened) if opened is not None else open_warehouse(Path(warehouse)) as wh:
         known = wh.run_ids()
         if run_id is None:
             if not known:

@@ -234,9 +234,11 @@ def parse_target(text: str) -> list[Condition]:
 
 
 def stat_value(values: Sequence[float], stat: str) -> float:
+    p = STATS[stat]
+    if len(values) == 1:  # numpy's mean and every percentile of one value are that value
+        return float(values[0])
     import numpy as np
 
-    p = STATS[stat]
     return float(np.mean(values)) if p is None else float(np.percentile(values, p))
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -87,12 +87,22 @@ class BinBlock(NamedTuple):
     """The `fio_latency_bins` rows of one fio record, which share every column but two.
 
     `key` holds the values of BIN_BLOCK_COLUMNS; `bins` the (bin_ns, count) pairs
-    sorted by bin_ns. A fio json+ artifact has hundreds of bins per record: a
-    loader can write them without building a dict per bin.
+    sorted by bin_ns (from the fio parser: a `Bins`, which also holds them as two
+    columns). A fio json+ artifact has hundreds of bins per record: a loader can
+    write them without building a dict per bin.
     """
 
     key: tuple[object, ...]
-    bins: list[tuple[int, int]]
+    bins: Sequence[tuple[int, int]]
+
+
+def bin_columns(bins: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """A block's bin values and counts as two lists (no copy for the parser's `Bins`)."""
+    values = getattr(bins, "values", None)
+    counts = getattr(bins, "counts", None)
+    if isinstance(values, list) and isinstance(counts, list):
+        return values, counts
+    return [value for value, _ in bins], [count for _, count in bins]
 
 
 # the fio_latency_bins columns before (bin_ns, count), in table order
@@ -191,7 +201,7 @@ def _check_bin_blocks(blocks: Iterable[BinBlock]) -> None:
                 raise _Bad(f"{FIO_LATENCY_BINS.name}.{col.name}: {problem}")
         if not block.bins:
             continue
-        for column, values in zip(("bin_ns", "count"), zip(*block.bins, strict=True), strict=True):
+        for column, values in zip(("bin_ns", "count"), bin_columns(block.bins), strict=True):
             for value in (min(values), max(values)):
                 problem = value_problem(_BIN_VALUE_TYPE[column], value)
                 if problem:

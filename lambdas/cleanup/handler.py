@@ -11,9 +11,10 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws.cleanup import handle
+from iofleet.aws.lambda_env import TRACED_MODULES
 
 logger = Logger(service="iofleet")
-tracer = Tracer()
+tracer = Tracer(patch_modules=TRACED_MODULES)
 
 
 @cache

@@ -12,10 +12,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
+from iofleet.aws.lambda_env import TRACED_MODULES
 from iofleet.aws.launch import LaunchEnv, launch
 
 logger = Logger(service="iofleet")
-tracer = Tracer()
+tracer = Tracer(patch_modules=TRACED_MODULES)
 metrics = Metrics(namespace="iofleet")
 
 

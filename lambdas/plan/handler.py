@@ -11,10 +11,11 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from iofleet.aws.lambda_env import TRACED_MODULES
 from iofleet.aws.plan import plan_run
 
 logger = Logger(service="iofleet")
-tracer = Tracer()
+tracer = Tracer(patch_modules=TRACED_MODULES)
 metrics = Metrics(namespace="iofleet")
 
 

@@ -11,10 +11,11 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iofleet.aws import cell
+from iofleet.aws.lambda_env import TRACED_MODULES
 from iofleet.aws.launch import expires_at
 
 logger = Logger(service="iofleet")
-tracer = Tracer()
+tracer = Tracer(patch_modules=TRACED_MODULES)
 
 
 @cache

@@ -10,10 +10,11 @@ import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from iofleet.aws.lambda_env import TRACED_MODULES
 from iofleet.aws.summarize import summarize
 
 logger = Logger(service="iofleet")
-tracer = Tracer()
+tracer = Tracer(patch_modules=TRACED_MODULES)
 
 
 @cache

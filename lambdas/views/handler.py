@@ -9,10 +9,11 @@ import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from iofleet.aws.lambda_env import TRACED_MODULES
 from iofleet.aws.views import handle
 
 logger = Logger(service="iofleet")
-tracer = Tracer()
+tracer = Tracer(patch_modules=TRACED_MODULES)
 
 
 @cache

@@ -238,3 +238,27 @@ def test_barrier_config_probe(case: dict) -> None:
             barrier_from_config(case["config"])
     else:
         assert type(barrier_from_config(case["config"])).__name__ == case["kind"]
+
+
+@pytest.mark.parametrize("parties", [1, 2])
+def test_release_margin_only_when_others_must_read_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parties: int
+) -> None:
+    """A party alone is released at the instant it decides (no one else has to read
+    the record in time); with others, the record is set a margin ahead."""
+    frozen = 1_800_000_000_000_000
+    slept: list[int] = []
+    monkeypatch.setattr("iofleet.agent.barrier.now_us", lambda: frozen)
+    monkeypatch.setattr("iofleet.agent.barrier.sleep_until", lambda at: slept.append(at) or frozen)
+    barrier = FileBarrier(tmp_path / "b", parties=parties, timeout_s=5)
+    for other in range(1, parties):
+        barrier.announce(other)
+
+    result = barrier.wait(0)
+
+    assert result.passed
+    margin_us = 0 if parties == 1 else round(barrier.margin_s * 1e6)
+    assert result.released_us == frozen + margin_us
+    assert slept == [frozen + margin_us]
+    on_disk = barrier.state().release_us  # the record the others (would) read
+    assert on_disk == frozen + margin_us

@@ -137,6 +137,38 @@ def test_bin_blocks_load_the_same_rows_as_bin_dicts(tmp_path: Path) -> None:
         assert [r["job"] for r in by_blocks.query(sql)] == ['a,b "c"\nd', 'a,b "c"\nd', None]
 
 
+_QUOTING_BLOCKS = [
+    BinBlock((RUN, "c0", 0, 0, "w", 'a,b "c"\nd', 0, "read"), [(100, 2), (250, 1)]),
+    BinBlock((RUN, "c0", 1, 0, "w", "", 1, "write"), [(7, 5)]),
+    BinBlock((RUN, "c0", 2, 0, "w", "j", 0, "read"), []),
+    BinBlock((RUN, "c\u00e9 \U0001f600", 3, 1, "w", "j", 2**31 - 1, "read"), [(2**63 - 1, 2**62)]),
+]
+
+
+@pytest.mark.parametrize("slots", [1, 12])
+def test_columnar_and_text_bin_loads_hold_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int
+) -> None:
+    """The numpy column load (many bins) and the CSV text load (few) of the same real
+    fio json+ artifacts and of blocks needing quoting, NULLs and int64 extremes."""
+    from iofleet.results import warehouse
+
+    rawtree.write_run(tmp_path / "raw", RUN, slots=slots)
+    sql = "SELECT * FROM fio_latency_bins ORDER BY ALL"
+    loaded = {}
+    for name, threshold in (("columns", 0), ("text", 10**12)):
+        monkeypatch.setattr(warehouse, "COLUMNAR_MIN_BINS", threshold)
+        with Warehouse(":memory:") as wh:
+            stats = wh.ingest_dir(tmp_path / "raw")
+            assert stats.errors == 0
+            assert wh.insert_bin_blocks(_QUOTING_BLOCKS) == 4
+            loaded[name] = wh.query(sql)
+    assert loaded["columns"] == loaded["text"]
+    assert len(loaded["columns"]) == stats.rows["fio_latency_bins"] + 4
+    jobs = {r["job"] for r in loaded["columns"]}
+    assert 'a,b "c"\nd' in jobs and None in jobs  # "" loads as NULL on both paths
+
+
 def _poison(base: Path) -> dict[str, str]:
     """Poisoned artifacts beside good ones; returns object key -> the field its reason names."""
     cell = base / "c000-local-fast-x2-r1"

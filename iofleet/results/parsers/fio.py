@@ -32,21 +32,33 @@ tests/fixtures/fio/versions/README.md):
 - client/server (`fio --client`): `client_stats` instead of `jobs`, each entry a
   job of one server (`host` = hostname:port) and a last "All clients" total (host null).
 Anything else that is not fio's JSON is a ParseError with a one-line reason.
-Stdlib only.
+
+Stdlib only; orjson, when installed, decodes the common case (the document runs to
+the end of the output) about three times faster than `json`, and anything it
+refuses (text after the document, NaN, integers beyond 64 bits, lone surrogates,
+...) goes through the stdlib decoder exactly as before, so results and errors are
+the same with or without it. The agent and the Lambdas run without it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any, overload
 
 from iofleet.results.parsers import ParseError
 from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS, value_problem
+
+try:
+    import orjson as _orjson
+except ImportError:  # the agent and the Lambdas: the stdlib decoder alone
+    _orjson = None  # type: ignore[assignment]
 
 DIRECTIONS = ("read", "write", "trim", "mixed")  # mixed: unified_rw_reporting
 # record key -> percentile; the warehouse columns clat_p*_ns
@@ -83,8 +95,56 @@ _JSON_START = re.compile(r"^\{", re.MULTILINE)
 _MAX_QUOTE = 120
 
 
-# (job, job_index, direction, [(bin value ns, count > 0)] by value) of one record
-Histogram = tuple[str, int, str, list[tuple[int, int]]]
+class Bins(Sequence[tuple[int, int]]):
+    """A histogram's (bin value ns, count > 0) pairs sorted by value, held as two lists.
+
+    A sequence of pairs to its readers; a loader takes `values` and `counts` as
+    columns without building a tuple per bin (a json+ record has hundreds).
+    """
+
+    __slots__ = ("values", "counts")
+
+    def __init__(self, values: list[int], counts: list[int]) -> None:
+        self.values = values
+        self.counts = counts
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[int, int]]) -> Bins:
+        if isinstance(pairs, Bins):
+            return pairs
+        items = list(pairs)
+        return cls([v for v, _ in items], [n for _, n in items])
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self.values, self.counts, strict=True)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return list(zip(self.values[index], self.counts[index], strict=True))
+        return (self.values[index], self.counts[index])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Bins):
+            return self.values == other.values and self.counts == other.counts
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Bins({list(self)!r})"
+
+
+# (job, job_index, direction, bins: (bin value ns, count > 0) by value) of one record
+Histogram = tuple[str, int, str, Bins]
 
 
 @dataclass
@@ -124,23 +184,26 @@ def percentiles_from_bins(
     """`percentile_from_bins` for each of `ps` (in that order), sorting the bins once."""
     items = bins.items() if isinstance(bins, Mapping) else bins
     ordered = sorted((int(value), int(count)) for value, count in items if int(count) > 0)
-    return _percentiles_of_sorted(ordered, ps)
+    return _percentiles_of_sorted(
+        [value for value, _ in ordered], [count for _, count in ordered], ps
+    )
 
 
-def _percentiles_of_sorted(ordered: list[tuple[int, int]], ps: Sequence[float]) -> list[int | None]:
-    """The rule over (value, count > 0) pairs already sorted by value.
+def _percentiles_of_sorted(
+    values: Sequence[int], counts: Sequence[int], ps: Sequence[float]
+) -> list[int | None]:
+    """The rule over bin values sorted ascending and their counts (> 0).
 
     One pass builds the cumulative counts; each percentile is then the first bin
     whose cumulative count reaches its threshold (a binary search).
     """
-    cumulative = list(accumulate(count for _, count in ordered))
+    cumulative = list(accumulate(counts))
     if not cumulative or cumulative[-1] == 0:
         return [None] * len(ps)
     total = cumulative[-1]
-    last = len(ordered) - 1
+    last = len(values) - 1
     return [
-        ordered[min(bisect_left(cumulative, max(1, math.ceil(p / 100.0 * total))), last)][0]
-        for p in ps
+        values[min(bisect_left(cumulative, max(1, math.ceil(p / 100.0 * total))), last)] for p in ps
     ]
 
 
@@ -158,6 +221,17 @@ def _decode(text: str) -> tuple[dict, list[str]]:
     if not text.strip():
         raise ParseError("empty fio output")
     text = text.removeprefix("\ufeff")  # a byte-order mark an editor may have added
+    if _orjson is not None:
+        # the usual output: notes (if any), then one document running to the end
+        head = _JSON_START.search(text)
+        if head is not None:
+            try:
+                doc = _orjson.loads(text[head.start() :])
+            except (ValueError, RecursionError):  # orjson.JSONDecodeError is a ValueError
+                pass  # the stdlib path below decides, with its own error messages
+            else:
+                if isinstance(doc, dict):
+                    return doc, _text_lines(text[: head.start()])
     # candidate starts are found lazily: the first one nearly always decodes
     starts = (m.start() for m in _JSON_START.finditer(text))
     decoder = json.JSONDecoder()
@@ -275,14 +349,19 @@ def _index_keyed_bins(raw: Mapping, scale: int, where: str) -> dict[int, int]:
     return bins
 
 
-def _bins(clat: Mapping, scale: int, where: str) -> dict[int, int]:
+def _sorted_bins(bins: Mapping[int, int]) -> Bins:
+    ordered = sorted(bins.items())
+    return Bins([value for value, _ in ordered], [count for _, count in ordered])
+
+
+def _bins(clat: Mapping, scale: int, where: str) -> Bins:
     raw = clat.get("bins")
     if raw is None:
-        return {}
+        return Bins([], [])
     if not isinstance(raw, Mapping):
         raise ParseError(f"{where}.bins: expected an object")
     if any(key in raw for key in _PLAT_KEYS):
-        return _index_keyed_bins(raw, scale, where)
+        return _sorted_bins(_index_keyed_bins(raw, scale, where))
     # fast path, what fio writes: integer keys and integer counts, no key twice
     counts = list(raw.values())
     try:
@@ -292,8 +371,13 @@ def _bins(clat: Mapping, scale: int, where: str) -> dict[int, int]:
     if len(values) == len(counts) and set(map(type, counts)) <= {int}:
         if scale != 1:
             values = [value * scale for value in values]
+        if counts and min(counts) <= 0:  # only counted bins are kept
+            kept = [(v, n) for v, n in zip(values, counts, strict=True) if n > 0]
+            values, counts = [v for v, _ in kept], [n for _, n in kept]
+        if all(map(operator.lt, values, values[1:])):  # ascending, no key twice: fio's order
+            return Bins(values, counts)
         if len(set(values)) == len(values):
-            return {value: n for value, n in zip(values, counts, strict=True) if n > 0}
+            return _sorted_bins(dict(zip(values, counts, strict=True)))
     bins: dict[int, int] = {}
     for key, count in raw.items():
         try:
@@ -303,7 +387,7 @@ def _bins(clat: Mapping, scale: int, where: str) -> dict[int, int]:
         number = _int(count, f"{where}.bins[{key}]")
         if number > 0:
             bins[value] = bins.get(value, 0) + number
-    return bins
+    return _sorted_bins(bins)
 
 
 def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
@@ -322,7 +406,7 @@ def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
     return listed
 
 
-def _has_samples(clat: Mapping, bins: Mapping[int, int], where: str) -> bool:
+def _has_samples(clat: Mapping, bins: Bins, where: str) -> bool:
     """Did fio record completion-latency samples? (It writes zeros when it has none.)"""
     if "N" in clat:  # fio 3.18+
         return _int(clat["N"], f"{where}.N") > 0
@@ -370,7 +454,7 @@ def _direction_record(
             f"job {job!r} (jobs[{index}]) {direction}: fio recorded no completion-latency "
             "samples; clat left null"
         )
-        clat, bins, mean = {}, {}, None
+        clat, bins, mean = {}, Bins([], []), None
     record: dict[str, object] = {
         "job": job,
         "job_index": index,
@@ -385,9 +469,8 @@ def _direction_record(
         "clat_mean_ns": None if mean is None else _float(mean, f"{clat_where}.mean") * scale,
     }
     missing: list[str] = []
-    ordered = sorted(bins.items())
-    if ordered:
-        found = _percentiles_of_sorted(ordered, _PERCENTILE_VALUES)
+    if bins:
+        found = _percentiles_of_sorted(bins.values, bins.counts, _PERCENTILE_VALUES)
         record.update(zip((key for key, _ in PERCENTILES), found, strict=True))
     elif not sampled:
         record.update((key, None) for key, _ in PERCENTILES)
@@ -404,8 +487,8 @@ def _direction_record(
     if host is not _NO_HOST:
         record["host"] = host
     out.records.append(record)
-    if ordered:
-        out.histograms.append((job, index, direction, ordered))
+    if bins:
+        out.histograms.append((job, index, direction, bins))
 
 
 def parse_fio(text: str) -> FioOutput:
@@ -468,7 +551,7 @@ def _check_columns(out: FioOutput) -> None:
     no table can hold (an integer beyond int64, a lone surrogate in a job name) is a
     ParseError naming the field, never a row that breaks a load."""
     for job, index, direction, hist in out.histograms:
-        for column, values in zip(("bin_ns", "count"), zip(*hist, strict=True), strict=True):
+        for column, values in (("bin_ns", hist.values), ("count", hist.counts)):
             for value in (min(values), max(values)):
                 problem = value_problem(_BIN_TYPES[column], value)
                 if problem:

@@ -12,9 +12,11 @@
 --
 -- Each group's values are sorted into one array (array_agg ... ORDER BY, a
 -- hash aggregation over small groups: one value per slot) and the two
--- neighbours of each percentile are read from it by rank (element_at). A
--- window (row_number() over every slot value) would sort all the values by
--- the eight partition columns, which costs several times more.
+-- neighbours of each percentile are read from it by rank (element_at), all
+-- six percentiles in the same row. A window (row_number() over every slot
+-- value) would sort all the values by the eight partition columns, and a
+-- row per percentile (a CROSS JOIN with the six, grouped back into one row)
+-- would aggregate six times the rows again: both cost several times more.
 WITH sorted AS (
   SELECT
     run_id, cell_id, metric_source, workload_index, workload, job, direction, metric,
@@ -24,40 +26,48 @@ WITH sorted AS (
   FROM slot_metrics
   GROUP BY run_id, cell_id, metric_source, workload_index, workload, job, direction, metric
 ),
-pcts AS (
-  SELECT pk FROM (VALUES 0, 50, 75, 90, 98, 100) AS t (pk)
-),
 positioned AS (
   SELECT
-    s.run_id, s.cell_id, s.metric_source, s.workload_index, s.workload, s.job, s.direction,
-    s.metric, s.unit, s.n, s.vals, p.pk,
-    CAST(s.n - 1 AS DOUBLE) * (CAST(p.pk AS DOUBLE) / CAST(100 AS DOUBLE)) AS h
-  FROM sorted s
-  CROSS JOIN pcts p
-),
-picked AS (
-  SELECT
-    run_id, cell_id, metric_source, workload_index, workload, job, direction, metric, pk,
-    unit,
-    n,
-    h - floor(h) AS frac,
-    element_at(vals, CAST(floor(h) AS BIGINT) + 1) AS v_lo,
-    element_at(vals, CAST(ceil(h) AS BIGINT) + 1) AS v_hi
-  FROM positioned
+    run_id, cell_id, metric_source, workload_index, workload, job, direction, metric,
+    unit, n, vals,
+    CAST(n - 1 AS DOUBLE) * (CAST(0 AS DOUBLE) / CAST(100 AS DOUBLE)) AS h0,
+    CAST(n - 1 AS DOUBLE) * (CAST(50 AS DOUBLE) / CAST(100 AS DOUBLE)) AS h50,
+    CAST(n - 1 AS DOUBLE) * (CAST(75 AS DOUBLE) / CAST(100 AS DOUBLE)) AS h75,
+    CAST(n - 1 AS DOUBLE) * (CAST(90 AS DOUBLE) / CAST(100 AS DOUBLE)) AS h90,
+    CAST(n - 1 AS DOUBLE) * (CAST(98 AS DOUBLE) / CAST(100 AS DOUBLE)) AS h98,
+    CAST(n - 1 AS DOUBLE) * (CAST(100 AS DOUBLE) / CAST(100 AS DOUBLE)) AS h100
+  FROM sorted
 ),
 pivoted AS (
   SELECT
     run_id, cell_id, metric_source, workload_index, workload, job, direction, metric,
-    max(unit) AS unit,
-    max(n) AS slots,
-    max(CASE WHEN pk = 0 THEN v_lo + frac * (v_hi - v_lo) END) AS p0,
-    max(CASE WHEN pk = 50 THEN v_lo + frac * (v_hi - v_lo) END) AS p50,
-    max(CASE WHEN pk = 75 THEN v_lo + frac * (v_hi - v_lo) END) AS p75,
-    max(CASE WHEN pk = 90 THEN v_lo + frac * (v_hi - v_lo) END) AS p90,
-    max(CASE WHEN pk = 98 THEN v_lo + frac * (v_hi - v_lo) END) AS p98,
-    max(CASE WHEN pk = 100 THEN v_lo + frac * (v_hi - v_lo) END) AS p100
-  FROM picked
-  GROUP BY run_id, cell_id, metric_source, workload_index, workload, job, direction, metric
+    unit,
+    n AS slots,
+    element_at(vals, CAST(floor(h0) AS BIGINT) + 1)
+      + (h0 - floor(h0))
+        * (element_at(vals, CAST(ceil(h0) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h0) AS BIGINT) + 1)) AS p0,
+    element_at(vals, CAST(floor(h50) AS BIGINT) + 1)
+      + (h50 - floor(h50))
+        * (element_at(vals, CAST(ceil(h50) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h50) AS BIGINT) + 1)) AS p50,
+    element_at(vals, CAST(floor(h75) AS BIGINT) + 1)
+      + (h75 - floor(h75))
+        * (element_at(vals, CAST(ceil(h75) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h75) AS BIGINT) + 1)) AS p75,
+    element_at(vals, CAST(floor(h90) AS BIGINT) + 1)
+      + (h90 - floor(h90))
+        * (element_at(vals, CAST(ceil(h90) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h90) AS BIGINT) + 1)) AS p90,
+    element_at(vals, CAST(floor(h98) AS BIGINT) + 1)
+      + (h98 - floor(h98))
+        * (element_at(vals, CAST(ceil(h98) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h98) AS BIGINT) + 1)) AS p98,
+    element_at(vals, CAST(floor(h100) AS BIGINT) + 1)
+      + (h100 - floor(h100))
+        * (element_at(vals, CAST(ceil(h100) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h100) AS BIGINT) + 1)) AS p100
+  FROM positioned
 )
 SELECT
   v.run_id,

@@ -1,0 +1,96 @@
+"""The DuckDB text of the Trino/Athena SQL in `iofleet/results/sql/`, transpiled once.
+
+The views and queries are written once in Trino/Athena SQL; DuckDB runs them
+transpiled by sqlglot. Transpiling the eight views and the queries costs
+about 0.2-0.4 s of CPU (plus sqlglot's own import, about 0.1 s) at every
+warehouse open, i.e. at every `iofleet local` and `iofleet report`. So the
+transpiled text is kept in `sql/duckdb.json`, keyed by the SHA-256 of the
+Trino text it was made from: `to_duckdb(trino_sql)` returns the stored text
+when the source is byte-for-byte the one it was made from, and transpiles
+live (sqlglot imported only then) for any other text. An edited `.sql` file
+therefore never runs stale SQL; it only costs the transpile until the file
+is regenerated (`python -m iofleet.results.duckdb_sql`), and
+tests/unit/test_duckdb_sql.py fails until it is.
+
+Stdlib only at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+from iofleet.results import sql as sql_files
+
+CACHE_PATH = sql_files.SQL_DIR / "duckdb.json"
+
+
+def source_key(trino_sql: str) -> str:
+    return hashlib.sha256(trino_sql.encode("utf-8")).hexdigest()
+
+
+def transpile(trino_sql: str) -> str:
+    """One Trino/Athena SELECT rewritten for DuckDB by sqlglot (no cache)."""
+    import sqlglot
+
+    return sqlglot.transpile(trino_sql, read="trino", write="duckdb")[0]
+
+
+@cache
+def _stored() -> dict[str, str]:
+    try:
+        doc = json.loads(CACHE_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = doc.get("sql") if isinstance(doc, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    return {k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def to_duckdb(trino_sql: str) -> str:
+    """The DuckDB text of `trino_sql`: stored when made from exactly this text, else
+    transpiled now (and remembered for this process)."""
+    key = source_key(trino_sql)
+    stored = _stored()
+    found = stored.get(key)
+    if found is None:
+        found = stored[key] = transpile(trino_sql)
+    return found
+
+
+def sources() -> dict[str, str]:
+    """Every Trino text the DuckDB side runs: the views and the queries, by name."""
+    out = {f"view:{name}": text for name, text in sql_files.all_views().items()}
+    for path in sorted(sql_files.QUERY_DIR.glob("*.sql")):
+        out[f"query:{path.stem}"] = sql_files.query_sql(path.stem)
+    return out
+
+
+def build() -> dict[str, object]:
+    """The cache document for the current sources and sqlglot."""
+    import sqlglot
+
+    entries = {}
+    names = {}
+    for name, text in sources().items():
+        key = source_key(text)
+        entries[key] = transpile(text)
+        names[name] = key
+    return {
+        "generated_by": "python -m iofleet.results.duckdb_sql",
+        "sqlglot": sqlglot.__version__,
+        "sources": names,
+        "sql": entries,
+    }
+
+
+def write(path: Path = CACHE_PATH) -> Path:
+    path.write_text(json.dumps(build(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    print(write())

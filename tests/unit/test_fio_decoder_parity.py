@@ -1,0 +1,61 @@
+"""The fio parser gives the same results and the same errors with orjson (the fast
+decoder, when installed) as with the stdlib decoder alone (the agent, the Lambdas):
+every fio fixture, every held-out version fixture and every fio probe artifact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iofleet.results.parsers import ParseError
+from iofleet.results.parsers import fio as fio_parser
+
+TESTS = Path(__file__).resolve().parents[1]
+FILES = sorted(
+    [
+        *(TESTS / "fixtures" / "fio").glob("*.json"),
+        *(TESTS / "fixtures" / "fio" / "versions").glob("*.json"),
+        *(TESTS / "data" / "probes" / "artifacts").glob("fio-*"),
+    ]
+)
+
+
+def _outcome(text: str) -> object:
+    try:
+        out = fio_parser.parse_fio(text)
+    except ParseError as exc:
+        return ("ParseError", str(exc))
+    return (
+        out.records,
+        [(j, i, d, list(h)) for j, i, d, h in out.histograms],
+        out.warnings,
+        out.fio_version,
+    )
+
+
+def test_orjson_is_installed_for_the_warehouse() -> None:
+    assert fio_parser._orjson is not None, "orjson (pyproject dependencies) is not installed"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_same_outcome_with_and_without_orjson(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    fast = _outcome(text)
+    monkeypatch.setattr(fio_parser, "_orjson", None)
+    stdlib = _outcome(text)
+    assert fast == stdlib
+    # and every float is the same double (== would take -0.0 for 0.0)
+    assert repr(fast) == repr(stdlib)
+
+
+def test_fast_path_is_taken_for_plain_fio_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain json+ output never reaches the stdlib decoder when orjson is there."""
+    text = (TESTS / "fixtures" / "fio" / "jsonplus-two-jobs.json").read_text()
+
+    class Refuse:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("the stdlib decoder was used")
+
+    monkeypatch.setattr(fio_parser.json, "JSONDecoder", Refuse)
+    assert fio_parser.parse_fio(text).records
