@@ -23,6 +23,8 @@ class QueryResult:
     columns: list[str] = field(default_factory=list)
     types: list[str] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
+    # the final StatementStats (physicalInputBytes: bytes read from storage, ...)
+    stats: dict[str, Any] = field(default_factory=dict)
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
@@ -74,6 +76,7 @@ class TrinoClient:
                 result.columns = [c["name"] for c in payload["columns"]]
                 result.types = [c["type"] for c in payload["columns"]]
             result.rows.extend(payload.get("data") or [])
+            result.stats = payload.get("stats") or result.stats
             next_uri = payload.get("nextUri")
             if not next_uri:
                 return result

@@ -4,7 +4,10 @@ Enough of Athena's JSON protocol for `iofleet.aws.athena.run_query`:
 StartQueryExecution (runs the query on Trino, catalog `awsdatacatalog`, the
 context database as schema; `ExecutionParameters` bound with
 `EXECUTE IMMEDIATE ... USING`), GetQueryExecution, GetQueryResults (header row
-first, values as strings, one page). `PUT /cfn-response/...` stores a custom
+first, values as strings, one page). `Statistics.DataScannedInBytes` is Trino's
+`physicalInputBytes` (what the query read from S3; Athena bills the same measure).
+No SQL is rewritten: the statements iofleet sends (SELECT, CREATE OR REPLACE VIEW,
+DROP VIEW, INSERT INTO ... SELECT, `"t$partitions"`) have the same syntax in both. `PUT /cfn-response/...` stores a custom
 resource's answer for the deployer to read.
 """
 
@@ -91,6 +94,7 @@ class AthenaOnTrino:
                     "QueryExecutionId": query["id"],
                     "Query": query["sql"],
                     "Status": status,
+                    "Statistics": {"DataScannedInBytes": query["scanned"]},
                 }
             }
         if op == "GetQueryResults":
@@ -114,7 +118,14 @@ class AthenaOnTrino:
             sql = "EXECUTE IMMEDIATE '" + sql.replace("'", "''") + "' USING " + ", ".join(params)
         database = (body.get("QueryExecutionContext") or {}).get("Database", "default")
         self.sql_log.append(sql)
-        query: dict[str, Any] = {"id": qid, "sql": sql, "columns": [], "types": [], "rows": []}
+        query: dict[str, Any] = {
+            "id": qid,
+            "sql": sql,
+            "columns": [],
+            "types": [],
+            "rows": [],
+            "scanned": 0,
+        }
         try:
             result = TrinoClient(
                 self.trino_endpoint, catalog="awsdatacatalog", schema=database
@@ -124,6 +135,7 @@ class AthenaOnTrino:
                 columns=list(result.columns),
                 types=list(result.types),
                 rows=result.rows,
+                scanned=int(result.stats.get("physicalInputBytes", 0)),
             )
         except TrinoError as err:
             query.update(state="FAILED", reason=str(err))
