@@ -269,10 +269,21 @@ def grant_landing_partitions(role: iam.IRole, stack: Stack) -> None:
             resources=_glue_tables(stack, f"*{compact.LANDING_SUFFIX}"),
         )
     )
+    role.add_to_principal_policy(  # a compacted run's landing partition stays deregistered
+        iam.PolicyStatement(
+            actions=["glue:GetPartition"],
+            resources=_glue_tables(stack, f"*{compact.PARQUET_SUFFIX}"),
+        )
+    )
     ack(
         role,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{DATABASE}/*{compact.LANDING_SUFFIX}]",
         "ingest registers a run's partition in every landing table it writes; runs are unknown at deploy",
+    )
+    ack(
+        role,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{DATABASE}/*{compact.PARQUET_SUFFIX}]",
+        "ingest checks whether a run is compacted already (its Parquet partition); runs are unknown at deploy",
     )
 
 

@@ -11,15 +11,17 @@ Layout (docs/decisions.md, "Columnar results for Athena"), per table `t` of
   `curated/parquet/t/run_id=<run>/`, a few objects per run. Written by Athena
   itself (`INSERT INTO t_parquet SELECT ... FROM t_landing`) at Summarize, which
   registers the partition in the same statement.
-- `t`: an Athena view, `t_parquet UNION ALL` the landing rows of runs not yet
-  compacted (anti-join on the Parquet table's partition list, metadata only), so
-  every view of iofleet/results/sql reads `t` exactly as DuckDB reads its table.
+- `t`: an Athena view, `t_parquet UNION ALL t_landing`. A run is in one of the
+  two: its landing partition is deregistered once its Parquet partition is
+  written, and ingest does not register it again for a compacted run. Every
+  view of iofleet/results/sql reads `t` exactly as DuckDB reads its table.
 
 Compaction of one run, per table (each step idempotent, so a retried Summarize
-gives the same rows): make sure the landing partition is registered; if the run
-has no landing objects, leave the table alone; delete the run's Parquet objects;
-INSERT the run's landing rows; deregister the landing partition (its objects
-stay: they are the source a later compaction rebuilds from). A one-run query
+gives the same rows): if the run has no landing objects, leave the table alone;
+delete the run's Parquet objects (a retry); make sure the landing partition is
+registered; INSERT the run's landing rows; deregister the landing partition (its objects
+stay: they are the source a later compaction rebuilds from). Between the INSERT
+and the deregistration (one Glue call) the view counts the run twice. A one-run query
 (`WHERE run_id = ?`, pushed through the views) then lists one Parquet
 partition and no landing partition.
 """
@@ -29,7 +31,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from iofleet.aws import keys
@@ -95,17 +96,16 @@ def storage_descriptor(table: schema.Table, location: str, fmt: dict[str, Any]) 
 
 
 def table_view_sql(table: schema.Table) -> str:
-    """The Athena view `t`: compacted runs from Parquet, other runs from the landing table.
+    """The Athena view `t`: compacted runs from Parquet, the others from the landing table
+    (a run has a partition in one of them; see the module docstring).
 
     Columns in schema order, so `SELECT *` on the view matches the DuckDB table.
     """
     cols = ", ".join(f'"{c.name}"' for c in table.columns)
-    parquet = parquet_table(table.name)
     return (
-        f"SELECT {cols} FROM {parquet}\n"
+        f"SELECT {cols} FROM {parquet_table(table.name)}\n"
         f"UNION ALL\n"
-        f"SELECT {cols} FROM {landing_table(table.name)}\n"
-        f'WHERE {PARTITION_KEY} NOT IN (SELECT {PARTITION_KEY} FROM "{parquet}$partitions")'
+        f"SELECT {cols} FROM {landing_table(table.name)}"
     )
 
 
@@ -121,6 +121,17 @@ def insert_sql(table: schema.Table) -> str:
         f"INSERT INTO {parquet_table(table.name)} ({cols})\n"
         f"SELECT {cols} FROM {landing_table(table.name)} WHERE {PARTITION_KEY} = ?"
     )
+
+
+def is_compacted(glue: Any, database: str, table: str, run_id: str) -> bool:
+    """Whether the run has a partition in `table`'s Parquet table."""
+    try:
+        glue.get_partition(
+            DatabaseName=database, TableName=parquet_table(table), PartitionValues=[run_id]
+        )
+    except glue.exceptions.EntityNotFoundException:
+        return False
+    return True
 
 
 def ensure_landing_partition(
@@ -174,9 +185,13 @@ class LandingPartitions:
         self.known: set[tuple[str, str]] = set()
 
     def ensure(self, table: str, run_id: str) -> None:
+        """Register the landing partition unless the run is compacted already: an object
+        delivered again after compaction holds rows its Parquet partition has (the view
+        would count them twice); a new one waits for the next compaction."""
         if (table, run_id) in self.known:
             return
-        ensure_landing_partition(self.glue, self.database, table, run_id, bucket=self.bucket)
+        if not is_compacted(self.glue, self.database, table, run_id):
+            ensure_landing_partition(self.glue, self.database, table, run_id, bucket=self.bucket)
         self.known.add((table, run_id))
 
 
@@ -212,8 +227,8 @@ def compact_table(
     """
     if not _keys(s3, bucket, landing_prefix(table.name, run_id)):
         return 0
-    ensure_landing_partition(glue, database, table.name, run_id, bucket=bucket)
     _delete(s3, bucket, _keys(s3, bucket, parquet_prefix(table.name, run_id)))
+    ensure_landing_partition(glue, database, table.name, run_id, bucket=bucket)
     try:
         run_query(
             athena,
@@ -223,8 +238,7 @@ def compact_table(
             params=[_literal(run_id)],
         )
     except Exception:
-        # a half-written partition would hide the run's landing rows (the view's
-        # anti-join): drop it, so the view falls back to landing until a retry
+        # drop a half-written partition: the view serves the run from landing until a retry
         _drop_parquet_partition(glue, s3, database, table.name, run_id, bucket=bucket)
         raise
     drop_landing_partition(glue, database, table.name, run_id)
@@ -243,6 +257,8 @@ def compact_run(
     tables: Iterable[schema.Table] = schema.TABLES,
 ) -> dict[str, int]:
     """Compact every table of one run (tables in parallel); Parquet objects per table."""
+    from concurrent.futures import ThreadPoolExecutor  # Summarize only: not on ingest's import
+
     todo = list(tables)
 
     def one(t: schema.Table) -> int:

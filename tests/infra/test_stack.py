@@ -273,9 +273,11 @@ def test_ingest_registers_only_landing_partitions(synth: Synth) -> None:
     ]
     assert ingest["Properties"]["Environment"]["Variables"]["GLUE_DATABASE"] == "iofleet"
     statements = _policy_statements(synth, "IngestRole")
-    glue = [s for s in statements if "glue:" in dump(s["Action"])]
-    assert [s["Action"] for s in glue] == ["glue:CreatePartition"]
-    assert "table/iofleet/*_landing" in dump(glue[0]["Resource"])
+    glue = {s["Action"]: dump(s["Resource"]) for s in statements if "glue:" in dump(s["Action"])}
+    assert set(glue) == {"glue:CreatePartition", "glue:GetPartition"}
+    assert "table/iofleet/*_landing" in glue["glue:CreatePartition"]
+    assert "table/iofleet/*_parquet" in glue["glue:GetPartition"]
+    assert "_parquet" not in glue["glue:CreatePartition"]
 
 
 def test_summarize_compacts_into_the_parquet_prefix_only(synth: Synth) -> None:

@@ -165,8 +165,33 @@ def test_table_view_lists_the_schema_columns_in_order() -> None:
     sql = compact.table_view_sql(schema.FIO_RESULTS)
     cols = ", ".join(f'"{c}"' for c in schema.FIO_RESULTS.column_names)
     assert sql.startswith(f"SELECT {cols} FROM fio_results_parquet\nUNION ALL\n")
-    assert sql.endswith('WHERE run_id NOT IN (SELECT run_id FROM "fio_results_parquet$partitions")')
+    assert sql.endswith(f"UNION ALL\nSELECT {cols} FROM fio_results_landing")
     insert = compact.insert_sql(schema.FIO_RESULTS)
     assert insert.startswith("INSERT INTO fio_results_parquet (")
     assert insert.endswith("FROM fio_results_landing WHERE run_id = ?")
     assert '"run_id"' in insert.splitlines()[0]
+
+
+def test_ingest_leaves_a_compacted_runs_landing_partition_deregistered(
+    cloud: Cloud, catalog: str, context: FakeLambdaContext
+) -> None:
+    # given: the run's fio_results are compacted (its Parquet partition exists)
+    location = f"s3://{cloud.bucket}/{compact.parquet_prefix('fio_results', RUN)}"
+    cloud.client("glue").create_partition(
+        DatabaseName=catalog,
+        TableName="fio_results_parquet",
+        PartitionInput={
+            "Values": [RUN],
+            "StorageDescriptor": compact.storage_descriptor(
+                schema.FIO_RESULTS, location, compact.PARQUET_FORMAT
+            ),
+        },
+    )
+    # when: one of its raw objects is delivered again
+    assert ingest.handler({"Records": [_record(_fio(cloud), "m1")]}, context) == {
+        "batchItemFailures": []
+    }
+    # then: its landing object is written, but the view keeps reading the run from Parquet
+    assert cloud.keys(compact.landing_prefix("fio_results", RUN))
+    assert _partitions(cloud, catalog, "fio_results_landing") == {}
+    assert RUN in _partitions(cloud, catalog, "fio_latency_bins_landing")  # not compacted
