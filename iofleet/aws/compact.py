@@ -18,10 +18,11 @@ Layout (docs/decisions.md, "Columnar results for Athena"), per table `t` of
 
 Compaction of one run, per table (each step idempotent, so a retried Summarize
 gives the same rows): if the run has no landing objects, leave the table alone;
-delete the run's Parquet objects (a retry); make sure the landing partition is
-registered; INSERT the run's landing rows; deregister the landing partition (its objects
-stay: they are the source a later compaction rebuilds from). Between the INSERT
-and the deregistration (one Glue call) the view counts the run twice. A one-run query
+drop the run's Parquet partition and objects (a retry); make sure the landing
+partition is registered; INSERT the run's landing rows (a new partition);
+deregister the landing partition (its objects stay: they are the source a later
+compaction rebuilds from). Between the INSERT and the deregistration (one Glue
+call) the view counts the run twice; during a retry the run is read from landing. A one-run query
 (`WHERE run_id = ?`, pushed through the views) then lists one Parquet
 partition and no landing partition.
 """
@@ -227,7 +228,10 @@ def compact_table(
     """
     if not _keys(s3, bucket, landing_prefix(table.name, run_id)):
         return 0
-    _delete(s3, bucket, _keys(s3, bucket, parquet_prefix(table.name, run_id)))
+    # a retry: the old partition goes first (objects and Glue entry), so the INSERT
+    # writes a new one rather than appending to it (appending also merges column
+    # statistics, which moto's Glue cannot answer)
+    _drop_parquet_partition(glue, s3, database, table.name, run_id, bucket=bucket)
     ensure_landing_partition(glue, database, table.name, run_id, bucket=bucket)
     try:
         run_query(

@@ -369,7 +369,7 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
         own = sum(
             o["Size"]
             for t in TABLES
-            for o in s3.list_objects_v2(Bucket=bucket, Prefix=parquet_prefix(t, run_id)).get(
+            for o in s3.list_objects_v2(Bucket=bucket, Prefix=parquet_prefix(t.name, run_id)).get(
                 "Contents", []
             )
         )
@@ -394,3 +394,48 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
         ]:
             for key in local_stack.keys(prefix):
                 s3.delete_object(Bucket=bucket, Key=key)
+
+
+def test_duckdb_reads_the_compacted_parquet_as_its_warehouse_tables(
+    e2e_run: dict[str, Any], local_stack: LocalStack, tmp_path: Path
+) -> None:
+    import duckdb
+
+    from iofleet.aws.compact import parquet_prefix
+    from iofleet.results.schema import BY_NAME
+
+    run_id = e2e_run["run_id"]
+    s3 = local_stack.client("s3")
+    with Warehouse(":memory:") as wh:
+        wh.ingest_dir(e2e_run["raw"])
+        for name in ("runs", "slots", "fio_results", "app_runs", "ioping_requests"):
+            table = BY_NAME[name]
+            keys = local_stack.keys(parquet_prefix(name, run_id))
+            assert keys, name
+            for key in keys:  # Hive's layout: <table>/run_id=<run>/<object>
+                path = tmp_path / name / f"run_id={run_id}" / key.rsplit("/", 1)[1]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(s3.get_object(Bucket=local_stack.d.bucket, Key=key)["Body"].read())
+            cols = ", ".join(f'"{c}"' for c in table.column_names)
+            source = f"read_parquet('{tmp_path / name}/*/*', hive_partitioning = true)"
+            con = duckdb.connect()
+            described = con.execute(f"DESCRIBE SELECT {cols} FROM {source}").fetchall()
+            # then: the warehouse's columns, in its order, with its types (Parquet
+            # timestamps may come back at another precision)
+            got_types = [(r[0], r[1]) for r in described]
+            want_types = [(c.name, c.duckdb_type) for c in table.columns]
+            for (got_name, got_type), (want_name, want_type) in zip(
+                got_types, want_types, strict=True
+            ):
+                assert got_name == want_name, name
+                if want_type == "TIMESTAMP":
+                    assert got_type.startswith("TIMESTAMP"), (name, got_name, got_type)
+                else:
+                    assert got_type == want_type, (name, got_name, got_type)
+            # and: the rows the warehouse holds for the run
+            cur = con.execute(f"SELECT {cols} FROM {source}")
+            names = [d[0] for d in cur.description or []]
+            parquet = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            want = wh.query(f"SELECT {cols} FROM {name} WHERE run_id = ?", [run_id])
+            assert sorted(map(repr, _plain(parquet))) == sorted(map(repr, _plain(want))), name
+            con.close()

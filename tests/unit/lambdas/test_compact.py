@@ -136,6 +136,18 @@ def test_compaction_of_an_ingested_run_inserts_each_table_with_landing_rows(
     # a stale Parquet object of an earlier attempt is replaced, not kept beside the new ones
     stale = compact.parquet_prefix("fio_results", RUN) + "stale.parquet"
     cloud.client("s3").put_object(Bucket=cloud.bucket, Key=stale, Body=b"PAR1")
+    cloud.client("glue").create_partition(
+        DatabaseName=catalog,
+        TableName="fio_results_parquet",
+        PartitionInput={
+            "Values": [RUN],
+            "StorageDescriptor": compact.storage_descriptor(
+                schema.FIO_RESULTS,
+                f"s3://{cloud.bucket}/{compact.parquet_prefix('fio_results', RUN)}",
+                compact.PARQUET_FORMAT,
+            ),
+        },
+    )
     out = compact.compaction_section(
         RUN,
         s3=cloud.client("s3"),
@@ -146,8 +158,10 @@ def test_compaction_of_an_ingested_run_inserts_each_table_with_landing_rows(
         database=catalog,
     )
     assert out["error"] is None
-    # moto's Athena runs no SQL: no Parquet object appears, the old one is gone
+    # moto's Athena runs no SQL: no Parquet object appears; the old partition (objects
+    # and Glue entry) is gone, so the INSERT writes a new one instead of appending
     assert cloud.keys("curated/parquet/") == []
+    assert _partitions(cloud, catalog, "fio_results_parquet") == {}
     athena = cloud.client("athena")
     queries = [
         athena.get_query_execution(QueryExecutionId=q)["QueryExecution"]["Query"]
