@@ -39,7 +39,6 @@ class IofleetStack(Stack):
             bucket=self.storage.bucket,
             staging_root=staging_root,
             layer_version=layer,
-            projection_start=config.projection_start,
         )
         self.fleet = Fleet(
             self,

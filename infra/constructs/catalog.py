@@ -15,14 +15,12 @@ from constructs import Construct
 from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_list, allow_objects
 from infra.nag import ack
-from iofleet.aws import keys
+from iofleet.aws import compact, keys
 from iofleet.results import schema
 
 DATABASE = "iofleet"
-PARTITION_KEY = "dt"
-PROJECTION_START = "2024-01-01"  # default of the `projection_start` context key
 BYTES_SCANNED_CUTOFF = 100 * 1024**3  # 100 GiB per query
-SQL_DIR = Path(__file__).resolve().parents[2] / "iofleet" / "sql"
+SQL_DIR = Path(__file__).resolve().parents[2] / "iofleet" / "results" / "sql"
 
 SEED_000_QUERY = """-- seed 000: measured fio IOPS per instance type (compare with its EBS-optimized ceiling)
 SELECT run_id, instance_type, storage_label, storage_detail, workload, direction,
@@ -41,22 +39,46 @@ ORDER BY run_id, app, storage_label, fleet_size
 """
 
 
-def table_parameters(
-    bucket_name: str, table: schema.Table, projection_start: str = PROJECTION_START
-) -> dict[str, str]:
-    """Partition projection on `dt` (a date): new runs are queryable at once, no crawler,
-    no MSCK REPAIR, and a query needs no run filter (a query without a `dt` filter
-    lists one S3 prefix per day since `projection_start`)."""
-    return {
-        "classification": "json",
-        "projection.enabled": "true",
-        f"projection.{PARTITION_KEY}.type": "date",
-        f"projection.{PARTITION_KEY}.format": "yyyy-MM-dd",
-        f"projection.{PARTITION_KEY}.range": f"{projection_start},NOW",
-        f"projection.{PARTITION_KEY}.interval": "1",
-        f"projection.{PARTITION_KEY}.interval.unit": "DAYS",
-        "storage.location.template": f"s3://{bucket_name}/{keys.CURATED_PREFIX}{table.name}/{PARTITION_KEY}=${{{PARTITION_KEY}}}/",
-    }
+def table_input(
+    bucket_name: str, table: schema.Table, *, landing: bool
+) -> glue.CfnTable.TableInputProperty:
+    """`t_landing` (JSON lines, ingest) or `t_parquet` (Parquet, per-run compaction at
+    Summarize), both partitioned by `run_id` with partitions registered in Glue as they
+    are written (ingest, INSERT INTO): no crawler, no MSCK REPAIR, and a one-run query
+    lists one partition (iofleet/aws/compact.py, docs/decisions.md)."""
+    if landing:
+        name, fmt = compact.landing_table(table.name), compact.JSON_FORMAT
+        location = f"s3://{bucket_name}/{keys.CURATED_PREFIX}{table.name}/"
+        params = {"classification": "json"}
+        what = "landing JSON lines, one object per raw artifact"
+    else:
+        name, fmt = compact.parquet_table(table.name), compact.PARQUET_FORMAT
+        location = compact.parquet_location(bucket_name, table.name)
+        params = {"classification": "parquet", "parquet.compression": "SNAPPY"}
+        what = "Parquet, a few objects per run, written at Summarize"
+    return glue.CfnTable.TableInputProperty(
+        name=name,
+        description=f"{table.doc} ({what}; query the view {table.name})"[:2048],
+        table_type="EXTERNAL_TABLE",
+        parameters=params,
+        partition_keys=[
+            glue.CfnTable.ColumnProperty(
+                name=compact.PARTITION_KEY, type="string", comment="run id"
+            )
+        ],
+        storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
+            location=location,
+            input_format=fmt["InputFormat"],
+            output_format=fmt["OutputFormat"],
+            serde_info=glue.CfnTable.SerdeInfoProperty(
+                serialization_library=fmt["SerdeInfo"]["SerializationLibrary"]
+            ),
+            columns=[
+                glue.CfnTable.ColumnProperty(name=c.name, type=c.type, comment=c.doc or None)
+                for c in compact.data_columns(table)
+            ],
+        ),
+    )
 
 
 def sql_fingerprint() -> str:
@@ -64,6 +86,9 @@ def sql_fingerprint() -> str:
     for path in sorted(SQL_DIR.glob("*.sql")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
+    for name, select in compact.table_views().items():  # they follow the schema
+        h.update(name.encode())
+        h.update(select.encode())
     return h.hexdigest()[:16]
 
 
@@ -76,7 +101,6 @@ class Catalog(Construct):
         bucket: s3.IBucket,
         staging_root: Path,
         layer_version: int,
-        projection_start: str = PROJECTION_START,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -92,39 +116,17 @@ class Catalog(Construct):
         )
         self.tables: dict[str, glue.CfnTable] = {}
         for t in schema.TABLES:
-            cfn = glue.CfnTable(
-                self,
-                f"Table{''.join(p.title() for p in t.name.split('_'))}",
-                catalog_id=stack.account,
-                database_name=DATABASE,
-                table_input=glue.CfnTable.TableInputProperty(
-                    name=t.name,
-                    description=t.doc,
-                    table_type="EXTERNAL_TABLE",
-                    parameters=table_parameters(bucket.bucket_name, t, projection_start),
-                    partition_keys=[
-                        glue.CfnTable.ColumnProperty(
-                            name=PARTITION_KEY, type="string", comment="UTC date of the run start"
-                        )
-                    ],
-                    storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
-                        location=f"s3://{bucket.bucket_name}/{keys.CURATED_PREFIX}{t.name}/",
-                        input_format="org.apache.hadoop.mapred.TextInputFormat",
-                        output_format="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
-                        serde_info=glue.CfnTable.SerdeInfoProperty(
-                            serialization_library="org.apache.hive.hcatalog.data.JsonSerDe",
-                        ),
-                        columns=[
-                            glue.CfnTable.ColumnProperty(
-                                name=c["name"], type=c["type"], comment=c["comment"] or None
-                            )
-                            for c in t.glue_columns()
-                        ],
-                    ),
-                ),
-            )
-            cfn.node.add_dependency(self.database)
-            self.tables[t.name] = cfn
+            title = "".join(p.title() for p in t.name.split("_"))
+            for landing, kind in ((True, "Landing"), (False, "Parquet")):
+                cfn = glue.CfnTable(
+                    self,
+                    f"Table{title}{kind}",
+                    catalog_id=stack.account,
+                    database_name=DATABASE,
+                    table_input=table_input(bucket.bucket_name, t, landing=landing),
+                )
+                cfn.node.add_dependency(self.database)
+                self.tables[cfn.table_input.name] = cfn  # type: ignore[union-attr]
 
         self.workgroup = athena.CfnWorkGroup(
             self,
@@ -213,7 +215,14 @@ def grant_athena(
             resources=[wg_arn],
         )
     )
-    glue_actions = ["glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions"]
+    glue_actions = [
+        "glue:GetDatabase",
+        "glue:GetTable",
+        "glue:GetTables",
+        "glue:GetPartition",
+        "glue:GetPartitions",
+        "glue:BatchGetPartition",
+    ]
     if write_catalog:
         glue_actions += ["glue:CreateTable", "glue:UpdateTable", "glue:DeleteTable"]
     role.add_to_principal_policy(
@@ -241,4 +250,67 @@ def grant_athena(
         role,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{DATABASE}/*]",
         "Athena reads every table and view of the iofleet database; views are created at deploy",
+    )
+
+
+def _glue_tables(stack: Stack, pattern: str) -> list[str]:
+    return [
+        stack.format_arn(service="glue", resource="catalog"),
+        stack.format_arn(service="glue", resource="database", resource_name=DATABASE),
+        stack.format_arn(service="glue", resource="table", resource_name=f"{DATABASE}/{pattern}"),
+    ]
+
+
+def grant_landing_partitions(role: iam.IRole, stack: Stack) -> None:
+    """Ingest registers each run's partition of the landing tables (iofleet/aws/compact.py)."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["glue:CreatePartition"],
+            resources=_glue_tables(stack, f"*{compact.LANDING_SUFFIX}"),
+        )
+    )
+    role.add_to_principal_policy(  # a compacted run's landing partition stays deregistered
+        iam.PolicyStatement(
+            actions=["glue:GetPartition"],
+            resources=_glue_tables(stack, f"*{compact.PARQUET_SUFFIX}"),
+        )
+    )
+    ack(
+        role,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{DATABASE}/*{compact.LANDING_SUFFIX}]",
+        "ingest registers a run's partition in every landing table it writes; runs are unknown at deploy",
+    )
+    ack(
+        role,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{DATABASE}/*{compact.PARQUET_SUFFIX}]",
+        "ingest checks whether a run is compacted already (its Parquet partition); runs are unknown at deploy",
+    )
+
+
+def grant_compaction(role: iam.IRole, stack: Stack, bucket: s3.IBucket) -> None:
+    """Summarize's compaction: Athena INSERT INTO the Parquet tables (it writes the objects
+    and registers the partition with the caller's rights), old objects of a retried run
+    deleted, landing partitions (de)registered. Reads: `grant_athena`."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=[
+                "glue:CreatePartition",
+                "glue:BatchCreatePartition",
+                "glue:UpdatePartition",
+                "glue:DeletePartition",
+            ],
+            resources=_glue_tables(stack, "*"),
+        )
+    )
+    allow_objects(
+        role,
+        bucket,
+        compact.PARQUET_PREFIX,
+        [
+            "s3:PutObject",
+            "s3:DeleteObject",
+            "s3:AbortMultipartUpload",
+            "s3:ListMultipartUploadParts",
+        ],
+        "compaction writes (and on a retry replaces) each run's Parquet objects",
     )

@@ -12,10 +12,11 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.constructs.catalog import DATABASE, grant_landing_partitions
 from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_objects
 from infra.nag import ack
-from iofleet.aws import keys
+from iofleet.aws import compact, keys
 
 
 class Ingest(Construct):
@@ -67,7 +68,11 @@ class Ingest(Construct):
             name="ingest",
             staging_root=staging_root,
             layer_version=layer_version,
-            environment={"RESULTS_BUCKET": bucket.bucket_name, "STATE_TABLE": table.table_name},
+            environment={
+                "RESULTS_BUCKET": bucket.bucket_name,
+                "STATE_TABLE": table.table_name,
+                compact.DATABASE_ENV: DATABASE,
+            },
             timeout=Duration.minutes(1),
             memory_size=1024,
             description="iofleet: raw artifacts -> curated JSON lines + slot summaries",
@@ -92,3 +97,4 @@ class Ingest(Construct):
         )
         # GetItem: which instance a slot was launched as (a raw object's writer must be it)
         table.grant(role, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem")
+        grant_landing_partitions(role, Stack.of(self))

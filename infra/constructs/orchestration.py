@@ -28,7 +28,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from infra.constructs.catalog import grant_athena
+from infra.constructs.catalog import grant_athena, grant_compaction
 from infra.constructs.fleet import Fleet
 from infra.constructs.functions import IofleetFunction
 from infra.grants import allow_objects
@@ -882,6 +882,7 @@ class Orchestration(Construct):
             self.summarize.role, bucket, keys.REPORTS_PREFIX, ["s3:PutObject"], "the run report"
         )
         grant_athena(self.summarize.role, stack, workgroup, bucket)
+        grant_compaction(self.summarize.role, stack, bucket)
         # burst metrics (iofleet/aws/burst.py): plan in, one curated object out, CloudWatch read
         allow_objects(
             self.summarize.role,

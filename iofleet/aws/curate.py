@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from iofleet.aws import keys
+from iofleet.aws.compact import LandingPartitions
 from iofleet.aws.ddb import set_attributes
 from iofleet.results import schema
 from iofleet.results.ingest import error_row, merge_slot_rows, rows_for_artifact
@@ -68,8 +69,20 @@ def _read(s3: Any, bucket: str, key: str) -> str | None:
         return None
 
 
-def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> dict[str, int]:
-    """Curate one raw object; returns rows written per table."""
+def ingest_object(
+    key: str,
+    *,
+    s3: Any,
+    ddb: Any,
+    bucket: str,
+    table: str,
+    partitions: LandingPartitions | None = None,
+) -> dict[str, int]:
+    """Curate one raw object; returns rows written per table.
+
+    With `partitions`, the run's landing partition of each table written is
+    registered in Glue (once per process), so Athena sees the rows at once.
+    """
     if not key.startswith(keys.RAW_PREFIX):
         return {}
     owner, relpath = keys.split_raw_key(key)
@@ -97,6 +110,8 @@ def ingest_object(key: str, *, s3: Any, ddb: Any, bucket: str, table: str) -> di
             Body=jsonl(name, rows),
             ContentType="application/x-ndjson",
         )
+        if partitions is not None:
+            partitions.ensure(name, run_id)
         written[name] = len(rows)
     return written
 

@@ -11,6 +11,7 @@ from typing import Any
 from iofleet.aws import keys
 from iofleet.aws.athena import run_query
 from iofleet.aws.burst import collect_burst_metrics
+from iofleet.aws.compact import compaction_section
 from iofleet.aws.ddb import query_items
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ def summarize(
     workgroup: str,
     database: str,
     cloudwatch: Any = None,
+    glue: Any = None,
 ) -> dict[str, Any]:
     run_id = event["run_id"]
     rows = run_query(
@@ -82,6 +84,11 @@ def summarize(
         report["burst_metrics"] = burst_section(
             run_id, cloudwatch=cloudwatch, s3=s3, ddb=ddb, bucket=bucket, table=table
         )
+    if glue is not None:  # after burst_metrics: Parquet per run for Athena (iofleet/aws/compact.py)
+        report["compaction"] = compaction_section(
+            run_id, athena=athena, glue=glue, s3=s3, bucket=bucket, workgroup=workgroup,
+            database=database,
+        )  # fmt: skip
     s3.put_object(
         Bucket=bucket,
         Key=json_key,

@@ -1,5 +1,8 @@
 """Views custom resource logic: `CREATE OR REPLACE VIEW` for every view in iofleet/results/sql/.
 
+First come the table views (`fio_results` = its Parquet table + the landing rows of runs not
+yet compacted, iofleet/aws/compact.py), which the views of iofleet/results/sql read as tables.
+
 Plain CloudFormation custom resource protocol (no provider framework): the
 handler answers CloudFormation's pre-signed URL itself with urllib.
 """
@@ -12,7 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from iofleet.aws.athena import run_query
+from iofleet.aws.compact import table_views
 from iofleet.results.sql import all_views
+
+
+def athena_views() -> dict[str, str]:
+    """Every view to create, in dependency order: the table views, then the SQL views."""
+    return {**table_views(), **all_views()}
 
 
 def view_ddl(name: str, select: str) -> str:
@@ -21,7 +30,7 @@ def view_ddl(name: str, select: str) -> str:
 
 def create_views(athena: Any, *, workgroup: str, database: str) -> list[str]:
     done = []
-    for name, select in all_views().items():  # dependency order
+    for name, select in athena_views().items():  # dependency order
         run_query(athena, view_ddl(name, select), workgroup=workgroup, database=database)
         done.append(name)
     return done
@@ -29,7 +38,7 @@ def create_views(athena: Any, *, workgroup: str, database: str) -> list[str]:
 
 def drop_views(athena: Any, *, workgroup: str, database: str) -> list[str]:
     done = []
-    for name in reversed(list(all_views())):
+    for name in reversed(list(athena_views())):
         run_query(athena, f"DROP VIEW IF EXISTS {name}", workgroup=workgroup, database=database)
         done.append(name)
     return done

@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from iofleet.aws.compact import DATABASE_ENV, LandingPartitions
 from iofleet.aws.curate import ingest_object, s3_keys_from_message
 from iofleet.aws.lambda_env import TRACED_MODULES
 
@@ -40,7 +41,13 @@ def _processor() -> BatchProcessor:
 
 @cache
 def _clients() -> dict[str, Any]:
-    return {"s3": boto3.client("s3"), "ddb": boto3.client("dynamodb")}
+    clients: dict[str, Any] = {"s3": boto3.client("s3"), "ddb": boto3.client("dynamodb")}
+    database = os.environ.get(DATABASE_ENV)
+    if database:  # the deployed stack: register each run's landing partitions in Glue
+        clients["partitions"] = LandingPartitions(
+            boto3.client("glue"), database, os.environ["RESULTS_BUCKET"]
+        )
+    return clients
 
 
 @tracer.capture_method

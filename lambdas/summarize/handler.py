@@ -26,6 +26,7 @@ def _clients() -> dict[str, Any]:
             ("s3", "s3"),
             ("ddb", "dynamodb"),
             ("cloudwatch", "cloudwatch"),
+            ("glue", "glue"),
         )
     }
 

@@ -10,6 +10,7 @@ source mapping is a poller thread invoking the ingest function.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,287 @@ def test_summarize_report_holds_the_percentiles(
 
 
 __all__ = ["matrix", "poll"]
+
+
+# --- columnar results for Athena (iofleet/aws/compact.py) ---------------------------------
+
+
+def _athena(stack: LocalStack) -> Any:
+    import boto3
+
+    return boto3.client("athena", endpoint_url=stack.athena.endpoint, region_name="us-east-1")
+
+
+def _compact(stack: LocalStack, run_id: str) -> dict[str, int]:
+    from iofleet.aws.compact import compact_run
+
+    return compact_run(
+        run_id,
+        athena=_athena(stack),
+        glue=stack.client("glue"),
+        s3=stack.client("s3"),
+        bucket=stack.d.bucket,
+        workgroup=stack.d.workgroup,
+        database=stack.d.database,
+    )
+
+
+def _partitions(stack: LocalStack, glue_table: str) -> set[str]:
+    pages = stack.client("glue").get_paginator("get_partitions")
+    return {
+        p["Values"][0]
+        for page in pages.paginate(DatabaseName=stack.d.database, TableName=glue_table)
+        for p in page["Partitions"]
+    }
+
+
+def _finished(execution: dict[str, Any]) -> dict[str, Any] | None:
+    return None if execution["Status"]["State"] in ("QUEUED", "RUNNING") else execution
+
+
+def _table_rows(trino: TrinoClient, table: str, run_id: str) -> list[tuple[Any, ...]]:
+    return sorted(
+        (tuple(r) for r in trino.execute(f"SELECT * FROM {table} WHERE run_id = '{run_id}'").rows),
+        key=repr,
+    )
+
+
+def test_summarize_compacted_the_run_into_a_few_parquet_objects_per_table(
+    e2e_run: dict[str, Any], local_stack: LocalStack
+) -> None:
+    from iofleet.aws.compact import landing_prefix, parquet_prefix
+    from iofleet.results.schema import TABLES
+
+    run_id = e2e_run["run_id"]
+    report = json.loads(
+        local_stack.client("s3")
+        .get_object(Bucket=local_stack.d.bucket, Key=f"reports/{run_id}/report.json")["Body"]
+        .read()
+    )
+    assert report["compaction"]["error"] is None
+    landing = {t.name: local_stack.keys(landing_prefix(t.name, run_id)) for t in TABLES}
+    parquet = {t.name: local_stack.keys(parquet_prefix(t.name, run_id)) for t in TABLES}
+    # then: every table with landing rows has its run in one or a few Parquet objects
+    # (8 slots: 8 fio_results objects land, one or two Parquet objects hold them)
+    assert len(landing["fio_results"]) == 8 and len(landing["app_runs"]) == 8
+    for name, objects in landing.items():
+        assert (len(parquet[name]) >= 1) == bool(objects), name
+        assert len(parquet[name]) <= 2, (name, parquet[name])
+    assert report["compaction"]["objects"] == {n: len(k) for n, k in parquet.items()}
+    body = local_stack.client("s3").get_object(
+        Bucket=local_stack.d.bucket, Key=parquet["fio_results"][0]
+    )["Body"]
+    assert body.read(4) == b"PAR1"  # Parquet's magic number
+    # and: the run's landing partitions are deregistered, its Parquet partitions registered
+    for t in TABLES:
+        assert run_id not in _partitions(local_stack, f"{t.name}_landing")
+        assert (run_id in _partitions(local_stack, f"{t.name}_parquet")) == bool(landing[t.name])
+
+
+def test_every_table_view_equals_the_local_duckdb_table(
+    e2e_run: dict[str, Any], trino_server: Any
+) -> None:
+    from iofleet.results.schema import TABLES
+
+    run_id = e2e_run["run_id"]
+    trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+    with Warehouse(":memory:") as wh:
+        wh.ingest_dir(e2e_run["raw"])
+        for t in TABLES:
+            if t.name == "burst_metrics":
+                continue  # CloudWatch rows, written by Summarize only in the cloud
+            got = trino.execute(f"SELECT * FROM {t.name} WHERE run_id = '{run_id}'")
+            want = wh.query(f"SELECT * FROM {t.name} WHERE run_id = ?", [run_id])
+            # same columns in the same order, same number of rows
+            assert got.columns == list(t.column_names), t.name
+            assert len(got.rows) == len(want), t.name
+            if t.name in ("fio_results", "app_runs", "ioping_requests", "fio_latency_bins"):
+                assert sorted(map(repr, _plain(got.dicts()))) == sorted(map(repr, _plain(want))), (
+                    t.name
+                )
+
+
+def _plain(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as comparable tuples: floats rounded, timestamps as Trino prints them, and
+    empty strings as NULL (the DuckDB warehouse loads them so; Athena keeps them)."""
+    import datetime as dt
+
+    out = []
+    for r in rows:
+        values = []
+        for v in r.values():
+            if isinstance(v, float):
+                v = round(v, 6)
+            elif isinstance(v, dt.datetime):
+                v = v.isoformat(sep=" ", timespec="milliseconds")
+            elif v == "":
+                v = None
+            values.append(v)
+        out.append(tuple(values))
+    return out
+
+
+def test_retried_compaction_and_redelivered_ingest_add_no_rows(
+    e2e_run: dict[str, Any], local_stack: LocalStack, trino_server: Any
+) -> None:
+    from iofleet.aws.compact import parquet_prefix
+
+    run_id = e2e_run["run_id"]
+    trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+    before = {t: _table_rows(trino, t, run_id) for t in ("fio_results", "slots", "app_runs")}
+    objects = local_stack.keys(parquet_prefix("fio_results", run_id))
+    # when: Summarize's compaction runs again
+    again = _compact(local_stack, run_id)
+    # then: the same rows, in as many objects as before (replaced, not added)
+    assert again["fio_results"] == len(objects)
+    for table, rows in before.items():
+        assert _table_rows(trino, table, run_id) == rows, table
+    # when: a raw object of the run is delivered again after compaction (ingest writes
+    # its landing object again)
+    from iofleet.aws.compact import LandingPartitions
+    from iofleet.aws.curate import ingest_object
+
+    raw = next(k for k in local_stack.keys(f"raw/{run_id}/") if "-fio-" in k)
+    ingest_object(
+        raw,
+        s3=local_stack.client("s3"),
+        ddb=local_stack.client("dynamodb"),
+        bucket=local_stack.d.bucket,
+        table=local_stack.d.table,
+        partitions=LandingPartitions(
+            local_stack.client("glue"), local_stack.d.database, local_stack.d.bucket
+        ),
+    )
+    # then: the compacted run's landing partition stays deregistered: each row counts once
+    assert run_id not in _partitions(local_stack, "fio_results_landing")
+    assert _table_rows(trino, "fio_results", run_id) == before["fio_results"]
+    # and: compacting again gives the same rows
+    _compact(local_stack, run_id)
+    assert run_id not in _partitions(local_stack, "fio_results_landing")
+    assert _table_rows(trino, "fio_results", run_id) == before["fio_results"]
+
+
+def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_run(
+    e2e_run: dict[str, Any], local_stack: LocalStack, trino_server: Any
+) -> None:
+    import uuid as _uuid
+
+    from iofleet.aws.compact import landing_prefix, parquet_prefix
+    from iofleet.results.schema import TABLES
+
+    run_id = e2e_run["run_id"]
+    other = run_id[: run_id.rfind("-") + 1] + _uuid.uuid4().hex[:8]  # same day, another run
+    s3 = local_stack.client("s3")
+    bucket = local_stack.d.bucket
+    trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+    want = trino.execute(
+        f"SELECT count(*), sum(iops) FROM fio_results WHERE run_id = '{run_id}'"
+    ).rows[0]
+    # given: another run's raw objects arrive (the e2e run's fio results, copied)
+    fio = [k for k in local_stack.keys(f"raw/{run_id}/") if "-fio-" in k]
+    try:
+        for key in fio:  # uploaded as an instance does (the queue delivers them to ingest)
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            s3.put_object(Bucket=bucket, Key=key.replace(run_id, other, 1), Body=body)
+        local_stack.esm.wait_drained()
+        # then: its rows are queryable at once, from landing (no crawler, no MSCK REPAIR)
+        got = trino.execute(
+            f"SELECT count(*), sum(iops) FROM fio_results WHERE run_id = '{other}'"
+        ).rows[0]
+        assert got[0] == want[0] and got[1] == pytest.approx(want[1])
+        assert other in _partitions(local_stack, "fio_results_landing")
+        # when: it is compacted too
+        _compact(local_stack, other)
+        assert local_stack.keys(parquet_prefix("fio_results", other))
+        # and: the other run's Parquet objects are made unreadable
+        for key in local_stack.keys(parquet_prefix("fio_results", other)):
+            s3.put_object(Bucket=bucket, Key=key, Body=b"not parquet")
+        # then: a one-run query through the views still answers: it opened no file of the
+        # other run (an unfiltered one fails on them)
+        athena = _athena(local_stack)
+        sql = f"SELECT * FROM cell_percentiles WHERE run_id = '{run_id}' AND metric_source = 'fio'"
+        qid = athena.start_query_execution(
+            QueryString=sql, QueryExecutionContext={"Database": local_stack.d.database}
+        )["QueryExecutionId"]
+        run = poll(
+            lambda: _finished(athena.get_query_execution(QueryExecutionId=qid)["QueryExecution"]),
+            timeout_s=600,
+            what=f"Athena query {qid}",
+        )
+        assert run["Status"]["State"] == "SUCCEEDED", run["Status"]
+        # and: it scanned at most the run's own Parquet objects of the tables it reads
+        own = sum(
+            o["Size"]
+            for t in TABLES
+            for o in s3.list_objects_v2(Bucket=bucket, Prefix=parquet_prefix(t.name, run_id)).get(
+                "Contents", []
+            )
+        )
+        scanned = run["Statistics"]["DataScannedInBytes"]
+        # Trino reads a small Parquet file's tail for its footer, then its column chunks:
+        # at most twice the run's own objects, never a landing object or another run's
+        assert 0 < scanned <= 2 * own
+        with pytest.raises(Exception, match="HIVE_|not a Parquet|Parquet"):
+            trino.execute("SELECT sum(iops) FROM fio_results")
+    finally:  # the session's other tests query unfiltered: leave no broken run behind
+        from iofleet.aws.compact import _drop_parquet_partition
+
+        for t in ("fio_results", "fio_latency_bins"):
+            _drop_parquet_partition(
+                local_stack.client("glue"),
+                s3,
+                local_stack.d.database,
+                t,
+                other,
+                bucket=bucket,
+            )
+        for prefix in [f"raw/{other}/"] + [
+            landing_prefix(t, other) for t in ("fio_results", "fio_latency_bins", "ingest_errors")
+        ]:
+            for key in local_stack.keys(prefix):
+                s3.delete_object(Bucket=bucket, Key=key)
+
+
+def test_duckdb_reads_the_compacted_parquet_as_its_warehouse_tables(
+    e2e_run: dict[str, Any], local_stack: LocalStack, tmp_path: Path
+) -> None:
+    import duckdb
+
+    from iofleet.aws.compact import parquet_prefix
+    from iofleet.results.schema import BY_NAME
+
+    run_id = e2e_run["run_id"]
+    s3 = local_stack.client("s3")
+    with Warehouse(":memory:") as wh:
+        wh.ingest_dir(e2e_run["raw"])
+        for name in ("runs", "slots", "fio_results", "app_runs", "ioping_requests"):
+            table = BY_NAME[name]
+            keys = local_stack.keys(parquet_prefix(name, run_id))
+            assert keys, name
+            for key in keys:  # Hive's layout: <table>/run_id=<run>/<object>
+                path = tmp_path / name / f"run_id={run_id}" / key.rsplit("/", 1)[1]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(s3.get_object(Bucket=local_stack.d.bucket, Key=key)["Body"].read())
+            cols = ", ".join(f'"{c}"' for c in table.column_names)
+            source = f"read_parquet('{tmp_path / name}/*/*', hive_partitioning = true)"
+            con = duckdb.connect()
+            described = con.execute(f"DESCRIBE SELECT {cols} FROM {source}").fetchall()
+            # then: the warehouse's columns, in its order, with its types (Parquet
+            # timestamps may come back at another precision)
+            got_types = [(r[0], r[1]) for r in described]
+            want_types = [(c.name, c.duckdb_type) for c in table.columns]
+            for (got_name, got_type), (want_name, want_type) in zip(
+                got_types, want_types, strict=True
+            ):
+                assert got_name == want_name, name
+                if want_type == "TIMESTAMP":
+                    assert got_type.startswith("TIMESTAMP"), (name, got_name, got_type)
+                else:
+                    assert got_type == want_type, (name, got_name, got_type)
+            # and: the rows the warehouse holds for the run
+            cur = con.execute(f"SELECT {cols} FROM {source}")
+            names = [d[0] for d in cur.description or []]
+            parquet = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            want = wh.query(f"SELECT {cols} FROM {name} WHERE run_id = ?", [run_id])
+            assert sorted(map(repr, _plain(parquet))) == sorted(map(repr, _plain(want))), name
+            con.close()

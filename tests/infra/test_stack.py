@@ -242,26 +242,67 @@ def test_summarize_may_read_cloudwatch_burst_metrics_and_write_only_their_object
 # --- catalog ----------------------------------------------------------------------
 
 
-def test_glue_columns_equal_the_shared_schema(synth: Synth) -> None:
-    tables = {
+def _glue_tables(synth: Synth) -> dict[str, dict[str, Any]]:
+    return {
         t["Properties"]["TableInput"]["Name"]: t["Properties"]["TableInput"]
         for t in synth.resources("AWS::Glue::Table").values()
     }
-    assert set(tables) == {t.name for t in schema.TABLES}
+
+
+def test_glue_columns_equal_the_shared_schema(synth: Synth) -> None:
+    # every schema table is a landing (JSON) and a Parquet table with its columns;
+    # run_id is their partition key (the view `t` puts it back in schema order)
+    tables = _glue_tables(synth)
+    assert set(tables) == {f"{t.name}{s}" for t in schema.TABLES for s in ("_landing", "_parquet")}
     for table in schema.TABLES:
-        columns = tables[table.name]["StorageDescriptor"]["Columns"]
-        assert [(c["Name"], c["Type"]) for c in columns] == [
-            (c.name, c.type) for c in table.columns
-        ]
+        for suffix in ("_landing", "_parquet"):
+            got = tables[table.name + suffix]
+            columns = [(c["Name"], c["Type"]) for c in got["StorageDescriptor"]["Columns"]]
+            partitions = [(k["Name"], k["Type"]) for k in got["PartitionKeys"]]
+            assert columns == [(c.name, c.type) for c in table.columns if c.name != "run_id"]
+            assert partitions == [("run_id", "string")]
 
 
-def test_tables_use_date_partition_projection_needing_no_run_filter(synth: Synth) -> None:
-    for t in synth.resources("AWS::Glue::Table").values():
-        params = t["Properties"]["TableInput"]["Parameters"]
-        assert params["projection.enabled"] == "true"
-        assert params["projection.dt.type"] == "date"
-        assert "injected" not in dump(params)
-        assert [k["Name"] for k in t["Properties"]["TableInput"]["PartitionKeys"]] == ["dt"]
+def test_landing_tables_read_json_and_parquet_tables_parquet_per_run(synth: Synth) -> None:
+    tables = _glue_tables(synth)
+    for table in schema.TABLES:
+        landing = tables[f"{table.name}_landing"]["StorageDescriptor"]
+        parquet = tables[f"{table.name}_parquet"]["StorageDescriptor"]
+        assert landing["SerdeInfo"]["SerializationLibrary"].endswith("JsonSerDe")
+        assert parquet["SerdeInfo"]["SerializationLibrary"].endswith("ParquetHiveSerDe")
+        assert parquet["InputFormat"].endswith("MapredParquetInputFormat")
+        assert f"/curated/{table.name}/" in dump(landing["Location"])
+        assert f"/curated/parquet/{table.name}/" in dump(parquet["Location"])
+        # partitions are registered as they are written (ingest, INSERT INTO): no
+        # projection, no crawler, no MSCK REPAIR
+        for t in (f"{table.name}_landing", f"{table.name}_parquet"):
+            assert "projection" not in dump(tables[t]["Parameters"])
+    assert not synth.resources("AWS::Glue::Crawler")
+
+
+def test_ingest_registers_only_landing_partitions(synth: Synth) -> None:
+    (ingest,) = [
+        f
+        for f in synth.resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("Description", "").startswith("iofleet: raw artifacts")
+    ]
+    assert ingest["Properties"]["Environment"]["Variables"]["GLUE_DATABASE"] == "iofleet"
+    statements = _policy_statements(synth, "IngestRole")
+    glue = {s["Action"]: dump(s["Resource"]) for s in statements if "glue:" in dump(s["Action"])}
+    assert set(glue) == {"glue:CreatePartition", "glue:GetPartition"}
+    assert "table/iofleet/*_landing" in glue["glue:CreatePartition"]
+    assert "table/iofleet/*_parquet" in glue["glue:GetPartition"]
+    assert "_parquet" not in glue["glue:CreatePartition"]
+
+
+def test_summarize_compacts_into_the_parquet_prefix_only(synth: Synth) -> None:
+    statements = _policy_statements(synth, "SummarizeFn")
+    deletes = [s for s in statements if "s3:DeleteObject" in dump(s["Action"])]
+    assert len(deletes) == 1 and "/curated/parquet/*" in dump(deletes[0]["Resource"])
+    glue = " ".join(dump(s["Action"]) for s in statements if "glue:" in dump(s["Action"]))
+    for action in ("glue:CreatePartition", "glue:DeletePartition", "glue:GetPartitions"):
+        assert action in glue
+    assert "glue:DeleteTable" not in glue and "glue:CreateTable" not in glue
 
 
 def test_athena_workgroup_engine_v3_encrypted_enforced_with_cutoff(template: Any) -> None:

@@ -1,11 +1,15 @@
 """The Athena API over Trino (moto's Athena runs no SQL), plus a CloudFormation response sink.
 
 Enough of Athena's JSON protocol for `iofleet.aws.athena.run_query`:
-StartQueryExecution (runs the query on Trino, catalog `awsdatacatalog`, the
-context database as schema; `ExecutionParameters` bound with
-`EXECUTE IMMEDIATE ... USING`), GetQueryExecution, GetQueryResults (header row
-first, values as strings, one page). `PUT /cfn-response/...` stores a custom
-resource's answer for the deployer to read.
+StartQueryExecution (starts the query on Trino in a thread and answers at
+once, as Athena does; catalog `awsdatacatalog`, the context database as
+schema; `ExecutionParameters` bound with `EXECUTE IMMEDIATE ... USING`),
+GetQueryExecution, GetQueryResults (header row first, values as strings, one
+page). `Statistics.DataScannedInBytes` is Trino's `physicalInputBytes` (what
+the query read from S3; Athena bills the same measure). No SQL is rewritten:
+the statements iofleet sends (SELECT, CREATE OR REPLACE VIEW, DROP VIEW,
+INSERT INTO ... SELECT) have the same syntax in both. `PUT /cfn-response/...`
+stores a custom resource's answer for the deployer to read.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ class AthenaOnTrino:
                     "QueryExecutionId": query["id"],
                     "Query": query["sql"],
                     "Status": status,
+                    "Statistics": {"DataScannedInBytes": query["scanned"]},
                 }
             }
         if op == "GetQueryResults":
@@ -114,18 +119,34 @@ class AthenaOnTrino:
             sql = "EXECUTE IMMEDIATE '" + sql.replace("'", "''") + "' USING " + ", ".join(params)
         database = (body.get("QueryExecutionContext") or {}).get("Database", "default")
         self.sql_log.append(sql)
-        query: dict[str, Any] = {"id": qid, "sql": sql, "columns": [], "types": [], "rows": []}
+        query: dict[str, Any] = {
+            "id": qid,
+            "sql": sql,
+            "state": "RUNNING",
+            "columns": [],
+            "types": [],
+            "rows": [],
+            "scanned": 0,
+        }
+        self.queries[qid] = query
+        # as in Athena, the query runs after StartQueryExecution has answered: a slow
+        # query (an INSERT on a loaded machine) never outlasts the caller's HTTP timeout
+        threading.Thread(target=self._run, args=(query, database), daemon=True).start()
+        return qid
+
+    def _run(self, query: dict[str, Any], database: str) -> None:
         try:
             result = TrinoClient(
-                self.trino_endpoint, catalog="awsdatacatalog", schema=database
-            ).execute(sql)
+                self.trino_endpoint, catalog="awsdatacatalog", schema=database, timeout_s=1800
+            ).execute(query["sql"])
             query.update(
-                state="SUCCEEDED",
                 columns=list(result.columns),
                 types=list(result.types),
                 rows=result.rows,
+                scanned=int(result.stats.get("physicalInputBytes", 0)),
+                state="SUCCEEDED",
             )
         except TrinoError as err:
             query.update(state="FAILED", reason=str(err))
-        self.queries[qid] = query
-        return qid
+        except Exception as err:  # noqa: BLE001 - a query must end, as in Athena
+            query.update(state="FAILED", reason=f"{type(err).__name__}: {err}")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from iofleet.aws import views
+from iofleet.results.schema import TABLES
 from iofleet.results.sql import VIEW_NAMES
 from lambdas.summarize import handler as summarize
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
@@ -35,10 +36,12 @@ def test_views_resource_creates_every_view_and_answers_cloudformation(
         event, cloud.client("athena"), "stream", respond=lambda url, b: answers.append((url, b))
     )
     assert body["Status"] == "SUCCESS"
-    assert body["Data"]["Views"].split(",") == list(VIEW_NAMES)
+    # the table views (Parquet + not yet compacted landing rows) first, then iofleet/results/sql
+    tables = [t.name for t in TABLES]
+    assert body["Data"]["Views"].split(",") == tables + list(VIEW_NAMES)
     assert answers == [(event["ResponseURL"], body)]
     queries = cloud.client("athena").list_query_executions(WorkGroup=workgroup)["QueryExecutionIds"]
-    assert len(queries) == len(VIEW_NAMES)
+    assert len(queries) == len(tables) + len(VIEW_NAMES)
 
 
 def test_views_resource_reports_failure_instead_of_hanging(cloud: Cloud) -> None:
