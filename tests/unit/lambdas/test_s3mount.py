@@ -23,7 +23,7 @@ from lambdas.launch import handler as launch
 from lambdas.prepare_cell import handler as prepare
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
 from tests.unit.lambdas.s3express import DirectoryBucketStandIn
-from tests.unit.lambdas.test_fleet_handlers import TOKEN, _planned
+from tests.unit.lambdas.test_fleet_handlers import ROLE_ID, TOKEN, _planned
 from tests.unit.lambdas.test_fleet_handlers import network as network  # noqa: F401 - the fixture
 
 EXPIRES = "2026-11-24T02:00:00Z"
@@ -232,6 +232,7 @@ def test_express_bucket_is_a_directory_bucket_in_the_fleets_zone_and_the_fleet_s
         subnet_ids=tuple(subnets),
         agent_bucket="a",
         agent_key="k",
+        instance_role_id=ROLE_ID,
     )
     out = launch_logic(
         {
