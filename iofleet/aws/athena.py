@@ -127,7 +127,7 @@ def problem(exc: BaseException, source: AthenaSource) -> Exception | None:
     if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
         return EnvironmentProblem(f"--athena: no AWS credentials ({first})")
     if isinstance(exc, bx.NoRegionError):
-        return EnvironmentProblem("--athena: no AWS region (set AWS_REGION or AWS_DEFAULT_REGION)")
+        return EnvironmentProblem("--athena: no AWS region (set AWS_DEFAULT_REGION or a profile's region)")
     if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError):
         return EnvironmentProblem(f"--athena: cannot reach Athena: {first}")
     if isinstance(exc, bx.ClientError):
@@ -273,7 +273,14 @@ def open_athena(
         None, workgroup=workgroup, database=database, output_location=output_location
     )
     try:
-        source.athena = boto3.client("athena")
+        session = boto3.session.Session()
+        if not session.region_name:  # an empty AWS_REGION too (botocore would build "athena..")
+            raise EnvironmentProblem(
+                "--athena: no AWS region (set AWS_DEFAULT_REGION or a profile's region)"
+            )
+        source.athena = session.client("athena")
+    except EnvironmentProblem:
+        raise
     except Exception as exc:
         translated = problem(exc, source)
         if translated is None:

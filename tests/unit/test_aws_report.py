@@ -145,3 +145,46 @@ def test_athena_values_convert_by_their_column_type(value: Any, kind: str, expec
 )
 def test_execution_parameters_are_sql_literals(value: object, literal: str) -> None:
     assert AthenaSource.literal(value) == literal
+
+
+OFFLINE_PROBES = ROOT / "tests" / "data" / "probes" / "athena" / "offline.json"
+
+
+def _offline_probes() -> list[dict[str, Any]]:
+    import json
+
+    return list(json.loads(OFFLINE_PROBES.read_text()))
+
+
+@pytest.mark.parametrize("probe", _offline_probes(), ids=lambda p: p["name"])
+def test_bad_athena_options_are_one_line_and_their_exit_status(
+    probe: dict[str, Any], tmp_path: Path
+) -> None:
+    # given: a command line from the probe table (no AWS anywhere: the refusal comes
+    # before any request, or the request cannot be made); the local cloud's probes
+    # (unknown run, workgroup, database) are tests/data/probes/athena/cloud.json
+    import os
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and k not in ("IOFLEET_DEBUG",)
+    }
+    env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path), **probe.get("env", {}))
+    env = {k: v for k, v in env.items() if v != ""}  # "" in the table: unset
+    # when
+    done = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", *probe["args"]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # then: nothing on stdout, one line `PATH: message`, the documented status
+    assert done.returncode == probe["exit"], done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and probe["error"] in lines[0], done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing created
