@@ -12,6 +12,7 @@ from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.report.model import ReportData
 
 if TYPE_CHECKING:
+    from iofleet.results.source import ResultsSource
     from iofleet.results.warehouse import Warehouse
 
 FORMATS = ("table", "json", "csv")
@@ -25,7 +26,7 @@ MACHINE_ERRORS = (
 )
 
 
-def load_report_data(src: object, run_id: str, target: str | None = None) -> ReportData:
+def load_report_data(src: ResultsSource, run_id: str, target: str | None = None) -> ReportData:
     """Everything a report shows for one run, from the views of a results source
     (a DuckDB warehouse or Athena: iofleet.results.source)."""
     from iofleet.report import decision as sections
