@@ -78,8 +78,16 @@ def known_text(src: ResultsSource) -> str:
     return f"(known: {shown or 'none'})"
 
 
+def _columns(table: str) -> str:
+    """A table's columns from iofleet/results/schema.py, quoted (never `*`: Athena's
+    tables add their partition column `dt`, the warehouse's do not)."""
+    from iofleet.results.schema import BY_NAME
+
+    return ", ".join(f'"{c}"' for c in BY_NAME[table].column_names)
+
+
 def run_info(src: ResultsSource, run_id: str) -> dict[str, Any] | None:
-    rows = src.select("SELECT * FROM runs WHERE run_id = ?", [run_id])
+    rows = src.select(f"SELECT {_columns('runs')} FROM runs WHERE run_id = ?", [run_id])
     return rows[0] if rows else None
 
 
@@ -136,7 +144,10 @@ def fleet_totals(src: ResultsSource, run_id: str) -> list[dict[str, Any]]:
 
 
 def cell_costs(src: ResultsSource, run_id: str) -> list[dict[str, Any]]:
-    return src.select("SELECT * FROM cell_costs WHERE run_id = ? ORDER BY cell_id", [run_id])
+    return src.select(
+        f"SELECT {_columns('cell_costs')} FROM cell_costs WHERE run_id = ? ORDER BY cell_id",
+        [run_id],
+    )
 
 
 def named_query(
