@@ -67,9 +67,9 @@ def convert(value: str | None, athena_type: str) -> Any:
     `varchar`, `timestamp`, `decimal`, ...; a parameterised `timestamp(3)` or
     `decimal(10,2)` reads as its base type). Arrays, maps, rows and unknown types stay text.
     """
-    if value is None:
-        return None
     base = athena_type.split("(", 1)[0].strip().lower()
+    if value is None or (value == "" and base in ("varchar", "char", "string")):
+        return None  # as the warehouse loads it: an empty string is NULL there (warehouse.py)
     if base in _INTEGER:
         return int(value)
     if base in _FLOAT:
@@ -127,7 +127,9 @@ def problem(exc: BaseException, source: AthenaSource) -> Exception | None:
     if isinstance(exc, bx.NoCredentialsError | bx.PartialCredentialsError):
         return EnvironmentProblem(f"--athena: no AWS credentials ({first})")
     if isinstance(exc, bx.NoRegionError):
-        return EnvironmentProblem("--athena: no AWS region (set AWS_DEFAULT_REGION or a profile's region)")
+        return EnvironmentProblem(
+            "--athena: no AWS region (set AWS_DEFAULT_REGION or a profile's region)"
+        )
     if isinstance(exc, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ReadTimeoutError):
         return EnvironmentProblem(f"--athena: cannot reach Athena: {first}")
     if isinstance(exc, bx.ClientError):

@@ -127,6 +127,7 @@ def test_summarize_renders_the_local_report_without_numpy_scipy_duckdb_sqlglot(
         ("gp3", "varchar", "gp3"),
         ("[1, 2]", "array(bigint)", "[1, 2]"),
         (None, "bigint", None),
+        ("", "varchar", None),  # the warehouse loads empty strings as NULL
     ],
 )
 def test_athena_values_convert_by_their_column_type(value: Any, kind: str, expected: Any) -> None:
