@@ -1,16 +1,22 @@
 """The Athena API over Trino (moto's Athena runs no SQL), plus a CloudFormation response sink.
 
-Enough of Athena's JSON protocol for `iofleet.aws.athena.run_query`:
-StartQueryExecution (runs the query on Trino, catalog `awsdatacatalog`, the
+Enough of Athena's JSON protocol for `iofleet.aws.athena` (run_query, AthenaSource):
+StartQueryExecution (answers at once, then runs the query on Trino in a thread
+while GetQueryExecution says RUNNING, as Athena does; catalog `awsdatacatalog`, the
 context database as schema; `ExecutionParameters` bound with
-`EXECUTE IMMEDIATE ... USING`), GetQueryExecution, GetQueryResults (header row
-first, values as strings, one page). `PUT /cfn-response/...` stores a custom
-resource's answer for the deployer to read.
+`EXECUTE IMMEDIATE ... USING`; once `workgroups` is set, another workgroup is
+refused as Athena does: InvalidRequestException "WorkGroup NAME is not found."),
+GetQueryExecution, GetQueryResults (values as strings; pages of `MaxResults`
+rows, at most 1,000, with a NextToken, the header row first on the first page
+only, as Athena pages; ColumnInfo types without their parameters, `timestamp`
+not `timestamp(3)`, as Athena names them). `PUT /cfn-response/...` stores a
+custom resource's answer for the deployer to read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +41,7 @@ class AthenaOnTrino:
         self.queries: dict[str, dict[str, Any]] = {}
         self.cfn_responses: dict[str, dict[str, Any]] = {}
         self.sql_log: list[str] = []
+        self.workgroups: set[str] | None = None  # None: any workgroup (before the deployment)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,6 +85,12 @@ class AthenaOnTrino:
 
     def call(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if op == "StartQueryExecution":
+            workgroup = body.get("WorkGroup", "primary")
+            if self.workgroups is not None and workgroup not in self.workgroups:
+                return 400, {
+                    "__type": "InvalidRequestException",
+                    "Message": f"WorkGroup {workgroup} is not found.",
+                }
             return 200, {"QueryExecutionId": self.start_query(body)}
         query = self.queries.get(body.get("QueryExecutionId", ""))
         if query is None:
@@ -96,14 +109,22 @@ class AthenaOnTrino:
         if op == "GetQueryResults":
             rows = [{"Data": [_text(c) for c in query["columns"]]}] if query["columns"] else []
             rows += [{"Data": [_text(v) for v in row]} for row in query["rows"]]
+            size = min(int(body.get("MaxResults") or 1000), 1000)
+            start = int(body.get("NextToken") or 0)
             info = [
-                {"Name": c, "Label": c, "Type": t}
+                {"Name": c, "Label": c, "Type": re.sub(r"\(.*?\)", "", t)}
                 for c, t in zip(query["columns"], query["types"], strict=False)
             ]
-            return 200, {
-                "ResultSet": {"Rows": rows, "ResultSetMetadata": {"ColumnInfo": info}},
+            answer: dict[str, Any] = {
+                "ResultSet": {
+                    "Rows": rows[start : start + size],
+                    "ResultSetMetadata": {"ColumnInfo": info},
+                },
                 "UpdateCount": 0,
             }
+            if start + size < len(rows):
+                answer["NextToken"] = str(start + size)
+            return 200, answer
         return 400, {"__type": "InvalidRequestException", "Message": f"{op} is not supported here"}
 
     def start_query(self, body: dict[str, Any]) -> str:
@@ -114,18 +135,23 @@ class AthenaOnTrino:
             sql = "EXECUTE IMMEDIATE '" + sql.replace("'", "''") + "' USING " + ", ".join(params)
         database = (body.get("QueryExecutionContext") or {}).get("Database", "default")
         self.sql_log.append(sql)
-        query: dict[str, Any] = {"id": qid, "sql": sql, "columns": [], "types": [], "rows": []}
+        query: dict[str, Any] = {
+            "id": qid, "sql": sql, "columns": [], "types": [], "rows": [], "state": "RUNNING",
+        }  # fmt: skip
+        self.queries[qid] = query
+        # Athena runs a query after answering StartQueryExecution (the caller polls
+        # GetQueryExecution): a slow Trino query must not time out the client's call
+        threading.Thread(target=self._run, args=(query, sql, database), daemon=True).start()
+        return qid
+
+    def _run(self, query: dict[str, Any], sql: str, database: str) -> None:
         try:
-            result = TrinoClient(
-                self.trino_endpoint, catalog="awsdatacatalog", schema=database
+            result = TrinoClient(  # Athena's own limit is 30 min; a loaded box needs minutes
+                self.trino_endpoint, catalog="awsdatacatalog", schema=database, timeout_s=900.0
             ).execute(sql)
-            query.update(
-                state="SUCCEEDED",
-                columns=list(result.columns),
-                types=list(result.types),
-                rows=result.rows,
-            )
+            query.update(columns=list(result.columns), types=list(result.types), rows=result.rows)
+            query["state"] = "SUCCEEDED"  # last: a poller never sees SUCCEEDED without rows
         except TrinoError as err:
             query.update(state="FAILED", reason=str(err))
-        self.queries[qid] = query
-        return qid
+        except Exception as err:  # noqa: BLE001 - Trino unreachable: FAILED, as Athena says
+            query.update(state="FAILED", reason=f"{type(err).__name__}: {err}")

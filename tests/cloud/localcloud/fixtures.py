@@ -217,6 +217,7 @@ def local_stack(
         cfn_response_url=athena.response_url,
         cfn_responses=athena.cfn_responses,
     )
+    athena.workgroups = {d.workgroup}  # from now on, another workgroup is not found
     _, mapping = d.one("AWS::Lambda::EventSourceMapping")
     esm = EventSourceMapping(d, batch_size=int(mapping["Properties"]["BatchSize"])).start()
     ami = aws_client("ec2").describe_images()["Images"][0]["ImageId"]
