@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from iofleet.errors import (
     EXIT_BUSY,
@@ -90,12 +91,42 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from iofleet.report.cli import report_command
 
     return report_command(
-        Path(args.warehouse),
+        Path(args.warehouse) if args.warehouse is not None else None,
         run_id=args.run,
         fmt=args.format,
         html=args.html,
         target=args.target,
         view=args.view,
+        **_source(args),
+    )
+
+
+def _source(args: argparse.Namespace) -> dict[str, Any]:
+    """The Athena options of report/compare (iofleet.report.cli.open_source)."""
+    return {
+        "athena": args.athena,
+        "workgroup": args.workgroup,
+        "database": args.database,
+        "athena_output": args.athena_output,
+    }
+
+
+def _add_source_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warehouse", help="path to warehouse.duckdb (or --athena)")
+    p.add_argument(
+        "--athena",
+        action="store_true",
+        help="read the deployed stack's Athena views instead of a warehouse file "
+        "(AWS credentials and region from the usual AWS configuration)",
+    )
+    p.add_argument("--workgroup", help="with --athena: the stack's AthenaWorkGroup output")
+    p.add_argument(
+        "--database", default="iofleet", help="with --athena: the Glue database (default iofleet)"
+    )
+    p.add_argument(
+        "--athena-output",
+        metavar="S3_URI",
+        help="with --athena: s3://BUCKET/PREFIX/ for query results, if the workgroup sets none",
     )
 
 
@@ -103,7 +134,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from iofleet.results.compare import compare_command
 
     return compare_command(
-        Path(args.warehouse), args.runs, a_selector=args.a, b_selector=args.b, fmt=args.format
+        Path(args.warehouse) if args.warehouse is not None else None,
+        args.runs,
+        a_selector=args.a,
+        b_selector=args.b,
+        fmt=args.format,
+        **_source(args),
     )
 
 
@@ -157,8 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=_cmd_local)
 
-    p = sub.add_parser("report", help="percentile report from a warehouse")
-    p.add_argument("--warehouse", required=True, help="path to warehouse.duckdb")
+    p = sub.add_parser("report", help="percentile report from a warehouse or Athena")
+    _add_source_args(p)
     p.add_argument("--run", help="run id (default: the latest run)")
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("--html", help="also write an HTML report to this path")
@@ -178,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="is B better than A? per workload and metric, with intervals and a verdict",
         description="Compare two runs, or configurations within runs (README 'Compare').",
     )
-    p.add_argument("--warehouse", required=True, help="path to warehouse.duckdb")
+    _add_source_args(p)
     p.add_argument("runs", nargs="+", metavar="RUN", help="RUN_A [RUN_B] (one run: --a and --b)")
     p.add_argument("--a", metavar="SELECTOR", help="side A: FIELD=VALUE[,FIELD=VALUE...]")
     p.add_argument("--b", metavar="SELECTOR", help="side B: FIELD=VALUE[,FIELD=VALUE...]")

@@ -1,10 +1,24 @@
-"""Opt-in QuickSight: an Athena data source, a dataset over `cell_percentiles`, a dashboard."""
+"""Opt-in QuickSight: an Athena data source, data sets and a dashboard.
+
+Data sets: `cell_percentiles` (the view), and two over the query
+iofleet/results/sql/queries/decision.sql (custom SQL, the same text the report's
+tests check against iofleet/results/decide.py): its ranked rows (the decision
+table) and all its rows (per configuration and metric, P0..P100 across slots).
+
+One sheet: a run filter (dropdown, every visual), the decision table, one
+P0/P50/P75/P90/P98/P100 bar chart per metric (a visual filter on `metric`), and the
+per-cell percentile table. QuickSight has no local engine: this definition is
+checked by template assertions (tests/infra/test_stack.py) and the infra gates only.
+"""
 
 from __future__ import annotations
 
 from aws_cdk import Stack
 from aws_cdk import aws_quicksight as qs
 from constructs import Construct
+
+from iofleet.report.model import METRIC_TITLES
+from iofleet.results.sql import PERCENTILES, query_sql
 
 OWNER_ACTIONS_SOURCE = [
     "quicksight:DescribeDataSource",
@@ -50,6 +64,48 @@ COLUMNS = [
     ("p98", "DECIMAL"),
     ("p100", "DECIMAL"),
 ]
+
+
+# queries/decision.sql's columns (QuickSight needs them declared for custom SQL)
+DECISION_COLUMNS = [
+    ("run_id", "STRING"),
+    ("metric_source", "STRING"),
+    ("workload_index", "INTEGER"),
+    ("workload", "STRING"),
+    ("job", "STRING"),
+    ("direction", "STRING"),
+    ("rank", "INTEGER"),
+    ("ranked", "BOOLEAN"),
+    ("instance_type", "STRING"),
+    ("storage_label", "STRING"),
+    ("storage_type", "STRING"),
+    ("storage_detail", "STRING"),
+    ("fleet_size", "INTEGER"),
+    ("configuration", "STRING"),
+    ("chart_label", "STRING"),
+    ("repeats", "INTEGER"),
+    ("slots", "INTEGER"),
+    ("metric", "STRING"),
+    ("unit", "STRING"),
+    *((f"p{p}", "DECIMAL") for p in PERCENTILES),
+    ("usd_per_run", "DECIMAL"),
+    ("usd_per_slot", "DECIMAL"),
+]
+# one percentile chart per metric, in the report's order (slot_metrics' metrics)
+CHART_METRICS = tuple(METRIC_TITLES)
+PCT = tuple(f"p{p}" for p in PERCENTILES)
+SHEET = "report"
+DECISION_DS = "decision"
+LADDER_DS = "ladders"
+CELLS_DS = "cellpercentiles"
+
+
+def decision_sql(ranked_only: bool) -> str:
+    """queries/decision.sql for a custom-SQL data set: comment lines dropped (QuickSight
+    wraps the text), optionally only the ranked rows (the decision table)."""
+    lines = [ln for ln in query_sql("decision").splitlines() if not ln.lstrip().startswith("--")]
+    body = "\n".join(lines)
+    return f"SELECT * FROM (\n{body}\n) d WHERE ranked" if ranked_only else body
 
 
 class Dashboard(Construct):
@@ -102,13 +158,21 @@ class Dashboard(Construct):
                 )
             ],
         )
-        ds_id = "cellpercentiles"
+        self.decision_set = self._custom_sql_set(
+            "Decision", prefix, "decision", "iofleet decision table", decision_sql(True),
+            principal_arn, database,
+        )  # fmt: skip
+        self.ladder_set = self._custom_sql_set(
+            "Ladders", prefix, "ladders", "iofleet P0..P100 per configuration",
+            decision_sql(False), principal_arn, database,
+        )  # fmt: skip
+        metric_visuals = [(f"ladder-{m}", m) for m in CHART_METRICS]
         self.dashboard = qs.CfnDashboard(
             self,
             "Percentiles",
             aws_account_id=stack.account,
             dashboard_id=f"{prefix}-percentiles",
-            name="iofleet: percentiles per storage and fleet size",
+            name="iofleet: decision table and percentiles per storage and fleet size",
             permissions=[
                 qs.CfnDashboard.ResourcePermissionProperty(
                     principal=principal_arn, actions=OWNER_ACTIONS_DASHBOARD
@@ -117,18 +181,218 @@ class Dashboard(Construct):
             definition=qs.CfnDashboard.DashboardVersionDefinitionProperty(
                 data_set_identifier_declarations=[
                     qs.CfnDashboard.DataSetIdentifierDeclarationProperty(
-                        identifier=ds_id, data_set_arn=self.data_set.attr_arn
+                        identifier=ident, data_set_arn=data_set.attr_arn
                     )
+                    for ident, data_set in (
+                        (DECISION_DS, self.decision_set),
+                        (LADDER_DS, self.ladder_set),
+                        (CELLS_DS, self.data_set),
+                    )
+                ],
+                filter_groups=[
+                    _run_filter(),
+                    *(_metric_filter(vid, m) for vid, m in metric_visuals),
                 ],
                 sheets=[
                     qs.CfnDashboard.SheetDefinitionProperty(
-                        sheet_id="percentiles",
-                        name="Percentiles",
-                        visuals=[_table_visual(ds_id)],
+                        sheet_id=SHEET,
+                        name="Report",
+                        filter_controls=[
+                            qs.CfnDashboard.FilterControlProperty(
+                                dropdown=qs.CfnDashboard.FilterDropDownControlProperty(
+                                    filter_control_id="run-control",
+                                    source_filter_id="run",
+                                    title="Run",
+                                    type="SINGLE_SELECT",
+                                )
+                            )
+                        ],
+                        visuals=[
+                            _decision_visual(DECISION_DS),
+                            *(_ladder_visual(LADDER_DS, vid, m) for vid, m in metric_visuals),
+                            _table_visual(CELLS_DS),
+                        ],
                     )
                 ],
             ),
         )
+
+    def _custom_sql_set(
+        self,
+        id: str,
+        prefix: str,
+        name: str,
+        title: str,
+        sql: str,
+        principal_arn: str,
+        database: str,
+    ) -> qs.CfnDataSet:
+        stack = Stack.of(self)
+        return qs.CfnDataSet(
+            self,
+            id,
+            aws_account_id=stack.account,
+            data_set_id=f"{prefix}-{name}",
+            name=title,
+            import_mode="DIRECT_QUERY",
+            physical_table_map={
+                name: qs.CfnDataSet.PhysicalTableProperty(
+                    custom_sql=qs.CfnDataSet.CustomSqlProperty(
+                        data_source_arn=self.data_source.attr_arn,
+                        name=name,
+                        sql_query=sql,
+                        columns=[
+                            qs.CfnDataSet.InputColumnProperty(name=n, type=t)
+                            for n, t in DECISION_COLUMNS
+                        ],
+                    )
+                )
+            },
+            permissions=[
+                qs.CfnDataSet.ResourcePermissionProperty(
+                    principal=principal_arn, actions=OWNER_ACTIONS_DATASET
+                )
+            ],
+        )
+
+
+def _scope(visual_ids: list[str] | None) -> qs.CfnDashboard.FilterScopeConfigurationProperty:
+    return qs.CfnDashboard.FilterScopeConfigurationProperty(
+        selected_sheets=qs.CfnDashboard.SelectedSheetsFilterScopeConfigurationProperty(
+            sheet_visual_scoping_configurations=[
+                qs.CfnDashboard.SheetVisualScopingConfigurationProperty(
+                    sheet_id=SHEET,
+                    scope="SELECTED_VISUALS" if visual_ids else "ALL_VISUALS",
+                    visual_ids=visual_ids,
+                )
+            ]
+        )
+    )
+
+
+def _run_filter() -> qs.CfnDashboard.FilterGroupProperty:
+    """One run at a time on every visual (every data set has run_id), picked in a dropdown."""
+    return qs.CfnDashboard.FilterGroupProperty(
+        filter_group_id="run",
+        cross_dataset="ALL_DATASETS",
+        status="ENABLED",
+        scope_configuration=_scope(None),
+        filters=[
+            qs.CfnDashboard.FilterProperty(
+                category_filter=qs.CfnDashboard.CategoryFilterProperty(
+                    filter_id="run",
+                    column=_col(DECISION_DS, "run_id"),
+                    configuration=qs.CfnDashboard.CategoryFilterConfigurationProperty(
+                        filter_list_configuration=qs.CfnDashboard.FilterListConfigurationProperty(
+                            match_operator="CONTAINS", select_all_options="FILTER_ALL_VALUES"
+                        )
+                    ),
+                )
+            )
+        ],
+    )
+
+
+def _metric_filter(visual_id: str, metric: str) -> qs.CfnDashboard.FilterGroupProperty:
+    return qs.CfnDashboard.FilterGroupProperty(
+        filter_group_id=f"metric-{metric}",
+        cross_dataset="SINGLE_DATASET",
+        status="ENABLED",
+        scope_configuration=_scope([visual_id]),
+        filters=[
+            qs.CfnDashboard.FilterProperty(
+                category_filter=qs.CfnDashboard.CategoryFilterProperty(
+                    filter_id=f"metric-{metric}",
+                    column=_col(LADDER_DS, "metric"),
+                    configuration=qs.CfnDashboard.CategoryFilterConfigurationProperty(
+                        custom_filter_configuration=qs.CfnDashboard.CustomFilterConfigurationProperty(
+                            match_operator="EQUALS",
+                            category_value=metric,
+                            null_option="NON_NULLS_ONLY",
+                        )
+                    ),
+                )
+            )
+        ],
+    )
+
+
+def _title(text: str) -> qs.CfnDashboard.VisualTitleLabelOptionsProperty:
+    return qs.CfnDashboard.VisualTitleLabelOptionsProperty(
+        visibility="VISIBLE",
+        format_text=qs.CfnDashboard.ShortFormatTextProperty(plain_text=text),
+    )
+
+
+def _dim(ds: str, name: str, numeric: bool = False) -> qs.CfnDashboard.DimensionFieldProperty:
+    if numeric:
+        return qs.CfnDashboard.DimensionFieldProperty(
+            numerical_dimension_field=qs.CfnDashboard.NumericalDimensionFieldProperty(
+                field_id=f"{ds}-d-{name}", column=_col(ds, name)
+            )
+        )
+    return qs.CfnDashboard.DimensionFieldProperty(
+        categorical_dimension_field=qs.CfnDashboard.CategoricalDimensionFieldProperty(
+            field_id=f"{ds}-d-{name}", column=_col(ds, name)
+        )
+    )
+
+
+def _max(ds: str, name: str, field_id: str | None = None) -> qs.CfnDashboard.MeasureFieldProperty:
+    return qs.CfnDashboard.MeasureFieldProperty(
+        numerical_measure_field=qs.CfnDashboard.NumericalMeasureFieldProperty(
+            field_id=field_id or f"{ds}-m-{name}",
+            column=_col(ds, name),
+            aggregation_function=qs.CfnDashboard.NumericalAggregationFunctionProperty(
+                simple_numerical_aggregation="MAX"
+            ),
+        )
+    )
+
+
+def _decision_visual(ds: str) -> qs.CfnDashboard.VisualProperty:
+    """Per workload, configurations ranked by the workload's metric's P50, with the cost."""
+    group_by = [_dim(ds, "workload"), _dim(ds, "metric"), _dim(ds, "rank", numeric=True)]
+    group_by += [_dim(ds, "configuration"), _dim(ds, "unit")]
+    values = [_max(ds, n) for n in ("slots", "repeats", *PCT, "usd_per_run", "usd_per_slot")]
+    return qs.CfnDashboard.VisualProperty(
+        table_visual=qs.CfnDashboard.TableVisualProperty(
+            visual_id="decision-table",
+            title=_title(
+                "Decision: configurations ranked by P50 of each workload's metric, with cost"
+            ),
+            chart_configuration=qs.CfnDashboard.TableConfigurationProperty(
+                field_wells=qs.CfnDashboard.TableFieldWellsProperty(
+                    table_aggregated_field_wells=qs.CfnDashboard.TableAggregatedFieldWellsProperty(
+                        group_by=group_by, values=values
+                    )
+                )
+            ),
+        )
+    )
+
+
+def _ladder_visual(ds: str, visual_id: str, metric: str) -> qs.CfnDashboard.VisualProperty:
+    """P0..P100 across slots of one metric, one group of six bars per workload x configuration."""
+    return qs.CfnDashboard.VisualProperty(
+        bar_chart_visual=qs.CfnDashboard.BarChartVisualProperty(
+            visual_id=visual_id,
+            title=_title(
+                f"{METRIC_TITLES[metric]} ({metric}): P0..P100 across slots per configuration"
+            ),
+            chart_configuration=qs.CfnDashboard.BarChartConfigurationProperty(
+                orientation="HORIZONTAL",
+                bars_arrangement="CLUSTERED",
+                field_wells=qs.CfnDashboard.BarChartFieldWellsProperty(
+                    bar_chart_aggregated_field_wells=qs.CfnDashboard.BarChartAggregatedFieldWellsProperty(
+                        category=[_dim(ds, "chart_label")],
+                        values=[_max(ds, p, f"{visual_id}-{p}") for p in PCT],
+                    )
+                ),
+                legend=qs.CfnDashboard.LegendOptionsProperty(visibility="VISIBLE"),
+            ),
+        )
+    )
 
 
 def _col(ds: str, name: str) -> qs.CfnDashboard.ColumnIdentifierProperty:

@@ -1,4 +1,5 @@
-"""Summarize Lambda logic: the run's percentile table from Athena, a CSV + JSON report, the run status."""
+"""Summarize Lambda logic: the run's percentile table from Athena, a CSV + JSON report,
+report.html (the local report, from the same views), the run status."""
 
 from __future__ import annotations
 
@@ -58,6 +59,24 @@ def burst_section(
         return {"rows": 0, "object_key": None, "slots": [], "notes": [], "error": reason}
 
 
+def html_section(
+    run_id: str, *, athena: Any, s3: Any, bucket: str, workgroup: str, database: str
+) -> dict[str, Any]:
+    """report.html (iofleet.aws.report) and the start skew it shows; a failure is
+    recorded (`error`), never raised: the run's status is written regardless."""
+    from iofleet.aws.report import json_safe, write_report_html
+
+    try:
+        key, skew = write_report_html(
+            run_id, athena=athena, s3=s3, bucket=bucket, workgroup=workgroup, database=database
+        )
+        return {"key": key, "error": None, "start_skew": json_safe(skew)}
+    except Exception as exc:  # noqa: BLE001 - the summary is written without the HTML
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        log.warning("report.html not written for %s: %s", run_id, reason)
+        return {"key": None, "error": reason, "start_skew": []}
+
+
 def summarize(
     event: dict[str, Any],
     *,
@@ -89,6 +108,11 @@ def summarize(
             run_id, athena=athena, glue=glue, s3=s3, bucket=bucket, workgroup=workgroup,
             database=database,
         )  # fmt: skip
+    html = html_section(
+        run_id, athena=athena, s3=s3, bucket=bucket, workgroup=workgroup, database=database
+    )
+    report["start_skew"] = html.pop("start_skew")
+    report["report_html"] = html
     s3.put_object(
         Bucket=bucket,
         Key=json_key,
@@ -105,4 +129,12 @@ def summarize(
             ":n": {"N": str(len(rows))},
         },
     )
-    return {"status": status, "rows": len(rows), "report_csv": csv_key, "report_json": json_key}
+    return {
+        "status": status,
+        "rows": len(rows),
+        "report_csv": csv_key,
+        "report_json": json_key,
+        "report_html": html["key"],
+        "report_html_uri": f"s3://{bucket}/{html['key']}" if html["key"] else None,
+        **({"report_html_error": html["error"]} if html["error"] else {}),
+    }

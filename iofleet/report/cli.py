@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +12,7 @@ from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.report.model import ReportData
 
 if TYPE_CHECKING:
+    from iofleet.results.source import ResultsSource
     from iofleet.results.warehouse import Warehouse
 
 FORMATS = ("table", "json", "csv")
@@ -23,62 +26,47 @@ MACHINE_ERRORS = (
 )
 
 
-def load_report_data(wh: object, run_id: str, target: str | None = None) -> ReportData:
-    """Everything a report shows for one run, from the warehouse views."""
+def load_report_data(src: ResultsSource, run_id: str, target: str | None = None) -> ReportData:
+    """Everything a report shows for one run, from the views of a results source
+    (a DuckDB warehouse or Athena: iofleet.results.source)."""
     from iofleet.report import decision as sections
-    from iofleet.results.warehouse import Warehouse
+    from iofleet.results import source as read
+    from iofleet.results.compare import load_slot_values
 
-    assert isinstance(wh, Warehouse)
     conditions = []
     if target is not None:
         from iofleet.results.decide import parse_target
 
         conditions = parse_target(target)
+    values = load_slot_values(src, [run_id])
     return ReportData(
-        decision=_decision(wh, run_id, conditions),
+        decision=sections.load_decision(src, run_id, conditions, slot_values=values),
         target=[c.text for c in conditions],
-        fleet_totals=sections.load_fleet_totals(wh, run_id),
-        failures=sections.load_failures(wh, run_id),
-        environment=sections.load_environment(wh, run_id),
-        ioping=sections.load_ioping_latency(wh, run_id),
-        noise=_repeat_noise(wh, run_id),
+        fleet_totals=sections.load_fleet_totals(src, run_id),
+        failures=sections.load_failures(src, run_id),
+        environment=sections.load_environment(src, run_id),
+        ioping=sections.load_ioping_latency(src, run_id),
+        noise=_repeat_noise(values),
         run_id=run_id,
-        run=wh.run_info(run_id),
-        percentiles=wh.cell_percentiles(run_id),
-        fleet=wh.fleet_latency(run_id),
-        slots=wh.query(
-            "SELECT cell_id, slot_index, status, exit_code, error FROM slots "
-            "WHERE run_id = ? ORDER BY cell_index, cell_id, slot_index",
-            [run_id],
-        ),
-        ingest_errors=wh.ingest_errors(run_id),
-        expected=wh.query(
-            "SELECT * FROM expected_vs_measured WHERE run_id = ? ORDER BY "
-            "workload_index, job, direction, cell_index NULLS LAST, cell_id",
-            [run_id],
-        ),
-        skew=wh.query(
-            "SELECT * FROM start_skew WHERE run_id = ? ORDER BY cell_index NULLS LAST, cell_id",
-            [run_id],
-        ),
+        run=read.run_info(src, run_id),
+        percentiles=read.cell_percentiles(src, run_id),
+        fleet=read.fleet_latency(src, run_id),
+        slots=read.slots(src, run_id),
+        ingest_errors=read.ingest_errors(src, run_id),
+        expected=read.expected_vs_measured(src, run_id),
+        skew=read.start_skew(src, run_id),
     )
 
 
-def _decision(wh: Warehouse, run_id: str, conditions: list[Any]) -> dict[str, list[dict[str, Any]]]:
-    from iofleet.report.decision import load_decision
-
-    return load_decision(wh, run_id, conditions)
-
-
-def _repeat_noise(wh: Warehouse, run_id: str) -> list[dict[str, Any]] | None:
-    """Repeat noise of the run's configurations (None when scipy is not installed)."""
+def _repeat_noise(values: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Repeat noise of the run's configurations (None when scipy is not installed,
+    as in the Summarize Lambda)."""
     try:
         from iofleet.results.noise import repeat_noise
+
+        return repeat_noise(values)
     except ImportError:
         return None
-    from iofleet.results.compare import load_slot_values
-
-    return repeat_noise(load_slot_values(wh, [run_id]))
 
 
 def render(data: ReportData, fmt: str, view: str | None = None) -> str:
@@ -114,25 +102,55 @@ def open_warehouse(path: Path) -> Warehouse:
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
 
 
+@contextmanager
+def open_source(
+    warehouse: Path | str | None,
+    *,
+    athena: bool = False,
+    workgroup: str | None = None,
+    database: str | None = "iofleet",
+    athena_output: str | None = None,
+) -> Iterator[Any]:
+    """The results source the command line names (iofleet.results.source): a DuckDB
+    warehouse (`--warehouse PATH`) or Athena (`--athena --workgroup W --database D`)."""
+    if athena:
+        if warehouse is not None:
+            raise UsageError("--warehouse: not with --athena (read one source)")
+        from iofleet.aws.athena import open_athena
+
+        yield open_athena(workgroup, database, athena_output)
+        return
+    for flag, value in (("--workgroup", workgroup), ("--athena-output", athena_output)):
+        if value is not None:
+            raise UsageError(f"{flag}: only with --athena")
+    if warehouse is None:
+        raise UsageError("--warehouse: required (or --athena --workgroup NAME)")
+    with open_warehouse(Path(warehouse)) as wh:
+        yield wh
+
+
 def report_command(
-    warehouse: Path,
+    warehouse: Path | None,
     run_id: str | None,
     fmt: str,
     html: str | None,
     target: str | None = None,
     view: str | None = None,
     opened: Warehouse | None = None,
+    **source: Any,
 ) -> int:
     """Print the report of one run (default: the latest) and optionally write HTML.
 
     `target`: the decision table's target (iofleet.results.decide grammar); `view`:
     print only this section (csv/json; csv prints the decision table without it).
     `opened`: the warehouse already open at `warehouse` (`iofleet local` just
-    ingested into it; it stays open), instead of opening the file again."""
+    ingested into it; it stays open), instead of opening the file again.
+    `source`: `open_source`'s Athena options (athena, workgroup, database, athena_output)."""
     from contextlib import nullcontext
 
     from iofleet.report.html import render_html
     from iofleet.report.machine import VIEWS
+    from iofleet.results import source as read
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
@@ -145,16 +163,15 @@ def report_command(
         from iofleet.results.decide import parse_target
 
         parse_target(target)  # a bad target is refused before anything is read
-    with nullcontext(opened) if opened is not None else open_warehouse(Path(warehouse)) as wh:
-        known = wh.run_ids()
+    with nullcontext(opened) if opened is not None else open_source(warehouse, **source) as src:
         if run_id is None:
+            known = read.run_ids(src)
             if not known:
-                raise UsageError(f"--warehouse {warehouse}: no runs in this warehouse")
+                raise UsageError(f"{src.where}: no runs")
             run_id = known[0]
-        elif run_id not in known:
-            shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
-            raise UsageError(f"--run {run_id}: unknown run (known: {shown or 'none'})")
-        data = load_report_data(wh, run_id, target)
+        elif run_id not in read.known_runs(src, [run_id]):
+            raise UsageError(f"--run {run_id}: unknown run {read.known_text(src)}")
+        data = load_report_data(src, run_id, target)
     text = render(data, fmt, view)
     if html:
         out = Path(html)

@@ -44,33 +44,27 @@ FAILURE_COLUMNS = (
 )
 
 
-def _query(wh: Any, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
-    from iofleet.results.sql import query_sql
-    from iofleet.results.warehouse import transpile_view
+def _query(src: Any, name: str, run_id: str, order: str) -> list[dict[str, Any]]:
+    from iofleet.results.source import named_query
 
-    sql = transpile_view(query_sql(name))
-    return list(wh.query(f"SELECT * FROM ({sql}) WHERE run_id = ? ORDER BY {order}", [run_id]))
+    return named_query(src, name, [run_id], order)
 
 
-def load_failures(wh: Any, run_id: str) -> list[dict[str, Any]]:
-    return _query(wh, "failures", run_id, "cell_id, slot_index, workload_index NULLS FIRST, level")
+def load_failures(src: Any, run_id: str) -> list[dict[str, Any]]:
+    return _query(src, "failures", run_id, "cell_id, slot_index, workload_index NULLS FIRST, level")
 
 
-def load_fleet_totals(wh: Any, run_id: str) -> list[dict[str, Any]]:
-    return list(
-        wh.query(
-            "SELECT * FROM fleet_totals WHERE run_id = ? ORDER BY workload_index, job, direction, "
-            "cell_index NULLS LAST, cell_id",
-            [run_id],
-        )
-    )
+def load_fleet_totals(src: Any, run_id: str) -> list[dict[str, Any]]:
+    from iofleet.results.source import fleet_totals
+
+    return fleet_totals(src, run_id)
 
 
-def load_environment(wh: Any, run_id: str) -> list[dict[str, Any]]:
+def load_environment(src: Any, run_id: str) -> list[dict[str, Any]]:
     """Per cell: each environment field's distinct values over its slots ('a | b' when
     the slots differ; None when no slot recorded it)."""
     cols = ", ".join(f'"{f}"' for f, _ in ENV_FIELDS)
-    rows = wh.query(
+    rows = src.select(
         f'SELECT cell_id, cell_index, storage_label, fleet_size, "repeat", {cols} FROM slots '
         "WHERE run_id = ? ORDER BY cell_index, cell_id, slot_index",
         [run_id],
@@ -101,17 +95,21 @@ def load_environment(wh: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 def load_decision(
-    wh: Any, run_id: str, conditions: Sequence[Any] = ()
+    src: Any,
+    run_id: str,
+    conditions: Sequence[Any] = (),
+    slot_values: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
+    """The decision sections of one run; `slot_values`: the run's slot_values rows when
+    the caller already has them (else they are read)."""
     from iofleet.results.compare import load_slot_values
     from iofleet.results.decide import check_target_measured, decide
+    from iofleet.results.source import cell_costs
 
-    values = load_slot_values(wh, [run_id])
+    values = list(slot_values) if slot_values is not None else load_slot_values(src, [run_id])
     if conditions:
         check_target_measured(conditions, values)
-    costs = {
-        r["cell_id"]: r for r in wh.query("SELECT * FROM cell_costs WHERE run_id = ?", [run_id])
-    }
+    costs = {r["cell_id"]: r for r in cell_costs(src, run_id)}
     return decide(values, costs, conditions)
 
 
@@ -352,8 +350,8 @@ def environment_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     ]
 
 
-def load_ioping_latency(wh: Any, run_id: str) -> list[dict[str, Any]]:
+def load_ioping_latency(src: Any, run_id: str) -> list[dict[str, Any]]:
     """Per cell, ioping workload and operation: the ladder of all its requests pooled."""
     return _query(
-        wh, "ioping_latency", run_id, "workload_index, direction, cell_index NULLS LAST, cell_id"
+        src, "ioping_latency", run_id, "workload_index, direction, cell_index NULLS LAST, cell_id"
     )

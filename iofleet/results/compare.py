@@ -39,6 +39,10 @@ STORAGE_FIELDS = ("storage_label", "storage_type", "storage_detail")
 SELECTOR_FIELDS = (*CONFIG_FIELDS, "repeat", "cell_id")
 HIGHER_IS_BETTER = frozenset({"iops", "bw_bytes"})
 FORMATS = ("table", "json", "csv")
+SLOT_VALUES_ORDER = (
+    "run_id, cell_index NULLS LAST, cell_id, slot_index, metric_source, workload_index, "
+    "job NULLS FIRST, direction NULLS FIRST, metric"
+)
 VERDICTS = ("a_better", "b_better", "no_difference", "too_few_samples")
 
 ROW_COLUMNS = (
@@ -129,14 +133,12 @@ def _matches(row: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
     return all(_text(row.get(f)) == v for f, v in selector.items())
 
 
-def load_slot_values(wh: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The `slot_values` query (iofleet/results/sql/queries) of these runs, from a DuckDB warehouse."""
-    from iofleet.results.sql import query_sql
-    from iofleet.results.warehouse import transpile_view
+def load_slot_values(src: Any, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The `slot_values` query (iofleet/results/sql/queries) of these runs, from any
+    `iofleet.results.source.ResultsSource` (DuckDB warehouse or Athena), in a fixed order."""
+    from iofleet.results.source import named_query
 
-    marks = ", ".join("?" for _ in run_ids)
-    sql = transpile_view(query_sql("slot_values"))
-    return list(wh.query(f"SELECT * FROM ({sql}) WHERE run_id IN ({marks})", list(run_ids)))
+    return named_query(src, "slot_values", run_ids, SLOT_VALUES_ORDER)
 
 
 def _config(row: Mapping[str, Any]) -> tuple[str, ...]:
@@ -505,15 +507,19 @@ def render_table(rows: Sequence[Mapping[str, Any]], a: Side, b: Side) -> str:
 
 
 def compare_command(
-    warehouse: Path,
+    warehouse: Path | None,
     runs: Sequence[str],
     a_selector: str | None,
     b_selector: str | None,
     fmt: str,
+    **source: Any,
 ) -> int:
+    """`source`: iofleet.report.cli.open_source's Athena options (athena, workgroup,
+    database, athena_output); without them the DuckDB `warehouse`."""
     import sys
 
-    from iofleet.report.cli import open_warehouse
+    from iofleet.report.cli import open_source
+    from iofleet.results.source import known_runs, known_text
 
     if fmt not in FORMATS:
         raise ValidationFailed([Problem("--format", f"expected one of {', '.join(FORMATS)}")])
@@ -532,15 +538,12 @@ def compare_command(
             [Problem("RUN_B", "same run as RUN_A; pick configurations with --a/--b")]
         )
     run_a, run_b = runs[0], runs[-1]
-    with open_warehouse(Path(warehouse)) as wh:
-        known = wh.run_ids()
+    with open_source(warehouse, **source) as src:
+        known = known_runs(src, sorted({run_a, run_b}))
         for flag, run_id in (("RUN_A", run_a), ("RUN_B", run_b)):
             if run_id not in known:
-                shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
-                raise ValidationFailed(
-                    [Problem(flag, f"unknown run {run_id!r} (known: {shown or 'none'})")]
-                )
-        rows = load_slot_values(wh, sorted({run_a, run_b}))
+                raise ValidationFailed([Problem(flag, f"unknown run {run_id!r} {known_text(src)}")])
+        rows = load_slot_values(src, sorted({run_a, run_b}))
     a = Side("a", run_a, sel_a, a_selector or "")
     b = Side("b", run_b, sel_b, b_selector or "")
     result = compare_rows(rows, a, b)

@@ -34,7 +34,8 @@ The target grammar (`parse_target`), strict by design:
     NUMBER     := digits [ "." digits ]
 
 METRIC and its unit: `TARGET_METRICS` (a unit is required where the metric has
-several, refused where it has one fixed by its name). numpy: imported lazily.
+several, refused where it has one fixed by its name). Plain Python (no numpy): the
+Summarize Lambda renders the decision table.
 """
 
 from __future__ import annotations
@@ -233,13 +234,28 @@ def parse_target(text: str) -> list[Condition]:
 # --------------------------------------------------------------------- statistics
 
 
+def percentile(values: Sequence[float], p: float) -> float:
+    """numpy.percentile(values, p) (method "linear"), computed as numpy does, in plain
+    Python: the Summarize Lambda renders the decision table without numpy. Virtual
+    index (n - 1) x p/100, then numpy's two-sided lerp (from the upper neighbour when
+    the fraction is >= 0.5), so the result is numpy's to the bit (tests/unit/test_decide.py)."""
+    ordered = sorted(float(v) for v in values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    index = (len(ordered) - 1) * (p / 100)
+    below = math.floor(index)
+    above = min(below + 1, len(ordered) - 1)
+    a, b = ordered[below], ordered[above]
+    t = index - below
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
 def stat_value(values: Sequence[float], stat: str) -> float:
     p = STATS[stat]
-    if len(values) == 1:  # numpy's mean and every percentile of one value are that value
-        return float(values[0])
-    import numpy as np
-
-    return float(np.mean(values)) if p is None else float(np.percentile(values, p))
+    if p is None:
+        return math.fsum(values) / len(values)
+    return percentile(values, p)
 
 
 def better(a: float, b: float, higher: bool) -> bool:

@@ -22,6 +22,7 @@ import io
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
@@ -83,6 +84,7 @@ def _slot_units(units: Sequence[_Unit]) -> list[_Unit]:
     return out
 
 
+@lru_cache(maxsize=256)
 def transpile_view(trino_sql: str) -> str:
     """One Trino/Athena SELECT rewritten for DuckDB (stored or transpiled now:
     `iofleet.results.duckdb_sql`)."""
@@ -109,6 +111,7 @@ class Warehouse:
 
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
+        self.where = f"--warehouse {self.path}"  # iofleet.results.source.ResultsSource
         self.con = duckdb.connect(self.path)
         self._create()
 
@@ -372,6 +375,10 @@ class Warehouse:
         cur = self.con.execute(sql, list(params) if params is not None else None)
         names = [d[0] for d in cur.description or []]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def select(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+        """One Trino/Athena SELECT (iofleet.results.source.ResultsSource), transpiled."""
+        return self.query(transpile_view(sql), list(params))
 
     def run_ids(self) -> list[str]:
         """Every run id, newest first (by started_at, then id)."""

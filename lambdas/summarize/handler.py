@@ -1,4 +1,4 @@
-"""Summarize: the run's percentiles from Athena, burst metrics from CloudWatch, a CSV + JSON report, the run status."""
+"""Summarize: the run's percentiles from Athena, burst metrics from CloudWatch, a CSV + JSON report, report.html, the run status."""
 
 from __future__ import annotations
 

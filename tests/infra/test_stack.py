@@ -481,12 +481,105 @@ def test_quicksight_when_a_principal_is_given(synth_quicksight: Synth) -> None:
     )
     assert kinds == [
         "AWS::QuickSight::Dashboard",
-        "AWS::QuickSight::DataSet",
+        *["AWS::QuickSight::DataSet"] * 3,
         "AWS::QuickSight::DataSource",
     ]
-    (ds,) = synth_quicksight.resources("AWS::QuickSight::DataSet").values()
-    table = next(iter(ds["Properties"]["PhysicalTableMap"].values()))["RelationalTable"]
+    by_id = {
+        r["Properties"]["DataSetId"]: r
+        for r in synth_quicksight.resources("AWS::QuickSight::DataSet").values()
+    }
+    cells = next(v for k, v in by_id.items() if k.endswith("-cell-percentiles"))
+    table = next(iter(cells["Properties"]["PhysicalTableMap"].values()))["RelationalTable"]
     assert (table["Schema"], table["Name"]) == ("iofleet", "cell_percentiles")
+
+
+def _dashboard(synth_quicksight: Synth) -> dict[str, Any]:
+    (dash,) = synth_quicksight.resources("AWS::QuickSight::Dashboard").values()
+    return dict(dash["Properties"]["Definition"])
+
+
+def _data_sets(synth_quicksight: Synth) -> dict[str, dict[str, Any]]:
+    """Data set logical id -> its PhysicalTableMap entry."""
+    return {
+        logical: next(iter(r["Properties"]["PhysicalTableMap"].values()))
+        for logical, r in synth_quicksight.resources("AWS::QuickSight::DataSet").items()
+    }
+
+
+def test_quicksight_dashboard_has_the_decision_table_and_a_percentile_chart_per_metric(
+    synth_quicksight: Synth,
+) -> None:
+    from iofleet.report.model import METRIC_TITLES
+    from iofleet.results.sql import query_sql
+
+    definition = _dashboard(synth_quicksight)
+    (sheet,) = definition["Sheets"]
+    kinds = [next(iter(v)) for v in sheet["Visuals"]]
+    # then: the decision table, one bar chart per metric, and the per-cell table
+    assert kinds == ["TableVisual", *["BarChartVisual"] * len(METRIC_TITLES), "TableVisual"]
+    data_sets = _data_sets(synth_quicksight)
+    declared = {
+        d["Identifier"]: d["DataSetArn"]["Fn::GetAtt"][0]
+        for d in definition["DataSetIdentifierDeclarations"]
+    }
+    decision_sql = data_sets[declared["decision"]]["CustomSql"]["SqlQuery"]
+    ladder_sql = data_sets[declared["ladders"]]["CustomSql"]["SqlQuery"]
+    cells = data_sets[declared["cellpercentiles"]]["RelationalTable"]
+    # and: the decision table reads queries/decision.sql's ranked rows, the charts all of
+    # its rows, the per-cell table the cell_percentiles view
+    body = "\n".join(
+        ln for ln in query_sql("decision").splitlines() if not ln.lstrip().startswith("--")
+    )
+    assert ladder_sql == body
+    assert decision_sql == f"SELECT * FROM (\n{body}\n) d WHERE ranked"
+    assert cells["Name"] == "cell_percentiles"
+    decision = sheet["Visuals"][0]["TableVisual"]
+    wells = decision["ChartConfiguration"]["FieldWells"]["TableAggregatedFieldWells"]
+    used = {f["NumericalMeasureField"]["Column"]["DataSetIdentifier"] for f in wells["Values"]}
+    assert used == {"decision"}
+    assert {f["NumericalMeasureField"]["Column"]["ColumnName"] for f in wells["Values"]} >= {
+        "p0", "p50", "p100", "usd_per_run", "usd_per_slot",
+    }  # fmt: skip
+    # and: each chart shows P0/P50/P75/P90/P98/P100 of the ladders set, filtered to its metric
+    filters = {g["FilterGroupId"]: g for g in definition["FilterGroups"]}
+    charted = []
+    for v in sheet["Visuals"][1:-1]:
+        chart = v["BarChartVisual"]
+        agg = chart["ChartConfiguration"]["FieldWells"]["BarChartAggregatedFieldWells"]
+        columns = [m["NumericalMeasureField"]["Column"] for m in agg["Values"]]
+        assert [c["ColumnName"] for c in columns] == ["p0", "p50", "p75", "p90", "p98", "p100"]
+        assert {c["DataSetIdentifier"] for c in columns} == {"ladders"}
+        metric = chart["VisualId"].removeprefix("ladder-")
+        group = filters[f"metric-{metric}"]
+        scope = group["ScopeConfiguration"]["SelectedSheets"]["SheetVisualScopingConfigurations"]
+        assert scope[0]["VisualIds"] == [chart["VisualId"]]
+        custom = group["Filters"][0]["CategoryFilter"]["Configuration"]["CustomFilterConfiguration"]
+        assert (custom["MatchOperator"], custom["CategoryValue"]) == ("EQUALS", metric)
+        charted.append(metric)
+    assert charted == list(METRIC_TITLES)
+    # and: one run at a time, picked in a dropdown, on every visual
+    run = filters["run"]
+    assert run["CrossDataset"] == "ALL_DATASETS"
+    assert (
+        run["ScopeConfiguration"]["SelectedSheets"]["SheetVisualScopingConfigurations"][0]["Scope"]
+        == "ALL_VISUALS"
+    )
+    (control,) = sheet["FilterControls"]
+    assert control["Dropdown"]["SourceFilterId"] == "run"
+
+
+def test_quicksight_custom_sql_columns_are_the_querys_columns(synth_quicksight: Synth) -> None:
+    # the columns declared on the custom-SQL data sets are the ones the query returns
+    from iofleet.results.sql import query_sql
+    from iofleet.results.warehouse import Warehouse, transpile_view
+
+    with Warehouse(":memory:") as wh:
+        cur = wh.con.execute(f"SELECT * FROM ({transpile_view(query_sql('decision'))}) LIMIT 0")
+        columns = [d[0] for d in cur.description]
+    custom = [t["CustomSql"] for t in _data_sets(synth_quicksight).values() if "CustomSql" in t]
+    assert len(custom) == 2
+    for table in custom:
+        assert [c["Name"] for c in table["Columns"]] == columns
 
 
 # --- least privilege (issue 11, part 5) --------------------------------------------

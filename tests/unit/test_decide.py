@@ -187,3 +187,18 @@ def test_cheapest_and_pareto_compare_fleets_of_different_sizes_per_slot() -> Non
     assert by_fleet[4]["usd_per_slot"] == pytest.approx(0.75)
     assert by_fleet[4]["cheapest_meeting_target"] and not by_fleet[1]["cheapest_meeting_target"]
     assert by_fleet[1]["pareto"] and by_fleet[4]["pareto"]  # faster vs cheaper per slot
+
+
+def test_percentile_is_numpys_to_the_bit() -> None:
+    # given: random samples of every size a fleet gives, with ties and wide ranges
+    from iofleet.results.decide import PCT_NAMES, STATS, stat_value
+
+    rng = np.random.default_rng(12)
+    for n in (1, 2, 3, 4, 5, 7, 8, 9, 16, 33, 200):
+        for scale in (1.0, 1e-6, 3e4, 7e9):
+            values = list(rng.lognormal(0, 1, n) * scale)
+            values += values[: n // 3]  # ties
+            for name in PCT_NAMES:
+                # then: the plain-Python percentile (the Lambda has no numpy) equals numpy's
+                assert stat_value(values, name) == float(np.percentile(values, STATS[name]))
+            assert stat_value(values, "mean") == pytest.approx(float(np.mean(values)), rel=1e-15)

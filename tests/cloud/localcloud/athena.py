@@ -1,20 +1,25 @@
 """The Athena API over Trino (moto's Athena runs no SQL), plus a CloudFormation response sink.
 
-Enough of Athena's JSON protocol for `iofleet.aws.athena.run_query`:
-StartQueryExecution (starts the query on Trino in a thread and answers at
-once, as Athena does; catalog `awsdatacatalog`, the context database as
-schema; `ExecutionParameters` bound with `EXECUTE IMMEDIATE ... USING`),
-GetQueryExecution, GetQueryResults (header row first, values as strings, one
-page). `Statistics.DataScannedInBytes` is Trino's `physicalInputBytes` (what
-the query read from S3; Athena bills the same measure). No SQL is rewritten:
-the statements iofleet sends (SELECT, CREATE OR REPLACE VIEW, DROP VIEW,
-INSERT INTO ... SELECT) have the same syntax in both. `PUT /cfn-response/...`
-stores a custom resource's answer for the deployer to read.
+Enough of Athena's JSON protocol for `iofleet.aws.athena` (run_query, AthenaSource):
+StartQueryExecution (answers at once, then runs the query on Trino in a thread
+while GetQueryExecution says RUNNING, as Athena does; catalog `awsdatacatalog`, the
+context database as schema; `ExecutionParameters` bound with
+`EXECUTE IMMEDIATE ... USING`; once `workgroups` is set, another workgroup is
+refused as Athena does: InvalidRequestException "WorkGroup NAME is not found."),
+GetQueryExecution, GetQueryResults (values as strings; pages of `MaxResults`
+rows, at most 1,000, with a NextToken, the header row first on the first page
+only, as Athena pages; ColumnInfo types without their parameters, `timestamp`
+not `timestamp(3)`, as Athena names them). `Statistics.DataScannedInBytes` is
+Trino's `physicalInputBytes` (what the query read from S3; Athena bills the same
+measure). No SQL is rewritten: the statements iofleet sends (SELECT, CREATE OR
+REPLACE VIEW, DROP VIEW, INSERT INTO ... SELECT) have the same syntax in both.
+`PUT /cfn-response/...` stores a custom resource's answer for the deployer to read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +44,7 @@ class AthenaOnTrino:
         self.queries: dict[str, dict[str, Any]] = {}
         self.cfn_responses: dict[str, dict[str, Any]] = {}
         self.sql_log: list[str] = []
+        self.workgroups: set[str] | None = None  # None: any workgroup (before the deployment)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,6 +88,12 @@ class AthenaOnTrino:
 
     def call(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if op == "StartQueryExecution":
+            workgroup = body.get("WorkGroup", "primary")
+            if self.workgroups is not None and workgroup not in self.workgroups:
+                return 400, {
+                    "__type": "InvalidRequestException",
+                    "Message": f"WorkGroup {workgroup} is not found.",
+                }
             return 200, {"QueryExecutionId": self.start_query(body)}
         query = self.queries.get(body.get("QueryExecutionId", ""))
         if query is None:
@@ -101,14 +113,22 @@ class AthenaOnTrino:
         if op == "GetQueryResults":
             rows = [{"Data": [_text(c) for c in query["columns"]]}] if query["columns"] else []
             rows += [{"Data": [_text(v) for v in row]} for row in query["rows"]]
+            size = min(int(body.get("MaxResults") or 1000), 1000)
+            start = int(body.get("NextToken") or 0)
             info = [
-                {"Name": c, "Label": c, "Type": t}
+                {"Name": c, "Label": c, "Type": re.sub(r"\(.*?\)", "", t)}
                 for c, t in zip(query["columns"], query["types"], strict=False)
             ]
-            return 200, {
-                "ResultSet": {"Rows": rows, "ResultSetMetadata": {"ColumnInfo": info}},
+            answer: dict[str, Any] = {
+                "ResultSet": {
+                    "Rows": rows[start : start + size],
+                    "ResultSetMetadata": {"ColumnInfo": info},
+                },
                 "UpdateCount": 0,
             }
+            if start + size < len(rows):
+                answer["NextToken"] = str(start + size)
+            return 200, answer
         return 400, {"__type": "InvalidRequestException", "Message": f"{op} is not supported here"}
 
     def start_query(self, body: dict[str, Any]) -> str:
@@ -144,8 +164,8 @@ class AthenaOnTrino:
                 types=list(result.types),
                 rows=result.rows,
                 scanned=int(result.stats.get("physicalInputBytes", 0)),
-                state="SUCCEEDED",
             )
+            query["state"] = "SUCCEEDED"  # last: a poller never sees SUCCEEDED without rows
         except TrinoError as err:
             query.update(state="FAILED", reason=str(err))
         except Exception as err:  # noqa: BLE001 - a query must end, as in Athena

@@ -238,6 +238,7 @@ def local_stack(
     role, _ = d.one("AWS::IAM::Role", "Fleet/InstanceRole")
     base_config["instance_role_arn"] = d.resolve.ref(role, "Arn")
     hooks.write_config(localcloud_dir, {**base_config, "faults": []})
+    athena.workgroups = {d.workgroup}  # from now on, another workgroup is not found
     _, mapping = d.one("AWS::Lambda::EventSourceMapping")
     esm = EventSourceMapping(d, batch_size=int(mapping["Properties"]["BatchSize"])).start()
     ami = aws_client("ec2").describe_images()["Images"][0]["ImageId"]

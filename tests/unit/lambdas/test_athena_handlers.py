@@ -83,15 +83,23 @@ def test_summarize_writes_reports_and_a_partial_status(
     assert out["status"] == "PARTIAL"
     assert cloud.keys("reports/") == [
         f"reports/{run_id}/report.csv",
+        f"reports/{run_id}/report.html",
         f"reports/{run_id}/report.json",
     ]
+    assert out["report_html"] == f"reports/{run_id}/report.html"
+    assert out["report_html_uri"] == f"s3://{cloud.bucket}/reports/{run_id}/report.html"
     report = json.loads(cloud.text(f"reports/{run_id}/report.json"))
     assert report["cells"] == {"c000": "SUCCEEDED", "c001": "FAILED"}
-    (qid,) = cloud.client("athena").list_query_executions(WorkGroup=workgroup)["QueryExecutionIds"]
-    query = cloud.client("athena").get_query_execution(QueryExecutionId=qid)["QueryExecution"][
-        "Query"
+    assert report["start_skew"] == []  # moto's Athena answers every query with no rows
+    html = cloud.text(f"reports/{run_id}/report.html")
+    assert html.startswith("<!DOCTYPE html>") and run_id in html
+    athena = cloud.client("athena")
+    queries = [
+        athena.get_query_execution(QueryExecutionId=q)["QueryExecution"]["Query"]
+        for q in athena.list_query_executions(WorkGroup=workgroup)["QueryExecutionIds"]
     ]
-    assert "FROM cell_percentiles WHERE run_id = ?" in query
+    assert any("FROM cell_percentiles WHERE run_id = ?" in q for q in queries)
+    assert any("FROM start_skew WHERE run_id = ?" in q for q in queries)
 
 
 @pytest.mark.parametrize(
