@@ -284,39 +284,65 @@ def test_barrier_wait_passes_every_agent_at_one_instant_on_dynamodb() -> None:
     assert got["last_after_release_ms"] >= got["first_after_release_ms"] >= 0
 
 
-def test_trino_layout_follows_the_table_definition() -> None:
-    from bench.trino import _file_format, _object_prefix, _partition_values
+def test_trino_rows_land_where_compaction_reads_them(tmp_path: Path) -> None:
+    # the Trino figure's data path up to compaction, on moto's S3 and Glue in process:
+    # the stack's table pair per results table, rows landed per run as ingest writes
+    # them. Compaction itself is Athena INSERT INTO on Trino: `make bench` (Trino's
+    # start-up alone is tens of seconds), not this smoke.
+    import boto3
+    from moto import mock_aws
 
-    run_id = "bench-q-20261123t000000z-0003"
-    projected = {
-        "Name": "slots",
-        "Parameters": {
-            "classification": "json",
-            "projection.enabled": "true",
-            "storage.location.template": "s3://b/curated/slots/dt=${dt}/",
-        },
-        "PartitionKeys": [{"Name": "dt", "Type": "string"}],
-        "StorageDescriptor": {
-            "Location": "s3://b/curated/slots/",
-            "SerdeInfo": {"SerializationLibrary": "org.apache.hive.hcatalog.data.JsonSerDe"},
-        },
-    }
-    values = _partition_values(["dt"], run_id, "slots")
-    assert values == {"dt": "2026-11-23"}
-    assert _object_prefix(projected, values) == "s3://b/curated/slots/dt=2026-11-23/"
-    assert _file_format(projected) == "json"
-    hive_style = {
-        "Name": "fio_results",
-        "StorageDescriptor": {
-            "Location": "s3://b/curated/fio_results",
-            "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-        },
-    }
-    values = _partition_values(["run_id"], run_id, "fio_results")
-    assert _object_prefix(hive_style, values) == f"s3://b/curated/fio_results/run_id={run_id}/"
-    assert _file_format(hive_style) == "parquet"
-    with pytest.raises(RuntimeError, match="partition key 'region' unknown"):
-        _partition_values(["region"], run_id, "slots")
+    from bench.common import Context, Scale
+    from bench.queries import shape
+    from bench.trino import TABLES_FROM_DATA, upload_tables
+    from iofleet.aws import compact
+    from iofleet.results import schema
+
+    scale = Scale.smoke()
+    sh = shape(scale)
+    tables = {}
+    for t in schema.TABLES:
+        for name, location, fmt in (
+            (compact.landing_table(t.name), "s3://bench-b/curated/x/", compact.JSON_FORMAT),
+            (compact.parquet_table(t.name), compact.parquet_location("bench-b", t.name), None),
+        ):
+            tables[name] = {
+                "Name": name,
+                "PartitionKeys": [{"Name": "run_id", "Type": "string"}],
+                "StorageDescriptor": compact.storage_descriptor(
+                    t, location, fmt or compact.PARQUET_FORMAT
+                ),
+            }
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        glue = boto3.client("glue", region_name="us-east-1")
+        s3.create_bucket(Bucket="bench-b")
+        glue.create_database(DatabaseInput={"Name": "d"})
+        got = upload_tables(
+            Context(work=tmp_path, scale=scale), sh, tables, s3, glue, "bench-b", "d"
+        )
+        assert len(got["runs"]) == sh["runs"]
+        assert got["runs"][0].startswith("bench-q-") and "t000000z-" in got["runs"][0]
+        for name in TABLES_FROM_DATA:
+            rows = 0
+            for run_id in got["runs"]:
+                prefix = compact.landing_prefix(name, run_id)  # where compaction looks
+                listed = s3.list_objects_v2(Bucket="bench-b", Prefix=prefix).get("Contents", [])
+                assert len(listed) == 1
+                body = s3.get_object(Bucket="bench-b", Key=listed[0]["Key"])["Body"].read()
+                lines = [json.loads(line) for line in body.splitlines()]
+                assert lines and all("run_id" not in row for row in lines)  # partition key
+                rows += len(lines)
+                part = glue.get_partition(
+                    DatabaseName="d",
+                    TableName=compact.landing_table(name),
+                    PartitionValues=[run_id],
+                )["Partition"]
+                assert part["StorageDescriptor"]["Location"] == f"s3://bench-b/{prefix}"
+            assert rows == sh[name]
+            parquet = glue.get_partitions(DatabaseName="d", TableName=compact.parquet_table(name))
+            assert parquet["Partitions"] == []  # written by compaction, not here
+        assert len(glue.get_tables(DatabaseName="d")["TableList"]) == len(tables)
 
 
 def test_fleet_ingest_curates_every_slot_of_a_real_sample(tmp_path: Path) -> None:
