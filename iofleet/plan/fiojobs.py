@@ -530,3 +530,20 @@ def render_command(
         argv += [f"--filename={device}", f"--offset_increment={layout.region_bytes}"]
     argv.append(str(job.path))
     return argv, env
+
+
+def raw_plan_problem(name: str, params: Mapping[str, object], device_bytes: int) -> str | None:
+    """Why library job `name` with `params` cannot run on a raw device of `device_bytes`
+    (the agent's own check, raw_layout, made at plan time), None if it can."""
+    job = get_job(name)
+    env = dict(job.params)
+    for key, value in params.items():
+        text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        env[str(key).upper()] = text
+    if TARGET_PARAM in env:
+        env[TARGET_PARAM] = "/mnt/iofleet"
+    try:
+        raw_layout(job, env, device_bytes)
+    except ValueError as exc:
+        return str(exc)
+    return None

@@ -724,8 +724,34 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
         from iofleet.plan.mountpoint import matrix_problems  # workloads Mountpoint cannot run
 
         problems += matrix_problems(matrix)
+        problems += _raw_device_problems(matrix)
     problems.sort(key=_sort_key)
     return (matrix if not problems else None), problems
+
+
+def _raw_device_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Fio workloads that a raw EBS volume of the matrix cannot run (a job option that would
+    move I/O off the agent's per-process region, or regions that do not fit the volume):
+    the agent would refuse them on the instance; the plan says so first."""
+    from iofleet.plan.fiojobs import raw_plan_problem
+
+    problems: list[tuple[Loc, str]] = []
+    for si, storage in enumerate(matrix.storage):
+        if not (isinstance(storage, EbsStorage) and storage.filesystem == "raw"):
+            continue
+        for wi, w in enumerate(matrix.workloads):
+            if not isinstance(w, FioWorkload):
+                continue
+            try:
+                why = raw_plan_problem(w.fio, w.params, storage.size_gib * 2**30)
+            except KeyError:
+                continue  # an unknown job is reported by the matrix validation
+            if why:
+                where = f"storage[{si}] ({storage.label!r}, a raw volume)"
+                problems.append(
+                    (("workloads", wi, "fio"), f"job {w.fio!r} cannot run on {where}: {why}")
+                )
+    return problems
 
 
 def _fail(problems: list[tuple[Loc, str]]) -> ValidationFailed:

@@ -62,11 +62,48 @@ def to_duckdb(trino_sql: str) -> str:
 
 
 def sources() -> dict[str, str]:
-    """Every Trino text the DuckDB side runs: the views and the queries, by name."""
+    """Every Trino text the DuckDB side runs: the views and the queries, by name, and the
+    SELECTs `iofleet report` builds in code (iofleet/results/source.py, report/)."""
     out = {f"view:{name}": text for name, text in sql_files.all_views().items()}
     for path in sorted(sql_files.QUERY_DIR.glob("*.sql")):
         out[f"query:{path.stem}"] = sql_files.query_sql(path.stem)
+    for i, text in enumerate(report_selects()):
+        out.setdefault(f"report:{i:02d}", text)
     return out
+
+
+@cache
+def report_selects() -> tuple[str, ...]:
+    """The SELECT texts one `iofleet report --warehouse W [--run R]` sends, recorded by
+    running the report's loader on an empty in-memory warehouse (their text does not
+    depend on the data: only on the schema and a run id's count of placeholders)."""
+    from typing import Any
+
+    from iofleet.report.cli import load_report_data
+    from iofleet.results import source
+    from iofleet.results.warehouse import Warehouse
+
+    seen: dict[str, None] = {}
+
+    class Recorder:
+        def __init__(self, wh: Warehouse) -> None:
+            self.wh = wh
+            self.where = wh.where
+
+        def select(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+            seen.setdefault(sql)
+            return self.wh.select(sql, params)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.wh, name)
+
+    with Warehouse(":memory:") as wh:
+        rec = Recorder(wh)
+        source.run_ids(rec)
+        source.known_runs(rec, ["r"])
+        source.known_text(rec)
+        load_report_data(rec, "r")  # type: ignore[arg-type]
+    return tuple(seen)
 
 
 def build() -> dict[str, object]:

@@ -25,7 +25,7 @@ import pytest
 
 import iofleet.agent.slot as slot_module
 from iofleet.agent.slot import run_slot
-from iofleet.plan.fiojobs import fio_size_bytes, list_jobs
+from iofleet.plan.fiojobs import fio_size_bytes, list_jobs, raw_plan_problem
 from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
 
 pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])
@@ -196,9 +196,18 @@ def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("name", JOBS)
 def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> None:
     fio = {"kind": "fio", "name": name, "params": _params(name)}
+    # a job the plan refuses on a raw volume (e.g. Mountpoint's own job, with its
+    # filename_format) is refused by the agent too, for the same reason, and writes nothing
+    refused = raw_plan_problem(name, fio["params"], raw.backing.stat().st_size)
 
     code, sectors_read, sectors_written = raw.run([fio])
 
+    if refused is not None:
+        assert code == 1
+        entry = raw.slot_json()["workloads"][0]
+        assert entry["status"] == "FAILED" and refused in entry["error"]
+        assert _nonzero_chunks(raw.backing) == []
+        return
     assert code == 0, raw.slot_json()["error"]
     doc = raw.artifact(f"w00-fio-{name}.json")
     assert doc["global options"]["filename"] == str(raw.device)
