@@ -321,7 +321,7 @@ def test_retried_compaction_and_redelivered_ingest_add_no_rows(
     from iofleet.aws.compact import LandingPartitions
     from iofleet.aws.curate import ingest_object
 
-    raw = next(k for k in local_stack.keys(f"raw/{run_id}/") if "-fio-" in k)
+    raw = next(key for rel, key in local_stack.raw_objects(run_id).items() if "-fio-" in rel)
     ingest_object(
         raw,
         s3=local_stack.client("s3"),
@@ -358,11 +358,14 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
         f"SELECT count(*), sum(iops) FROM fio_results WHERE run_id = '{run_id}'"
     ).rows[0]
     # given: another run's raw objects arrive (the e2e run's fio results, copied)
-    fio = [k for k in local_stack.keys(f"raw/{run_id}/") if "-fio-" in k]
+    fio = {rel: key for rel, key in local_stack.raw_objects(run_id).items() if "-fio-" in rel}
     try:
-        for key in fio:  # uploaded as an instance does (the queue delivers them to ingest)
+        # copied under keys with no writer segment (as iofleet's own Lambdas write): no
+        # instance was launched for `other`, so ingest's ownership check would refuse an
+        # instance-written copy; the queue delivers them to ingest as it does any upload
+        for rel, key in fio.items():
             body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-            s3.put_object(Bucket=bucket, Key=key.replace(run_id, other, 1), Body=body)
+            s3.put_object(Bucket=bucket, Key=keys.raw_key(rel.replace(run_id, other, 1)), Body=body)
         local_stack.esm.wait_drained()
         # then: its rows are queryable at once, from landing (no crawler, no MSCK REPAIR)
         got = trino.execute(
@@ -381,7 +384,9 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
         athena = _athena(local_stack)
         sql = f"SELECT * FROM cell_percentiles WHERE run_id = '{run_id}' AND metric_source = 'fio'"
         qid = athena.start_query_execution(
-            QueryString=sql, QueryExecutionContext={"Database": local_stack.d.database}
+            QueryString=sql,
+            QueryExecutionContext={"Database": local_stack.d.database},
+            WorkGroup=local_stack.d.workgroup,
         )["QueryExecutionId"]
         run = poll(
             lambda: _finished(athena.get_query_execution(QueryExecutionId=qid)["QueryExecution"]),

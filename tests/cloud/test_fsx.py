@@ -162,7 +162,7 @@ def test_fsx_cells_succeed_and_every_slot_is_ingested(
     slots = local_stack.items(fsx_run["run_id"], "slot#")
     assert len(slots) == 4
     assert {(s["agent_status"], s.get("ingested")) for s in slots} == {("SUCCEEDED", True)}
-    raw = local_stack.keys(f"{keys.RAW_PREFIX}{fsx_run['run_id']}/")
+    raw = list(local_stack.raw_objects(fsx_run["run_id"]))  # relpaths, the writer's id left out
     assert len([k for k in raw if k.endswith("/w00-fio-randread-16k-psync-16jobs.json")]) == 4
     assert len([k for k in raw if k.endswith("/w01-app-fsx-cache.json")]) == 4 + 2  # + populate
 

@@ -84,9 +84,9 @@ def test_each_cell_mounts_its_own_bucket_measures_and_the_bucket_is_gone_after(
     slots = local_stack.items(run_id, "slot#")
     assert {(s["agent_status"], s.get("ingested")) for s in slots} == {("SUCCEEDED", True)}
     fio_keys = [
-        k
-        for k in local_stack.keys(f"raw/{run_id}/")
-        if k.endswith("-fio-mountpoint-seq-write-read-1m.json")
+        key
+        for rel, key in local_stack.raw_objects(run_id).items()
+        if rel.endswith("-fio-mountpoint-seq-write-read-1m.json")
     ]
     assert len(fio_keys) == 3
     body = local_stack.client("s3").get_object(Bucket=local_stack.d.bucket, Key=fio_keys[0])["Body"]
