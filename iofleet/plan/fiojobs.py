@@ -532,14 +532,21 @@ def render_command(
     return argv, env
 
 
-def raw_plan_problem(name: str, params: Mapping[str, object], device_bytes: int) -> str | None:
-    """Why library job `name` with `params` cannot run on a raw device of `device_bytes`
-    (the agent's own check, raw_layout, made at plan time), None if it can."""
-    job = get_job(name)
+def plan_env(job: JobFile, params: Mapping[str, object]) -> dict[str, str]:
+    """The job's `${VAR}` values at plan time: its declared defaults, overridden by the
+    matrix's `params` (a whole float such as 4.0 written as fio reads it, "4")."""
     env = dict(job.params)
     for key, value in params.items():
         text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
         env[str(key).upper()] = text
+    return env
+
+
+def raw_plan_problem(name: str, params: Mapping[str, object], device_bytes: int) -> str | None:
+    """Why library job `name` with `params` cannot run on a raw device of `device_bytes`
+    (the agent's own check, raw_layout, made at plan time), None if it can."""
+    job = get_job(name)
+    env = plan_env(job, params)
     if TARGET_PARAM in env:
         env[TARGET_PARAM] = "/mnt/iofleet"
     try:

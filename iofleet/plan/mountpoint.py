@@ -199,13 +199,10 @@ def fio_job_problems(text: str, env: Mapping[str, str]) -> list[str]:
 
 def fio_workload_problems(job_name: str, params: Mapping[str, object]) -> list[str]:
     """Problems of library job `job_name` with `params` on Mountpoint ([] if it can run)."""
-    from iofleet.plan.fiojobs import TARGET_PARAM, get_job
+    from iofleet.plan.fiojobs import TARGET_PARAM, get_job, plan_env
 
     job = get_job(job_name)
-    env = dict(job.params)
-    for key, value in params.items():
-        text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-        env[str(key).upper()] = text
+    env = plan_env(job, params)
     env[TARGET_PARAM] = "/mnt/iofleet"
     return fio_job_problems(job.path.read_text(encoding="utf-8"), env)
 
