@@ -66,7 +66,7 @@ class Fleet(Construct):
             self,
             "SharedStorageSg",
             vpc=self.vpc,
-            description="iofleet shared file systems (EFS, FSx for OpenZFS): NFS from the fleet only",
+            description="iofleet shared file systems (EFS, FSx OpenZFS, FSx Lustre): NFS and LNet from the fleet only",
             allow_all_outbound=False,
         )
         self.storage_security_group.add_ingress_rule(

@@ -112,7 +112,12 @@ SLOTS = Table(
         _c("cell_index", "int", "position of the cell in the plan"),
         _c("instance_type", "string", "EC2 type, or 'local'"),
         _c("storage_label", "string"),
-        _c("storage_type", "string", "ebs | efs | fsx-openzfs | instance-store | local"),
+        _c(
+            "storage_type",
+            "string",
+            "ebs | efs | fsx-openzfs | fsx-lustre | instance-store | local | s3-mountpoint"
+            " | s3express-mountpoint",
+        ),
         _c("storage_detail", "string", "e.g. gp3 3000 IOPS 125 MiB/s 100 GiB xfs"),
         _c("fleet_size", "int", "slots in this cell"),
         _c("repeat", "int", "1-based repeat number"),

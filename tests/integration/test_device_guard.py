@@ -579,7 +579,9 @@ KINDS: dict[str, Kind] = {
         _held_open("os.O_RDWR"), True, r"open by another process \(pid \d+ \(python"
     ),
     "mapped by another process, fd closed": Kind(
-        _mapped_by_another_process, True, r"open by another process \(pid \d+ \(python[0-9.]*, mapped\)"
+        _mapped_by_another_process,
+        True,
+        r"open by another process \(pid \d+ \(python[0-9.]*, mapped\)",
     ),
     "backing a loop device": Kind(
         _backing_a_loop_device, True, r"^refusing /dev/\S+: it backs loop device loop\d+$"
