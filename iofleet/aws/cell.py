@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from iofleet.aws import barrier, keys, s3mount
@@ -14,6 +14,46 @@ from iofleet.aws.plan import find_cell, load_manifest
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+# How long CheckStorage/WaitForStorage may wait for a file system this cell created before
+# the cell fails with the reason (the state machine's loop is otherwise bounded only by the
+# execution's timeout). FSx for OpenZFS/Lustre report creation in minutes to tens of
+# minutes (Multi-AZ and large Lustre the longest); an EFS file system and its mount
+# targets take a minute or two.
+READY_LIMIT_S = {"efs": 20 * 60, "fsx-openzfs": 90 * 60, "fsx-lustre": 90 * 60}
+
+
+class StorageNotReady(RuntimeError):
+    """A created file system did not become ready within READY_LIMIT_S: the cell fails."""
+
+
+def _with_deadline(storage: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A created, not yet ready storage gets `ready_by` (ISO UTC), once."""
+    if storage.get("ready") or not storage.get("created") or "ready_by" in storage:
+        return storage
+    limit = READY_LIMIT_S.get(str(storage.get("kind")))
+    if limit is None:
+        return storage
+    return {**storage, "ready_by": (now + timedelta(seconds=limit)).isoformat()}
+
+
+def _past_deadline(storage: dict[str, Any], now: datetime) -> None:
+    ready_by = storage.get("ready_by")
+    if storage.get("ready") or not ready_by:
+        return
+    try:
+        deadline = datetime.fromisoformat(str(ready_by))
+    except ValueError:
+        raise StorageNotReady(f"unreadable ready_by {ready_by!r} on the cell's storage") from None
+    if now > deadline:
+        kind = storage.get("kind")
+        what = storage.get("file_system_id") or kind
+        state = storage.get("lifecycle")
+        raise StorageNotReady(
+            f"{kind} {what} not ready after {READY_LIMIT_S.get(str(kind), 0) // 60} min"
+            + (f" (still {state})" if state else "")
+        )
 
 
 def prepare(
@@ -72,6 +112,7 @@ def prepare(
         ec2=ec2,
         network=network,
     )
+    storage = _with_deadline(storage, datetime.now(UTC))
     if storage.get("file_system_id"):  # Summarize reads its CloudWatch metrics after it is deleted
         ddb.update_item(
             TableName=table,
@@ -157,7 +198,24 @@ def status(
     security_group: str,
     fsx: Any = None,
 ) -> dict[str, Any]:
-    """Poll step for a created EFS: available file system + one available mount target per subnet."""
+    """Poll step for created storage (EFS: the file system and a mount target per subnet
+    available; FSx: AVAILABLE). Past its `ready_by` and still not ready: StorageNotReady,
+    which fails the cell with that reason (the catch on CheckStorage)."""
+    prepared = _status(
+        event, efs=efs, subnet_ids=subnet_ids, security_group=security_group, fsx=fsx
+    )
+    _past_deadline(prepared["storage"], datetime.now(UTC))
+    return prepared
+
+
+def _status(
+    event: dict[str, Any],
+    *,
+    efs: Any,
+    subnet_ids: list[str],
+    security_group: str,
+    fsx: Any = None,
+) -> dict[str, Any]:
     prepared = dict(event["prepared"])
     storage = dict(prepared["storage"])
     if storage.get("kind") in fsx_cells.KINDS:
