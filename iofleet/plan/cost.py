@@ -167,7 +167,13 @@ def estimate_cell(
     elif storage.type in ("fsx-openzfs", "fsx-lustre"):
         from iofleet.plan import fsx
 
-        fsx.add_cost(est, storage, (hours + hours_populate) / HOURS_PER_MONTH, prices)
+        fsx.add_cost(
+            est,
+            storage,
+            (hours + hours_populate) / HOURS_PER_MONTH,
+            prices,
+            _get(price_table(), "sections", storage.type, "unknown_reason"),
+        )
     # orchestration and ingest
     sfn = _get(prices, "stepfunctions", "standard_transition")
     transitions = (
