@@ -256,6 +256,10 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
             warnings = [w for w in warnings if not _no_ceiling_warning(w)]
         elif policy != "as-is" and not applies:
             warnings.append(f"burst_policy {policy}: applies to EBS on AWS only; ignored here")
+        if aws and spec.type == "fsx-openzfs":
+            from iofleet.plan import fsx
+
+            warnings += fsx.region_warnings(spec, region)
         entry: dict[str, Any] = {
             "expected": expected,
             "warnings": warnings,

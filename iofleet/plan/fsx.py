@@ -273,6 +273,19 @@ def _openzfs_notes(deployment: str, model: Mapping[str, Any], tier: str) -> list
     return notes
 
 
+def region_warnings(spec: Any, region: str) -> list[str]:
+    """A warning when the deployment type's figures are documented for other Regions."""
+    deployment = spec.deployment_type or OPENZFS_DEFAULT_DEPLOYMENT
+    regions = _catalogue(OPENZFS)["deployment_types"].get(deployment, {}).get("regions")
+    if not regions or region in regions:
+        return []
+    return [
+        f"{deployment} ceilings are the figures documented for {len(regions)} Regions "
+        f"({', '.join(regions[:3])}, ...) that do not include {region}: AWS documents lower "
+        "ones for some other Regions, so these may be too high"
+    ]
+
+
 def lustre_ceilings(spec: Any) -> Any:
     """iofleet.plan.expect.Ceilings for an FSx for Lustre StorageSpec."""
     from iofleet.plan.expect import Ceilings, Limit

@@ -286,3 +286,28 @@ def test_lustre_scratch_2_writes_are_100_per_tib() -> None:
         "SCRATCH_2 writes: 234 MB/s baseline (100 MB/s per TiB); the ceiling here is "
         "the read baseline" in notes
     )
+
+
+@pytest.mark.parametrize(
+    ("region", "warned"), [("us-east-1", False), ("eu-central-1", False), ("sa-east-1", True)]
+)
+def test_multi_az_figures_are_those_of_the_documented_regions(region: str, warned: bool) -> None:
+    from iofleet.plan.cost import plan_annotations
+
+    storage = {
+        "type": "fsx-openzfs",
+        "label": "maz",
+        "deployment_type": "MULTI_AZ_1",
+        "storage_capacity_gib": 1024,
+        "throughput_capacity": 5120,
+    }
+    plan = build_plan(validate_matrix_dict(_doc([storage])))
+    (cell, _) = plan_annotations(plan, region)["cells"]
+    found = [w for w in cell["warnings"] if "ceilings are the figures documented" in w]
+    assert bool(found) is warned, cell["warnings"]
+    if warned:
+        assert found == [
+            "MULTI_AZ_1 ceilings are the figures documented for 16 Regions (us-east-1, "
+            "us-east-2, us-west-1, ...) that do not include sa-east-1: AWS documents lower "
+            "ones for some other Regions, so these may be too high"
+        ]
