@@ -167,7 +167,13 @@ def estimate_cell(
     elif storage.type in ("fsx-openzfs", "fsx-lustre"):
         from iofleet.plan import fsx
 
-        fsx.add_cost(est, storage, (hours + hours_populate) / HOURS_PER_MONTH, prices)
+        fsx.add_cost(
+            est,
+            storage,
+            (hours + hours_populate) / HOURS_PER_MONTH,
+            prices,
+            _get(price_table(), "sections", storage.type, "unknown_reason"),
+        )
     # orchestration and ingest
     sfn = _get(prices, "stepfunctions", "standard_transition")
     transitions = (
@@ -250,6 +256,10 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
             warnings = [w for w in warnings if not _no_ceiling_warning(w)]
         elif policy != "as-is" and not applies:
             warnings.append(f"burst_policy {policy}: applies to EBS on AWS only; ignored here")
+        if aws and spec.type == "fsx-openzfs":
+            from iofleet.plan import fsx
+
+            warnings += fsx.region_warnings(spec, region)
         entry: dict[str, Any] = {
             "expected": expected,
             "warnings": warnings,

@@ -76,6 +76,16 @@ def openzfs_problems(
                 f"for the automatic {floor}",
             )
         )
+    per_gib = int(rec["max_iops_per_gib"])
+    if iops > per_gib * storage_capacity_gib:
+        problems.append(
+            (
+                "iops",
+                f"{iops} IOPS is more than {per_gib} IOPS per GiB of {storage_capacity_gib} GiB "
+                f"(at most {per_gib * storage_capacity_gib}): raise storage_capacity_gib or "
+                "lower iops",
+            )
+        )
     ceiling = int(model["max_iops"])
     if iops > ceiling:
         problems.append(
@@ -85,13 +95,16 @@ def openzfs_problems(
             )
         )
     elif throughput_capacity in valid:
-        level = int(model["disk_iops_by_throughput"][str(throughput_capacity)])
-        if iops > level:
+        tier = str(throughput_capacity)
+        level = int(model["disk_iops_by_throughput"][tier])
+        burst = model.get("disk_burst_iops_by_throughput", {}).get(tier)
+        if iops > (burst or level):
+            drives = f"{level} SSD IOPS" + (f", {burst} in bursts" if burst else "")
             problems.append(
                 (
                     "iops",
                     f"{iops} IOPS is more than a {throughput_capacity} MB/s {deployment} file "
-                    f"server can drive ({level} SSD IOPS at that throughput capacity): "
+                    f"server can drive ({drives} at that throughput capacity): "
                     "raise throughput_capacity or lower iops",
                 )
             )
@@ -163,35 +176,62 @@ def lustre_problems(
 def lustre_baseline_mbps(
     deployment: str, storage_capacity_gib: float, per_unit: float | None
 ) -> tuple[float | None, float | None]:
-    """(baseline, burst) MB/s of a Lustre file system from its capacity and per-unit throughput."""
+    """(baseline, burst) MB/s of a Lustre file system from its capacity and per-unit throughput.
+
+    Baseline: the disk throughput (the per-unit throughput chosen, SCRATCH_2: 200 MB/s
+    per TiB for reads). Burst: the disk burst where ssd-storage.html gives one, else
+    the network burst (SCRATCH_2), else None.
+    """
     model = _catalogue(LUSTRE)["deployment_types"][deployment]
     tib = storage_capacity_gib / GIB_PER_TIB
     base_per_tib = per_unit if per_unit is not None else model.get("baseline_mbps_per_tib")
-    burst_per_tib = model.get("burst_mbps_per_tib")
+    burst_per_tib = _per_unit_figure(model.get("disk_burst_mbps_per_tib"), per_unit)
+    if burst_per_tib is None:
+        burst_per_tib = _per_unit_figure(model.get("burst_mbps_per_tib"), per_unit)
     baseline = None if base_per_tib is None else float(base_per_tib) * tib
     burst = None if burst_per_tib is None else float(burst_per_tib) * tib
     return baseline, burst
 
 
+def _per_unit_figure(figure: Any, per_unit: float | None) -> float | None:
+    """A catalogue figure that is one number, or one per per-unit throughput tier."""
+    if isinstance(figure, Mapping):
+        value = None if per_unit is None else figure.get(str(int(per_unit)))
+        return None if value is None else float(value)
+    return None if figure is None else float(figure)
+
+
 def openzfs_ceilings(spec: Any) -> Any:
-    """iofleet.plan.expect.Ceilings for an FSx for OpenZFS StorageSpec."""
+    """iofleet.plan.expect.Ceilings for an FSx for OpenZFS StorageSpec.
+
+    Figures: performance-ssd.html of the OpenZFS guide (limits_catalogue.json
+    `fsx-openzfs`): the disk throughput baseline is the throughput capacity, the
+    IOPS ceiling the lower of the SSD IOPS and the file server's disk IOPS at that
+    capacity. Bursts (credits of unpublished size) and cached reads (network
+    figures) are notes: they can beat the ceiling, for a while or from cache.
+    """
     from iofleet.plan.expect import Ceilings, Limit
 
     rec = _catalogue(OPENZFS)
     deployment = spec.deployment_type or OPENZFS_DEFAULT_DEPLOYMENT
+    model = rec["deployment_types"].get(deployment) or {}
+    tier = None if spec.throughput_mibps is None else str(int(spec.throughput_mibps))
     limits: list[Limit] = []
     unknown: list[str] = []
     notes: list[str] = []
     iops = spec.iops
     if iops is None and spec.size_gib:
         iops = rec["automatic_iops_per_gib"] * spec.size_gib
-    if spec.throughput_mibps is not None and deployment in rec["deployment_types"]:
-        level = rec["deployment_types"][deployment]["disk_iops_by_throughput"].get(
-            str(int(spec.throughput_mibps))
-        )
-        if level is not None and iops is not None and iops > level:
-            notes.append(f"the {deployment} file server drives at most {level} SSD IOPS")
-            iops = level
+    level = None if tier is None else model.get("disk_iops_by_throughput", {}).get(tier)
+    if level is not None and iops is not None and iops > level:
+        notes.append(f"the {deployment} file server drives at most {level} SSD IOPS")
+        burst_iops = model.get("disk_burst_iops_by_throughput", {}).get(tier)
+        if burst_iops:
+            notes.append(
+                f"{deployment} at {tier} MB/s bursts to {min(iops, burst_iops):.0f} disk IOPS "
+                "on credits whose size is not published: the ceiling here is the baseline"
+            )
+        iops = level
     if iops is None:
         unknown.append("file system iops")
     else:
@@ -207,7 +247,43 @@ def openzfs_ceilings(spec: Any) -> Any:
                 what=f"FSx for OpenZFS {deployment} throughput capacity",
             )
         )
+        notes.extend(_openzfs_notes(deployment, model, str(tier)))
     return Ceilings(limits, unknown, notes)
+
+
+def _openzfs_notes(deployment: str, model: Mapping[str, Any], tier: str) -> list[str]:
+    notes: list[str] = []
+    burst = model.get("disk_burst_mbps_by_throughput", {}).get(tier)
+    if burst:
+        notes.append(
+            f"{deployment} at {tier} MB/s bursts disk throughput to {burst} MB/s on credits "
+            "whose size is not published: the ceiling here is the baseline"
+        )
+    network = model.get("network_mbps_by_throughput", {}).get(tier)
+    if network:
+        net_burst = model.get("network_burst_mbps_by_throughput", {}).get(tier)
+        more = f" (bursts to {net_burst} MB/s)" if net_burst else ""
+        notes.append(
+            f"reads served from the file server's cache run at up to {network} MB/s{more}, "
+            "above the disk ceiling"
+        )
+    write = model.get("write_mbps_at_10240")
+    if write and tier == "10240":
+        notes.append(f"{deployment} at 10240 MB/s: writes are limited to {write} MB/s")
+    return notes
+
+
+def region_warnings(spec: Any, region: str) -> list[str]:
+    """A warning when the deployment type's figures are documented for other Regions."""
+    deployment = spec.deployment_type or OPENZFS_DEFAULT_DEPLOYMENT
+    regions = _catalogue(OPENZFS)["deployment_types"].get(deployment, {}).get("regions")
+    if not regions or region in regions:
+        return []
+    return [
+        f"{deployment} ceilings are the figures documented for {len(regions)} Regions "
+        f"({', '.join(regions[:3])}, ...) that do not include {region}: AWS documents lower "
+        "ones for some other Regions, so these may be too high"
+    ]
 
 
 def lustre_ceilings(spec: Any) -> Any:
@@ -226,12 +302,19 @@ def lustre_ceilings(spec: Any) -> Any:
     if baseline is None:
         unknown.append("file system throughput")
         return Ceilings(limits, unknown, notes)
+    tib = float(spec.size_gib) / GIB_PER_TIB
     if burst is not None and burst > baseline:
-        # the burst lasts while the file system's network credits do; their size is not
+        # the burst lasts while the file system's credits do; their size is not
         # published, so the bucket is unknown (treated as no bucket: baseline sustained)
         notes.append(
-            f"{deployment} bursts to {burst:.0f} MB/s on network credits whose size is not "
+            f"{deployment} bursts to {burst:.0f} MB/s on credits whose size is not "
             "published: the ceiling here is the baseline"
+        )
+    write = rec["deployment_types"][deployment].get("write_baseline_mbps_per_tib")
+    if write is not None:
+        notes.append(
+            f"{deployment} writes: {float(write) * tib:.0f} MB/s baseline ({write} MB/s per TiB); "
+            "the ceiling here is the read baseline"
         )
     limits.append(
         Limit(
@@ -247,12 +330,21 @@ def lustre_ceilings(spec: Any) -> Any:
 # --------------------------------------------------------------------------- cost
 
 
-def add_cost(est: Any, spec: Any, months: float, prices: Mapping[str, Any]) -> None:
-    """Cost lines of one cell's file system alive for `months` (iofleet.plan.cost)."""
+def add_cost(
+    est: Any, spec: Any, months: float, prices: Mapping[str, Any], reason: str | None = None
+) -> None:
+    """Cost lines of one cell's file system alive for `months` (iofleet.plan.cost).
+
+    OpenZFS: SSD GiB-months, throughput capacity MBps-months and the SSD IOPS above
+    the included 3 per GiB in IOPS-months, at the deployment type's rates. Lustre:
+    GiB-months at the rate of the deployment type and per-unit throughput. A rate the
+    region's table lacks is an unknown line (`reason` says why when there is no table).
+    """
     table = prices.get(spec.type)
     hours = months * 730
     if not table:
-        est.unknown.append(f"{spec.type} file system ({hours:.2f} hours)")
+        why = f": {reason}" if reason else ""
+        est.unknown.append(f"{spec.type} file system ({hours:.2f} hours){why}")
         return
     size = float(spec.size_gib or 0)
     if spec.type == OPENZFS:

@@ -141,3 +141,173 @@ def test_fsx_without_a_price_table_is_unknown_not_zero() -> None:
     est = Estimate()
     add_cost(est, StorageSpec("fsx-lustre", size_gib=1200, deployment_type="SCRATCH_2"), 1.0, {})
     assert est.items == [] and est.unknown[0].startswith("fsx-lustre")
+
+
+# ------------------------------------------------- figures pinned to the AWS docs
+# OpenZFS: https://docs.aws.amazon.com/fsx/latest/OpenZFSGuide/performance-ssd.html
+# Lustre:  https://docs.aws.amazon.com/fsx/latest/LustreGuide/ssd-storage.html
+
+
+def _openzfs(deployment: str, gib: int, mbps: int, iops: int | None) -> Any:
+    spec = StorageSpec(
+        "fsx-openzfs", size_gib=gib, iops=iops, throughput_mibps=mbps, deployment_type=deployment
+    )
+    ceilings = storage_ceilings(spec)
+    return {lim.unit: lim.sustained for lim in ceilings.limits}, ceilings.notes
+
+
+@pytest.mark.parametrize(
+    ("deployment", "mbps", "disk_iops", "disk_burst_mbps", "disk_burst_iops", "network", "burst"),
+    [
+        # Single-AZ 1 (All AWS Regions) disk table; cached reads: "All other AWS Regions"
+        ("SINGLE_AZ_1", 512, 20000, 1024, 40000, 1600, 3200),
+        # Single-AZ 2 (All AWS Regions)
+        ("SINGLE_AZ_2", 1280, 50000, 3125, 100000, 3125, 6250),
+        # Multi-AZ, the table of the Regions that include N. Virginia and Frankfurt
+        ("MULTI_AZ_1", 160, 6250, 3125, 100000, 375, 3125),
+    ],
+)
+def test_openzfs_burst_rows_match_the_docs(
+    deployment: str,
+    mbps: int,
+    disk_iops: int,
+    disk_burst_mbps: int,
+    disk_burst_iops: int,
+    network: int,
+    burst: int,
+) -> None:
+    limits, notes = _openzfs(deployment, 4096, mbps, 400000 if mbps > 512 else 160000)
+    assert limits == {"ops": float(disk_iops), "bytes": mbps * 1e6}
+    assert any(
+        f"{deployment} at {mbps} MB/s bursts to {disk_burst_iops} disk IOPS" in n for n in notes
+    )
+    assert any(f"bursts disk throughput to {disk_burst_mbps} MB/s" in n for n in notes)
+    assert any(f"up to {network} MB/s (bursts to {burst} MB/s)" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("deployment", "mbps", "disk_iops", "network"),
+    [
+        ("SINGLE_AZ_1", 4096, 160000, 12800),  # seed 004's tier: no burst column
+        ("SINGLE_AZ_2", 10240, 400000, 21000),
+        ("SINGLE_AZ_HA_2", 5120, 200000, 12500),
+    ],
+)
+def test_openzfs_tiers_without_burst_have_no_burst_note(
+    deployment: str, mbps: int, disk_iops: int, network: int
+) -> None:
+    limits, notes = _openzfs(deployment, 1024, mbps, disk_iops)
+    assert limits == {"ops": float(disk_iops), "bytes": mbps * 1e6}
+    assert not [n for n in notes if "bursts" in n]
+    assert any(f"up to {network} MB/s, above the disk ceiling" in n for n in notes)
+
+
+def test_multi_az_10240_writes_are_limited_to_7500() -> None:
+    _, notes = _openzfs("MULTI_AZ_1", 1024, 10240, 400000)
+    assert "MULTI_AZ_1 at 10240 MB/s: writes are limited to 7500 MB/s" in notes
+
+
+def _plan_problems(storage: dict[str, Any]) -> list[str]:
+    from iofleet.plan.fsx import openzfs_problems
+
+    return [
+        message
+        for _, message in openzfs_problems(
+            storage.get("deployment_type"),
+            storage["storage_capacity_gib"],
+            storage["throughput_capacity"],
+            storage.get("iops"),
+        )
+    ]
+
+
+def test_openzfs_iops_the_tier_drives_only_in_bursts_plan() -> None:
+    # 512 MB/s Single-AZ 1: 20,000 disk IOPS baseline, 40,000 burst: provisioning
+    # 40,000 SSD IOPS is what the docs advise for the burst, not a mistake
+    assert (
+        _plan_problems({"storage_capacity_gib": 2048, "throughput_capacity": 512, "iops": 40000})
+        == []
+    )
+    assert _plan_problems(
+        {"storage_capacity_gib": 2048, "throughput_capacity": 512, "iops": 40001}
+    ) == [
+        "40001 IOPS is more than a 512 MB/s SINGLE_AZ_1 file server can drive (20000 SSD IOPS, "
+        "40000 in bursts at that throughput capacity): raise throughput_capacity or lower iops"
+    ]
+
+
+def test_openzfs_iops_are_at_most_1000_per_gib() -> None:
+    assert (
+        _plan_problems({"storage_capacity_gib": 160, "throughput_capacity": 4096, "iops": 160000})
+        == []
+    )
+    assert _plan_problems(
+        {"storage_capacity_gib": 159, "throughput_capacity": 4096, "iops": 160000}
+    ) == [
+        "160000 IOPS is more than 1000 IOPS per GiB of 159 GiB (at most 159000): "
+        "raise storage_capacity_gib or lower iops"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("per_unit", "baseline", "burst"),
+    [(125, 125, 500), (250, 250, 500), (500, 500, None), (1000, 1000, None)],
+)
+def test_lustre_persistent_2_disk_burst_matches_the_docs(
+    per_unit: int, baseline: int, burst: int | None
+) -> None:
+    spec = StorageSpec(
+        "fsx-lustre", size_gib=4800, deployment_type="PERSISTENT_2", per_unit_mbps=per_unit
+    )
+    ceilings = storage_ceilings(spec)
+    (throughput,) = ceilings.limits
+    assert throughput.sustained == pytest.approx(baseline * 4800 / 1024 * 1e6)
+    bursts = [n for n in ceilings.notes if "bursts to" in n]
+    if burst is None:
+        assert bursts == []
+    else:
+        assert bursts == [
+            f"PERSISTENT_2 bursts to {burst * 4800 / 1024:.0f} MB/s on credits whose size is "
+            "not published: the ceiling here is the baseline"
+        ]
+
+
+def test_lustre_persistent_1_disk_bursts_to_240_per_tib() -> None:
+    spec = StorageSpec(
+        "fsx-lustre", size_gib=2400, deployment_type="PERSISTENT_1", per_unit_mbps=50
+    )
+    assert any("bursts to 562 MB/s" in n for n in storage_ceilings(spec).notes)  # 240 x 2.34
+
+
+def test_lustre_scratch_2_writes_are_100_per_tib() -> None:
+    spec = StorageSpec("fsx-lustre", size_gib=2400, deployment_type="SCRATCH_2")
+    notes = storage_ceilings(spec).notes
+    assert (
+        "SCRATCH_2 writes: 234 MB/s baseline (100 MB/s per TiB); the ceiling here is "
+        "the read baseline" in notes
+    )
+
+
+@pytest.mark.parametrize(
+    ("region", "warned"), [("us-east-1", False), ("eu-central-1", False), ("sa-east-1", True)]
+)
+def test_multi_az_figures_are_those_of_the_documented_regions(region: str, warned: bool) -> None:
+    from iofleet.plan.cost import plan_annotations
+
+    storage = {
+        "type": "fsx-openzfs",
+        "label": "maz",
+        "deployment_type": "MULTI_AZ_1",
+        "storage_capacity_gib": 1024,
+        "throughput_capacity": 5120,
+    }
+    plan = build_plan(validate_matrix_dict(_doc([storage])))
+    (cell, _) = plan_annotations(plan, region)["cells"]
+    found = [w for w in cell["warnings"] if "ceilings are the figures documented" in w]
+    assert bool(found) is warned, cell["warnings"]
+    if warned:
+        assert found == [
+            "MULTI_AZ_1 ceilings are the figures documented for 16 Regions (us-east-1, "
+            "us-east-2, us-west-1, ...) that do not include sa-east-1: AWS documents lower "
+            "ones for some other Regions, so these may be too high"
+        ]
