@@ -25,9 +25,8 @@ BUILD_SECONDS = {
 }
 
 
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Path:
-    path = tmp_path / "warehouse.duckdb"
+def write_noise_warehouse(path: Path) -> Path:
+    """A DuckDB warehouse at `path` holding RUN: BUILD_SECONDS as slots' app rows."""
     slots, apps = [], []
     for index, ((label, repeat), seconds) in enumerate(sorted(BUILD_SECONDS.items())):
         cell = f"c{index:03d}-{label}-x5-r{repeat}"
@@ -64,6 +63,11 @@ def warehouse(tmp_path: Path) -> Path:
         wh.insert_rows(SLOTS, slots)
         wh.insert_rows(APP_RUNS, apps)
     return path
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    return write_noise_warehouse(tmp_path / "warehouse.duckdb")
 
 
 def test_text_report_flags_only_the_configuration_whose_repeats_disagree(
