@@ -101,18 +101,21 @@ def build(dest: Path = LAYER_ZIP, requirements: Path = REQUIREMENTS) -> Path:
         "--platform", PLATFORM, "--target", str(site), "-r", str(requirements),
     ]  # fmt: skip
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # no user index or cache settings
-    subprocess.run(cmd, check=True, env=env)  # noqa: S603 - our interpreter, fixed argv
-    trim(site)
-    size = dir_size(tmp)
-    if size > LAYER_BUDGET:
-        raise RuntimeError(
-            f"{requirements}: the layer takes {size / 2**20:.0f} MiB unzipped, over its "
-            f"{LAYER_BUDGET / 2**20:.0f} MiB budget of Lambda's 250 MiB"
-        )
     part = dest.with_name(dest.name + ".part")
-    write_zip(tmp, part)
-    part.replace(dest)
-    shutil.rmtree(tmp)
+    try:
+        subprocess.run(cmd, check=True, env=env)  # noqa: S603 - our interpreter, fixed argv
+        trim(site)
+        size = dir_size(tmp)
+        if size > LAYER_BUDGET:
+            raise RuntimeError(
+                f"{requirements}: the layer takes {size / 2**20:.0f} MiB unzipped, over its "
+                f"{LAYER_BUDGET / 2**20:.0f} MiB budget of Lambda's 250 MiB"
+            )
+        write_zip(tmp, part)
+        part.replace(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        part.unlink(missing_ok=True)
     return dest
 
 
@@ -120,7 +123,18 @@ def main(argv: list[str]) -> int:
     if argv != ["build"]:
         print("usage: python -m infra.stats_layer build", file=sys.stderr)
         return 2
-    out = build()
+    try:
+        out = build()
+    except subprocess.CalledProcessError as exc:  # pip said why above
+        print(
+            f"{REQUIREMENTS}: pip exited {exc.returncode}: every pin needs a hash-matching "
+            f"{ABI} {PLATFORM} wheel on PyPI",
+            file=sys.stderr,
+        )
+        return 1
+    except RuntimeError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
     print(f"stats layer: {out} ({unzipped_size(out) / 2**20:.0f} MiB unzipped)")
     return 0
 

@@ -184,3 +184,83 @@ def _link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    """A wheel tagged as numpy's are (cp314 manylinux_2_28 x86_64): a package with a
+    test suite, a bytecode cache and a console script, all of which the layer drops."""
+    import base64
+    import hashlib
+
+    files = {
+        "tiny/__init__.py": b"VALUE = 42\n",
+        "tiny/tests/__init__.py": b"",
+        "tiny/tests/test_tiny.py": b"def test(): pass\n",
+        "tiny/__pycache__/__init__.cpython-314.pyc": b"\0" * 16,
+        "tiny-1.0.data/scripts/tiny-cli": b"#!python\nprint(1)\n",
+        "tiny-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n",
+        "tiny-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+        b"Tag: cp314-cp314-manylinux_2_28_x86_64\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("tiny-1.0.dist-info/RECORD,,")
+    files["tiny-1.0.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = folder / "tiny-1.0-cp314-cp314-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return wheel
+
+
+@pytest.mark.parametrize(
+    ("case", "budget", "error"),
+    [
+        ("built", stats_layer.LAYER_BUDGET, None),
+        ("wrong-hash", stats_layer.LAYER_BUDGET, "pip exited 1"),
+        ("over-budget", 10, "MiB budget of Lambda's 250 MiB"),
+    ],
+)
+def test_layer_build_is_trimmed_and_atomic(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    budget: int,
+    error: str | None,
+) -> None:
+    # given: a local wheel index (pip offline) and a pinned requirements file
+    import hashlib
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel = _tiny_wheel(wheels)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if case == "wrong-hash":
+        digest = "0" * 64
+    req = tmp_path / "req.txt"
+    req.write_text(f"tiny==1.0 --hash=sha256:{digest}\n")
+    dest = tmp_path / "out" / "stats.zip"
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setattr(stats_layer, "REQUIREMENTS", req)
+    monkeypatch.setattr(stats_layer, "LAYER_ZIP", dest)
+    monkeypatch.setattr(stats_layer, "LAYER_BUDGET", budget)
+    monkeypatch.setattr(stats_layer.build, "__defaults__", (dest, req))
+    # when
+    status = stats_layer.main(["build"])
+    # then: built, the zip holds the package without tests, caches or scripts
+    left = sorted(p.name for p in dest.parent.iterdir())
+    if error is None:
+        assert status == 0 and left == ["stats.zip"]
+        with zipfile.ZipFile(dest) as z:
+            names = sorted(z.namelist())
+        assert [n for n in names if ".dist-info/" not in n] == ["python/tiny/__init__.py"]
+        assert "python/tiny-1.0.dist-info/WHEEL" in names
+        return
+    # or refused: one line naming the cause, and nothing left behind
+    assert status == 1 and left == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert error in err[-1]
