@@ -30,8 +30,6 @@ NODE_STAMP := node_modules/.package-lock.json
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
-bootstrap: $(STAMP) tools $(NODE_STAMP) $(LAYER_STAMP)
-
 # the Summarize Lambda's numpy + scipy layer: cp314 manylinux x86_64 wheels from PyPI,
 # hash-pinned, trimmed, zipped to .layers/stats.zip (infra/stats_layer.py; generated, not committed)
 LAYER_STAMP := .layers/stats.zip
@@ -39,6 +37,8 @@ $(LAYER_STAMP): requirements-layer-stats.txt infra/stats_layer.py $(STAMP)
 	$(BIN)/python -m infra.stats_layer build
 
 layer: $(LAYER_STAMP)
+
+bootstrap: $(STAMP) tools $(NODE_STAMP) $(LAYER_STAMP)
 
 # the template security scanner, in a venv of its own (checkov pins many packages)
 SCAN_STAMP := .venv-scan/.installed-stamp
