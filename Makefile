@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: demo test bootstrap tools test-tools lint test-unit test-infra test-integration test-cloud synth bench clean
+.PHONY: demo test bootstrap layer tools test-tools lint test-unit test-infra test-integration test-cloud synth bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,15 @@ NODE_STAMP := node_modules/.package-lock.json
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
-bootstrap: $(STAMP) tools $(NODE_STAMP)
+# the Summarize Lambda's numpy + scipy layer: cp314 manylinux x86_64 wheels from PyPI,
+# hash-pinned, trimmed, zipped to .layers/stats.zip (infra/stats_layer.py; generated, not committed)
+LAYER_STAMP := .layers/stats.zip
+$(LAYER_STAMP): requirements-layer-stats.txt infra/stats_layer.py $(STAMP)
+	$(BIN)/python -m infra.stats_layer build
+
+layer: $(LAYER_STAMP)
+
+bootstrap: $(STAMP) tools $(NODE_STAMP) $(LAYER_STAMP)
 
 # the template security scanner, in a venv of its own (checkov pins many packages)
 SCAN_STAMP := .venv-scan/.installed-stamp
@@ -60,7 +68,7 @@ test: bootstrap test-tools $(NODE_STAMP) $(SCAN_STAMP)
 	$(BIN)/python scripts/engines/engines.py install
 	$(BIN)/pytest tests/cloud
 
-test-infra: $(STAMP) test-tools $(NODE_STAMP) $(SCAN_STAMP)
+test-infra: $(STAMP) $(LAYER_STAMP) test-tools $(NODE_STAMP) $(SCAN_STAMP)
 	$(BIN)/pytest tests/infra
 
 test-unit: $(STAMP)
@@ -70,11 +78,11 @@ test-integration: bootstrap test-tools
 	$(BIN)/pytest tests/integration
 
 # Local cloud: moto, DynamoDB Local, Trino (Maven Central, cached in .engines/); see docs/local-cloud.md
-test-cloud: $(STAMP)
+test-cloud: $(STAMP) $(LAYER_STAMP)
 	$(BIN)/python scripts/engines/engines.py install
 	$(BIN)/pytest tests/cloud
 
-synth: $(STAMP)
+synth: $(STAMP) $(LAYER_STAMP)
 	$(BIN)/python app.py
 
 # Measure iofleet itself (< 15 min): bench/results/latest.json + the table in docs/benchmarks.md
@@ -83,4 +91,4 @@ bench: bootstrap
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf cdk.out node_modules demo-out .venv-scan .pytest_cache .ruff_cache .mypy_cache
+	rm -rf cdk.out node_modules demo-out .layers .venv-scan .pytest_cache .ruff_cache .mypy_cache

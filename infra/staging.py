@@ -3,7 +3,8 @@
 Each Lambda gets a directory holding its `handler.py` plus the `iofleet/`
 package and `fio-jobs/`; the instance agent bundle holds `iofleet/` and
 `fio-jobs/`. Third-party code comes from the Powertools public layer
-(Powertools, pydantic, X-Ray SDK) and the runtime (boto3).
+(Powertools, pydantic, X-Ray SDK), the runtime (boto3) and, for Summarize only,
+the stats layer (numpy, scipy: infra/stats_layer.py, the one step that uses pip).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import Duration, Fn, RemovalPolicy
@@ -33,7 +34,9 @@ class IofleetFunction(Construct):
         memory_size: int = 512,
         description: str = "",
         reserved_concurrency: int | None = None,
+        layers: Sequence[lambda_.ILayerVersion] = (),
     ) -> None:
+        """`layers`: more layers after Powertools (Summarize's stats layer, infra.stats_layer)."""
         super().__init__(scope, id)
         self.log_group = logs.LogGroup(
             self,
@@ -73,7 +76,7 @@ class IofleetFunction(Construct):
             code=lambda_.Code.from_asset(str(stage_lambda(name, staging_root))),
             role=self.role,
             log_group=self.log_group,
-            layers=[layer],
+            layers=[layer, *layers],
             environment=env,
             timeout=timeout or Duration.seconds(60),
             memory_size=memory_size,

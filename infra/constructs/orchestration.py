@@ -22,6 +22,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
@@ -30,10 +31,11 @@ from constructs import Construct
 
 from infra.constructs.catalog import grant_athena, grant_compaction
 from infra.constructs.fleet import Fleet
-from infra.constructs.functions import IofleetFunction
+from infra.constructs.functions import RUNTIME, IofleetFunction
 from infra.grants import allow_objects
 from infra.mountpoint_grants import grant_mountpoint
 from infra.nag import ack, logical_id
+from infra.stats_layer import layer_zip
 from iofleet.aws import ec2 as ec2_spec
 from iofleet.aws import keys
 from iofleet.results.schema import BURST_METRICS
@@ -364,7 +366,11 @@ class Orchestration(Construct):
         }
 
         def fn(
-            name: str, description: str, timeout: Duration | None = None, **env: str
+            name: str,
+            description: str,
+            timeout: Duration | None = None,
+            layers: tuple[lambda_.ILayerVersion, ...] = (),
+            **env: str,
         ) -> IofleetFunction:
             return IofleetFunction(
                 self,
@@ -375,6 +381,7 @@ class Orchestration(Construct):
                 environment={**common_env, **env},
                 timeout=timeout,
                 description=description,
+                layers=layers,
             )
 
         subnet_ids = ",".join(s.subnet_id for s in fleet.subnets.subnets)
@@ -402,10 +409,20 @@ class Orchestration(Construct):
         self.cleanup = fn(
             "cleanup", "iofleet: clean up a cell or a run (also on abort)", Duration.minutes(5)
         )
+        # numpy + scipy for report.html's repeat noise, on Summarize only (infra/stats_layer.py)
+        self.stats_layer = lambda_.LayerVersion(
+            self,
+            "StatsLayer",
+            code=lambda_.Code.from_asset(str(layer_zip())),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[lambda_.Architecture.X86_64],
+            description="iofleet: numpy + scipy (the report's repeat-noise test)",
+        )
         self.summarize = fn(
             "summarize",
             "iofleet: Athena summary of a run, report to S3",
             Duration.minutes(10),
+            layers=(self.stats_layer,),
             ATHENA_DATABASE=database,
             ATHENA_WORKGROUP=workgroup,
         )

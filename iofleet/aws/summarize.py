@@ -63,18 +63,27 @@ def html_section(
     run_id: str, *, athena: Any, s3: Any, bucket: str, workgroup: str, database: str
 ) -> dict[str, Any]:
     """report.html (iofleet.aws.report) and the start skew it shows; a failure is
-    recorded (`error`), never raised: the run's status is written regardless."""
+    recorded (`error`), never raised: the run's status is written regardless.
+    `repeat_noise_missing`: why the page has no repeat-noise rows although the run
+    has repeats (numpy/scipy not importable: the stats layer is missing), else None."""
     from iofleet.aws.report import json_safe, write_report_html
 
     try:
-        key, skew = write_report_html(
+        key, data = write_report_html(
             run_id, athena=athena, s3=s3, bucket=bucket, workgroup=workgroup, database=database
         )
-        return {"key": key, "error": None, "start_skew": json_safe(skew)}
     except Exception as exc:  # noqa: BLE001 - the summary is written without the HTML
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
         log.warning("report.html not written for %s: %s", run_id, reason)
-        return {"key": None, "error": reason, "start_skew": []}
+        return {"key": None, "error": reason, "repeat_noise_missing": None, "start_skew": []}
+    if data.noise_missing:
+        log.warning("report.html of %s without repeat noise: %s", run_id, data.noise_missing)
+    return {
+        "key": key,
+        "error": None,
+        "repeat_noise_missing": data.noise_missing,
+        "start_skew": json_safe(data.skew),
+    }
 
 
 def summarize(

@@ -39,6 +39,7 @@ def load_report_data(src: ResultsSource, run_id: str, target: str | None = None)
 
         conditions = parse_target(target)
     values = load_slot_values(src, [run_id])
+    noise, noise_missing = _repeat_noise(values)
     return ReportData(
         decision=sections.load_decision(src, run_id, conditions, slot_values=values),
         target=[c.text for c in conditions],
@@ -46,7 +47,8 @@ def load_report_data(src: ResultsSource, run_id: str, target: str | None = None)
         failures=sections.load_failures(src, run_id),
         environment=sections.load_environment(src, run_id),
         ioping=sections.load_ioping_latency(src, run_id),
-        noise=_repeat_noise(values),
+        noise=noise,
+        noise_missing=noise_missing,
         run_id=run_id,
         run=read.run_info(src, run_id),
         percentiles=read.cell_percentiles(src, run_id),
@@ -58,15 +60,16 @@ def load_report_data(src: ResultsSource, run_id: str, target: str | None = None)
     )
 
 
-def _repeat_noise(values: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Repeat noise of the run's configurations (None when scipy is not installed,
-    as in the Summarize Lambda)."""
+def _repeat_noise(values: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(noise rows, None), or (None, why) when numpy/scipy cannot be imported: the
+    report then says the section is missing and why (scipy is imported only once a
+    configuration has 2+ repeats, so a run without repeats never gets here)."""
     try:
         from iofleet.results.noise import repeat_noise
 
-        return repeat_noise(values)
-    except ImportError:
-        return None
+        return repeat_noise(values), None
+    except ImportError as exc:
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def render(data: ReportData, fmt: str, view: str | None = None) -> str:

@@ -19,6 +19,7 @@ from iofleet.report.model import (
     EXPECTED_NOTE,
     FLEET_COLUMNS,
     NOISE_HEADER,
+    NOISE_MISSING,
     NOISE_NOTE,
     PCT_COLUMNS,
     SKEW_HEADER,
@@ -229,6 +230,11 @@ def render_html(data: ReportData) -> str:
         body.append(f"<h2>Repeat noise ({flagged} flagged)</h2>")
         body.append(f'<p class="note">{escape(NOISE_NOTE)}.</p>')
         body.append(_html_table(list(NOISE_HEADER), noise, left_cols=4))
+    if data.noise_missing:
+        body.append("<h2>Repeat noise (not computed)</h2>")
+        body.append(
+            f'<p class="note">{escape(NOISE_MISSING.format(reason=data.noise_missing))}.</p>'
+        )
     if data.ingest_errors:
         body.append(f'<h2>Ingest errors ({len(data.ingest_errors)})</h2><ul class="errors">')
         body += [

@@ -116,6 +116,7 @@ def render_json(data: ReportData, view: str | None = None) -> str:
         "slots": _clean(data.slots),
         "ingest_errors": _clean(data.ingest_errors),
         "repeat_noise": _clean(data.noise) if data.noise is not None else None,
+        "repeat_noise_missing": data.noise_missing,
     }
     return json.dumps(doc, indent=2) + "\n"
 

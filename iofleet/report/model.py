@@ -266,6 +266,9 @@ class ReportData:
     skew: list[dict[str, Any]] = field(default_factory=list)  # the start_skew view
     # repeat noise per configuration (iofleet.results.noise); None: not computed
     noise: list[dict[str, Any]] | None = None
+    # why the run's repeats have no noise rows (numpy/scipy not importable); the report
+    # says so in the section's place. None: computed, or no configuration has repeats
+    noise_missing: str | None = None
     # iofleet.results.decide: {"decision": rows, "pivot": rows, "scaling": rows}
     decision: dict[str, list[dict[str, Any]]] | None = None
     target: list[str] = field(default_factory=list)  # the --target conditions, as given
@@ -291,6 +294,11 @@ NOISE_NOTE = (
     "within-repeat CV; 'DISAGREE' = a Kruskal-Wallis test across the repeats' slots, "
     "Benjamini-Hochberg adjusted over the report, is below 0.05 (the repeats differ "
     "beyond their slots' noise); '-' = not testable (a repeat of one slot)"
+)
+NOISE_MISSING = (
+    "configurations of this run have 2+ repeats, but their repeat-noise test (scipy's "
+    "Kruskal-Wallis) did not run here: {reason}; `iofleet report` with numpy and scipy "
+    "installed shows it"
 )
 NOISE_HEADER = (
     "storage",

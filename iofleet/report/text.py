@@ -9,6 +9,7 @@ from iofleet.report.model import (
     EXPECTED_NOTE,
     FLEET_COLUMNS,
     NOISE_HEADER,
+    NOISE_MISSING,
     NOISE_NOTE,
     PCT_COLUMNS,
     SKEW_HEADER,
@@ -165,6 +166,11 @@ def render_text(data: ReportData) -> str:
         flagged = sum(1 for r in data.noise or [] if r.get("repeats_disagree"))
         out += [f"Repeat noise ({flagged} flagged) - {NOISE_NOTE}:", ""]
         out += _table(list(NOISE_HEADER), noise, right_from=4) + [""]
+    if data.noise_missing:
+        out += [
+            f"Repeat noise (not computed): {NOISE_MISSING.format(reason=data.noise_missing)}.",
+            "",
+        ]
     fleet = group_fleet(data.fleet)
     if fleet:
         out += ["Fleet latency (fio histograms merged across all slots of a cell):", ""]

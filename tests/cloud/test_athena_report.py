@@ -65,6 +65,32 @@ def run(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> di
     }
 
 
+@pytest.fixture(scope="module")
+def repeats_run(
+    local_stack: LocalStack, run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    # given: a second run, one EFS label x a fleet of 2, measured in 2 repeats
+    doc = matrix(local_stack, "athena-repeats", workloads=[FIO, IOPING])
+    doc.update(storage=doc["storage"][:1], parallelism=[2], repeats=2)
+    arn = local_stack.start(doc)
+    desc = local_stack.wait(arn)
+    run_id = local_stack.run_id_of(arn)
+    local_stack.esm.wait_drained()
+    tmp = tmp_path_factory.mktemp("athena-repeats")
+    raw = local_stack.download(f"raw/{run_id}/", tmp / "raw")
+    warehouse = tmp / "warehouse.duckdb"
+    with Warehouse(warehouse) as wh:
+        wh.ingest_dir(raw)
+    return {**run, "arn": arn, "desc": desc, "run_id": run_id, "warehouse": warehouse, "tmp": tmp}
+
+
+def noise_rows(page: str) -> list[list[str]]:
+    """The rows of the page's repeat-noise table (cells as shown)."""
+    match = re.search(r"<h2>Repeat noise \((\d+) flagged\)</h2>.*?<tbody>(.*?)</tbody>", page, re.S)
+    assert match, "no repeat-noise table"
+    return [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", match[2])]
+
+
 def iofleet(run: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
     return subprocess.run(
         [sys.executable, "-m", "iofleet.cli", *args],
@@ -154,6 +180,78 @@ def test_summarize_puts_the_full_report_html_in_s3_and_returns_where(
     skew = json.loads(body.read())["start_skew"]
     assert len(skew) == 4 and {r["fleet_size"] for r in skew} == {1, 2}
     assert all(r["start_skew_us"] is not None for r in skew if r["fleet_size"] == 2)
+
+
+def test_summarize_report_html_of_a_run_with_repeats_has_the_duckdb_noise_rows(
+    repeats_run: dict[str, Any], local_stack: LocalStack
+) -> None:
+    run = repeats_run
+    summary = json.loads(run["desc"]["output"])["summary"]["result"]
+    assert "report_html_error" not in summary
+    # when: Summarize's report.html is fetched, and the CLI writes the page from DuckDB
+    got = local_stack.client("s3").get_object(
+        Bucket=local_stack.d.bucket, Key=summary["report_html"]
+    )
+    page = got["Body"].read().decode("utf-8")
+    local = run["tmp"] / "local.html"
+    ok(iofleet(run, "report", "--warehouse", str(run["warehouse"]), "--html", str(local)))
+    # then: the S3 page has the repeat-noise section with DuckDB's rows: one per
+    # workload metric of the one configuration, each pooling 2 repeats of 2 slots
+    rows = noise_rows(page)
+    assert rows == noise_rows(local.read_text(encoding="utf-8"))
+    assert len(rows) >= 2 and {(r[4], r[5]) for r in rows} == {("2", "4")}
+    assert "Repeat noise (not computed)" not in page
+    assert page == local.read_text(encoding="utf-8")
+    # and: report.json says nothing is missing; `report --athena` has the same noise rows
+    body = local_stack.client("s3").get_object(
+        Bucket=local_stack.d.bucket, Key=f"reports/{run['run_id']}/report.json"
+    )["Body"]
+    assert json.loads(body.read())["report_html"]["repeat_noise_missing"] is None
+    athena = [*run["athena"], "--run", run["run_id"], "--format", "json"]
+    duck = ["--warehouse", str(run["warehouse"]), "--run", run["run_id"], "--format", "json"]
+    got_noise = json.loads(ok(iofleet(run, "report", *athena)))["repeat_noise"]
+    want_noise = json.loads(ok(iofleet(run, "report", *duck)))["repeat_noise"]
+    assert got_noise and len(got_noise) == len(rows)
+    same(got_noise, want_noise)
+
+
+GATED_IMPORT = """
+from tests.cloud.localcloud.lambda_runtime import _block_missing_layers
+_block_missing_layers()
+try:
+    import scipy.stats
+    print("imported")
+except ModuleNotFoundError as exc:
+    print(type(exc).__name__)
+"""
+
+
+def test_only_summarize_is_deployed_with_the_stats_layer_and_only_it_imports_scipy(
+    local_stack: LocalStack,
+) -> None:
+    # given: the deployed functions' configurations (moto Lambda)
+    lam = local_stack.client("lambda")
+    layers = {
+        kind: [
+            x["Arn"] for x in lam.get_function_configuration(FunctionName=name).get("Layers", [])
+        ]
+        for kind, name in local_stack.d.functions.items()
+    }
+    # then: Summarize alone has the stack's layer (Powertools is played by the venv)
+    assert len(layers) == 8 and [k for k, v in layers.items() if v] == ["summarize"]
+    (arn,) = layers["summarize"]
+    assert "StatsLayer" in arn
+    # and: the local worker lets a function import scipy only when it has that layer
+    for have, outcome in (("", "ModuleNotFoundError"), (arn.split(":")[-2], "imported")):
+        done = subprocess.run(
+            [sys.executable, "-c", GATED_IMPORT],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "IOFLEET_LOCAL_LAYERS": have},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        assert done.stdout.strip() == outcome, have
 
 
 def test_report_athena_prints_the_duckdb_report(run: dict[str, Any]) -> None:

@@ -1,8 +1,9 @@
 """report.html from the Summarize Lambda: the local report's page, without heavy imports.
 
-The Lambda runtime has boto3 and the Powertools layer, nothing else: no numpy,
-scipy, duckdb or sqlglot. These tests render the report in a Python that cannot
-import any of them, from the rows the views give (recorded from a real DuckDB
+The Lambda runtime has boto3 and the Powertools layer: no duckdb or sqlglot, and
+numpy/scipy only from Summarize's stats layer, for a run with repeats
+(tests/unit/lambdas/test_summarize_noise.py). These tests render the report of a
+run without repeats in a Python that cannot import any of them, from the rows the views give (recorded from a real DuckDB
 warehouse), and check the page is byte for byte the one `iofleet report --html`
 writes. The Athena side of the same rows runs on the local cloud
 (tests/cloud/test_athena_report.py).

@@ -25,9 +25,8 @@ BUILD_SECONDS = {
 }
 
 
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Path:
-    path = tmp_path / "warehouse.duckdb"
+def write_noise_warehouse(path: Path) -> Path:
+    """A DuckDB warehouse at `path` holding RUN: BUILD_SECONDS as slots' app rows."""
     slots, apps = [], []
     for index, ((label, repeat), seconds) in enumerate(sorted(BUILD_SECONDS.items())):
         cell = f"c{index:03d}-{label}-x5-r{repeat}"
@@ -64,6 +63,11 @@ def warehouse(tmp_path: Path) -> Path:
         wh.insert_rows(SLOTS, slots)
         wh.insert_rows(APP_RUNS, apps)
     return path
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    return write_noise_warehouse(tmp_path / "warehouse.duckdb")
 
 
 def test_text_report_flags_only_the_configuration_whose_repeats_disagree(
@@ -116,3 +120,52 @@ def test_a_run_without_repeats_has_no_noise_rows_and_never_imports_scipy() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+WITHOUT_SCIPY = """
+import importlib.abc, runpy, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "scipy"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Block())
+sys.argv = ["iofleet", *sys.argv[1:]]
+runpy.run_module("iofleet.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_without_scipy_the_report_says_why_the_noise_is_missing(
+    warehouse: Path, tmp_path: Path, fmt: str
+) -> None:
+    # given: a Python that cannot import numpy or scipy (as a Lambda without the layer)
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    html = tmp_path / "r.html"
+    args = ["report", "--warehouse", str(warehouse), "--run", RUN, "--format", fmt]
+    # when: the run with repeats is reported
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SCIPY, *args, "--html", str(html)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    # then: the report is printed, and says in the section's place why it is missing
+    assert done.returncode == 0, done.stderr[-2000:]
+    reason = "ModuleNotFoundError: No module named 'numpy'"
+    if fmt == "json":
+        doc = json.loads(done.stdout)
+        assert doc["repeat_noise"] is None and doc["repeat_noise_missing"] == reason
+    else:
+        assert "Repeat noise (not computed): configurations of this run have 2+ " in done.stdout
+        assert reason in done.stdout and "DISAGREE" not in done.stdout
+    page = html.read_text()
+    assert "<h2>Repeat noise (not computed)</h2>" in page and "DISAGREE" not in page

@@ -5,8 +5,10 @@ properties, intrinsics resolved against what was created before it:
 assets (the staged Lambda and agent zips, published as cdk-assets would),
 the results bucket, the state table (DynamoDB Local), the SQS queue and its
 DLQ, the bucket notification, the VPC, subnets and security groups, IAM roles
-and the instance profile, the launch template, the Lambda functions (code
-from their asset zips, environment from the template), the Glue database and
+and the instance profile, the launch template, the stack's own Lambda layers
+(published from their asset zips), the Lambda functions (code from their asset
+zips, environment from the template, the stack's layers the template gives
+them; the public Powertools layer is played by the venv), the Glue database and
 tables, the EventBridge rules, the state machine (definition resolved by
 `infra.asl`) and, last, the views custom resource (the real views Lambda,
 its Athena DDL run by Trino).
@@ -474,8 +476,25 @@ def _iam(d: Deployment) -> None:
     )
 
 
+def _layers(d: Deployment) -> None:
+    """The stack's LayerVersions (the stats layer) published from their asset zips.
+    A worker runs this machine's Python, not the layer's cp314 binaries: what a layer
+    changes here is what a function may import (lambda_runtime: LAYER_MODULES)."""
+    lam = d.client("lambda")
+    for logical, res in d.resources("AWS::Lambda::LayerVersion").items():
+        props = d.resolve(res["Properties"])
+        out = lam.publish_layer_version(
+            LayerName=f"iofleet-{logical}-{d.suffix}",
+            Content={"S3Bucket": props["Content"]["S3Bucket"], "S3Key": props["Content"]["S3Key"]},
+            CompatibleRuntimes=props.get("CompatibleRuntimes", []),
+        )
+        d.resolve.set(logical, out["LayerVersionArn"])
+
+
 def _functions(d: Deployment) -> None:
     lam = d.client("lambda")
+    _layers(d)
+    own_layers = set(d.resources("AWS::Lambda::LayerVersion"))
     for logical, res in d.resources("AWS::Lambda::Function").items():
         path = cdk_path(res)
         kind = next((k for p, k in FUNCTION_KINDS.items() if p in path), None)
@@ -484,6 +503,11 @@ def _functions(d: Deployment) -> None:
         wanted = ("Runtime", "Role", "Handler", "Code", "Environment", "Timeout", "MemorySize")
         props = d.resolve({k: v for k, v in res["Properties"].items() if k in wanted})
         name = f"iofleet-{kind}-{d.suffix}"
+        layers = [
+            d.resolve(layer)
+            for layer in res["Properties"].get("Layers", [])
+            if isinstance(layer, dict) and layer.get("Ref") in own_layers
+        ]
         fn = lam.create_function(
             FunctionName=name,
             Runtime=props["Runtime"],
@@ -493,6 +517,7 @@ def _functions(d: Deployment) -> None:
             Environment=props.get("Environment", {"Variables": {}}),
             Timeout=int(props.get("Timeout", 3)),
             MemorySize=int(props.get("MemorySize", 128)),
+            Layers=layers,
         )
         d.functions[kind] = name
         d.resolve.set(logical, name, Arn=fn["FunctionArn"])

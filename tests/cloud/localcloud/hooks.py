@@ -158,6 +158,11 @@ class Pool:
                 "_HANDLER": fn.handler or "handler.handler",
                 "PYTHONPATH": str(code_dir),
                 "POWERTOOLS_TRACE_DISABLED": "true",
+                # the stack's layers this function has (by name): lambda_runtime lets it
+                # import a layer's modules only then (the venv has them all)
+                "IOFLEET_LOCAL_LAYERS": ",".join(
+                    str(layer["Arn"]).split(":")[-2] for layer in (fn.layers or [])
+                ),
             }
         )
         key = json.dumps([fn.function_arn, fn.code_sha_256, env], sort_keys=True)

@@ -6,6 +6,7 @@ Stdout/stderr (Powertools logs, EMF metrics) go wherever the parent points them.
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -14,6 +15,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -36,8 +38,38 @@ class LambdaContext:
         return 60_000
 
 
+# third-party modules the venv has but Lambda gives a function only through one of the
+# stack's layers (infra/stats_layer.py), by the layer's logical-id part of its name
+LAYER_MODULES = {"StatsLayer": ("numpy", "scipy")}
+
+
+class _LayerOnly(importlib.abc.MetaPathFinder):
+    """Refuses the modules of the stack's layers the function does not have, as the
+    Lambda runtime would (ModuleNotFoundError)."""
+
+    def __init__(self, blocked: set[str]) -> None:
+        self.blocked = blocked
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.split(".")[0] in self.blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def _block_missing_layers() -> None:
+    have = os.environ.get("IOFLEET_LOCAL_LAYERS", "")
+    blocked = {
+        module
+        for layer, modules in LAYER_MODULES.items()
+        if layer not in have
+        for module in modules
+    }
+    if blocked:
+        sys.meta_path.insert(0, _LayerOnly(blocked))
+
+
 def main() -> int:
     out = os.fdopen(int(sys.argv[1]), "w")
+    _block_missing_layers()
     module_name, attr = os.environ.get("_HANDLER", "handler.handler").rsplit(".", 1)
     spec = importlib.util.spec_from_file_location(module_name, Path.cwd() / f"{module_name}.py")
     assert spec and spec.loader
