@@ -266,6 +266,8 @@ def _decode(text: str) -> tuple[dict, list[str]]:
 
 
 def _int(value: object, where: str) -> int:
+    if type(value) is int:  # the usual value, as int() would return it
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
     if isinstance(value, float) and not math.isfinite(value):
@@ -274,6 +276,8 @@ def _int(value: object, where: str) -> int:
 
 
 def _float(value: object, where: str) -> float:
+    if type(value) is float and math.isfinite(value):  # as float() would return it
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
     try:
@@ -569,9 +573,17 @@ def _check_columns(out: FioOutput) -> None:
     no table can hold (an integer beyond int64, a lone surrogate in a job name) is a
     ParseError naming the field, never a row that breaks a load."""
     for job, index, direction, hist in out.histograms:
-        # a histogram's values are sorted ascending: its first and last are min and max
+        # a histogram's values are sorted ascending: its first and last are min and max;
+        # its counts are integers >= 1: if their sum fits a bigint, every count does
+        low, high = hist.values[0], hist.values[-1]
+        if (
+            _plainly_fits(_BIN_TYPES["bin_ns"], low)
+            and _plainly_fits(_BIN_TYPES["bin_ns"], high)
+            and _plainly_fits(_BIN_TYPES["count"], sum(hist.counts))
+        ):
+            continue
         firsts_lasts = (
-            ("bin_ns", (hist.values[0], hist.values[-1])),
+            ("bin_ns", (low, high)),
             ("count", (min(hist.counts), max(hist.counts))),
         )
         for column, ends in firsts_lasts:
