@@ -141,10 +141,7 @@ def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] |
             raise _Bad("not a known artifact path (see the raw layout in docs/internals.md)")
         if kind == "fio":
             results, blocks = _fio(relpath, text)
-            rows: Rows = {FIO_RESULTS.name: results}
-            _check_rows(rows)
-            _check_bin_blocks(blocks)
-            return rows, blocks
+            return {FIO_RESULTS.name: results}, blocks
         rows = _HANDLERS[kind](relpath, text)
         _check_rows(rows)
         return rows, None
@@ -186,26 +183,6 @@ def _check_rows(rows: Rows) -> None:
             problem = table.row_problem(row)
             if problem:
                 raise _Bad(f"{name}.{problem}")
-
-
-_BIN_KEY_COLUMNS = FIO_LATENCY_BINS.columns[: len(BIN_BLOCK_COLUMNS)]
-_BIN_VALUE_TYPE = {c.name: c.type for c in FIO_LATENCY_BINS.columns}
-
-
-def _check_bin_blocks(blocks: Iterable[BinBlock]) -> None:
-    """`_check_rows` for bin blocks: the shared columns once, bin values and counts by range."""
-    for block in blocks:
-        for col, value in zip(_BIN_KEY_COLUMNS, block.key, strict=True):
-            problem = value_problem(col.type, value)
-            if problem:
-                raise _Bad(f"{FIO_LATENCY_BINS.name}.{col.name}: {problem}")
-        if not block.bins:
-            continue
-        for column, values in zip(("bin_ns", "count"), bin_columns(block.bins), strict=True):
-            for value in (min(values), max(values)):
-                problem = value_problem(_BIN_VALUE_TYPE[column], value)
-                if problem:
-                    raise _Bad(f"{FIO_LATENCY_BINS.name}.{column}: {problem}")
 
 
 def merge_slot_rows(rows: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
@@ -446,6 +423,9 @@ def _slot(relpath: str, text: str) -> Rows:
     return {SLOTS.name: [row]}
 
 
+_EMPTY_FIO_ROW = FIO_RESULTS.row()
+
+
 def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBlock]]:
     from iofleet.results.parsers import ParseError
     from iofleet.results.parsers.fio import parse_fio
@@ -463,7 +443,18 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
         out = parse_fio(text)
     except ParseError as exc:
         raise _Bad(f"fio output: {exc}") from None
-    results = [_table_row(FIO_RESULTS, key, rec) for rec in out.records]
+    # The parser has checked every figure against its column (parse_fio's
+    # _check_columns: records and bins, the same types as both tables); what is left
+    # is the key from the path, the same for every row and every bin: checked once,
+    # with the message _check_rows would give for the first row.
+    if out.records:
+        for col in FIO_RESULTS.columns[: len(key)]:
+            problem = value_problem(col.type, key[col.name])
+            if problem:
+                raise _Bad(f"{FIO_RESULTS.name}.{col.name}: {problem}")
+    # the parser's records hold typed values (int, finite float, str, None) for
+    # columns of this table only: a row is the key, the record, None elsewhere
+    results = [{**_EMPTY_FIO_ROW, **key, **rec} for rec in out.records]
     # bins are the bulk of the rows (hundreds per job and direction): one block per
     # record, straight from the parser's histograms ((bin_ns, count) sorted by bin_ns)
     prefix = tuple(key.values())

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
@@ -82,6 +83,22 @@ def _slot_units(units: Sequence[_Unit]) -> list[_Unit]:
     for key, folded in slot_rows.items():
         out.append(_Unit(key, {SLOTS.name: merge_slot_rows(folded)}, []))
     return out
+
+
+def _files_under(top: str, parts: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(path parts below `top`, path) of every file under a directory, as
+    `Path(top).rglob("*")` filtered by `is_file()` finds them (symlinked files count,
+    symlinked directories are not entered, unreadable directories are passed over), in
+    one `scandir` per directory; sorting the parts gives `sorted(rglob)`'s order."""
+    try:
+        entries = list(os.scandir(top))
+    except PermissionError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            yield from _files_under(entry.path, (*parts, entry.name))
+        elif entry.is_file():
+            yield (*parts, entry.name), entry.path
 
 
 @lru_cache(maxsize=256)
@@ -282,9 +299,12 @@ class Warehouse:
         run_ids = sorted(set(run_ids))
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for table in TABLES:
-                for run_id in run_ids:
-                    self.con.execute(f"DELETE FROM {table.name} WHERE run_id = ?", [run_id])
+            if run_ids:  # one statement per table, whatever the number of runs
+                for table in TABLES:
+                    self.con.execute(
+                        f"DELETE FROM {table.name} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                        [run_ids],
+                    )
             for table in TABLES:
                 self.insert_rows(table, rows.get(table.name, []))
             self.insert_bin_blocks(bin_blocks)
@@ -312,16 +332,16 @@ class Warehouse:
         for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
             run_id = loadable_text(run_dir.name)
             stats.runs.append(run_id)
-            for path in sorted(run_dir.rglob("*")):
-                if not path.is_file():
-                    continue
-                relpath = path.relative_to(root).as_posix()
-                if path.suffix != ".json" or path.name.startswith("."):
+            for parts, path in sorted(_files_under(str(run_dir))):
+                relpath = "/".join((run_dir.name, *parts))
+                name = parts[-1]
+                if not name.endswith(".json") or name.startswith("."):
                     stats.skipped += 1
                     continue
                 stats.objects += 1
                 try:
-                    text = path.read_text(encoding="utf-8", errors="replace")
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
                 except OSError as exc:
                     reason = f"cannot read: {exc.strerror or exc}"
                     error = error_row(run_id, relpath, reason)

@@ -53,7 +53,7 @@ from itertools import accumulate
 from typing import Any, overload
 
 from iofleet.results.parsers import ParseError
-from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS, value_problem
+from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS, INT_RANGES, value_problem
 
 try:
     import orjson as _orjson
@@ -266,6 +266,8 @@ def _decode(text: str) -> tuple[dict, list[str]]:
 
 
 def _int(value: object, where: str) -> int:
+    if type(value) is int:  # the usual value, as int() would return it
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
     if isinstance(value, float) and not math.isfinite(value):
@@ -274,6 +276,8 @@ def _int(value: object, where: str) -> int:
 
 
 def _float(value: object, where: str) -> float:
+    if type(value) is float and math.isfinite(value):  # as float() would return it
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
     try:
@@ -396,6 +400,9 @@ def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
         return {}
     if not isinstance(raw, Mapping):
         raise ParseError(f"{where}.percentile: expected an object")
+    plain = _plain_listed(raw, scale)
+    if plain is not None:
+        return plain
     listed: dict[float, int] = {}
     for key, value in raw.items():
         try:
@@ -404,6 +411,21 @@ def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
             continue
         listed[p] = _int(value, f"{where}.percentile[{key}]") * scale
     return listed
+
+
+def _plain_listed(raw: Mapping, scale: int) -> dict[float, int] | None:
+    """`_listed` in one pass for what fio writes (every key a number, every value an
+    integer); None for anything else, which `_listed` reads key by key."""
+    values = list(raw.values())
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        ps = list(map(float, raw))
+    except ValueError:  # a key that is no percentile: _listed skips it
+        return None
+    if scale != 1:
+        values = [value * scale for value in values]
+    return dict(zip(ps, values, strict=True))
 
 
 def _has_samples(clat: Mapping, bins: Bins, where: str) -> bool:
@@ -551,8 +573,21 @@ def _check_columns(out: FioOutput) -> None:
     no table can hold (an integer beyond int64, a lone surrogate in a job name) is a
     ParseError naming the field, never a row that breaks a load."""
     for job, index, direction, hist in out.histograms:
-        for column, values in (("bin_ns", hist.values), ("count", hist.counts)):
-            for value in (min(values), max(values)):
+        # a histogram's values are sorted ascending: its first and last are min and max;
+        # its counts are integers >= 1: if their sum fits a bigint, every count does
+        low, high = hist.values[0], hist.values[-1]
+        if (
+            _plainly_fits(_BIN_TYPES["bin_ns"], low)
+            and _plainly_fits(_BIN_TYPES["bin_ns"], high)
+            and _plainly_fits(_BIN_TYPES["count"], sum(hist.counts))
+        ):
+            continue
+        firsts_lasts = (
+            ("bin_ns", (low, high)),
+            ("count", (min(hist.counts), max(hist.counts))),
+        )
+        for column, ends in firsts_lasts:
+            for value in ends:
                 problem = value_problem(_BIN_TYPES[column], value)
                 if problem:
                     raise ParseError(
@@ -561,12 +596,27 @@ def _check_columns(out: FioOutput) -> None:
                     )
     for record in out.records:
         for key, value in record.items():
+            if value is None or _plainly_fits(_RESULT_TYPES[key], value):
+                continue
             problem = value_problem(_RESULT_TYPES[key], value)
             if problem:
                 raise ParseError(
                     f"job {_quote(ascii(record['job']))} (jobs[{record['job_index']}]) "
                     f"{record['direction']}: {key}: {problem}"
                 )
+
+
+def _plainly_fits(type_: str, value: object) -> bool:
+    """A quick yes for the usual value (an int in range, a finite float, ASCII text);
+    False leaves the verdict to schema.value_problem."""
+    if type(value) is int:  # not bool
+        limits = INT_RANGES.get(type_)
+        return limits is not None and limits[0] <= value <= limits[1]
+    if type(value) is float:
+        return type_ == "double" and math.isfinite(value)
+    if type(value) is str:
+        return type_ == "string" and value.isascii()
+    return False
 
 
 def _client_host(entry: Mapping, name: str, where: str) -> str | None:
