@@ -98,6 +98,7 @@ def _worker() -> None:
         import boto3
         from botocore.config import Config
 
+        from iofleet.agent.barrier import sleep_until
         from iofleet.aws import barrier
 
         client = boto3.client(
@@ -119,6 +120,12 @@ def _worker() -> None:
     lock = threading.Lock()
 
     def agent(index: int, offset: float) -> None:
+        if job.get("wake_after_s") is not None:  # the control: one sleep, no barrier
+            at_us = round((start_wall + job["wake_after_s"]) * 1e6)
+            row = {"index": index, "pid": os.getpid(), "passed_us": sleep_until(at_us)}
+            with lock:
+                results.append(row)
+            return
         time.sleep(max(0.0, start_wall + offset - time.time()))  # its launch
         timed = _Timed(ddb)
         try:
@@ -184,25 +191,37 @@ def barrier_wait(
         "parties": parties,
         "timeout_s": timeout_s,
     }
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
+    jobs = [
+        {
+            **engine,
+            "table": table,
+            "config": config,
+            "indices": list(range(p, parties, procs)),  # every process: early and late ones
+            "offsets": [offsets[i] for i in range(p, parties, procs)],
+            "writes": max(1, WRITES_IN_FLIGHT // procs),
+            "reads": max(1, READS_IN_FLIGHT // procs),
+            "timeout_s": timeout_s,
+        }
+        for p in range(procs)
+    ]
+    rows, errors, start_wall = _run_workers(jobs)
+    errors += [r["error"] for r in rows if "error" in r]
+    passed = [r for r in rows if r.get("passed") and r.get("passed_us") is not None]
+    if errors or len(passed) != parties:
+        first = errors[0] if errors else "timed out"
+        raise RuntimeError(f"{len(passed)}/{parties} agents passed the barrier ({first})")
+    return summarize(passed, barrier.poll_interval(parties), start_wall, procs)
+
+
+def _run_workers(jobs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], float]:
+    """One worker process per job; (rows, errors, the common start instant)."""
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     workers: list[subprocess.Popen[str]] = []
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     try:
-        for p in range(procs):
-            mine = list(range(p, parties, procs))  # every process gets early and late arrivals
-            job = {
-                **engine,
-                "table": table,
-                "config": config,
-                "indices": mine,
-                "offsets": [offsets[i] for i in mine],
-                "writes": max(1, WRITES_IN_FLIGHT // procs),
-                "reads": max(1, READS_IN_FLIGHT // procs),
-                "timeout_s": timeout_s,
-            }
+        for job in jobs:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bench.fleet_agents"],
                 stdin=subprocess.PIPE,
@@ -235,12 +254,40 @@ def barrier_wait(
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-    errors += [r["error"] for r in rows if "error" in r]
-    passed = [r for r in rows if r.get("passed") and r.get("passed_us") is not None]
-    if errors or len(passed) != parties:
-        first = errors[0] if errors else "timed out"
-        raise RuntimeError(f"{len(passed)}/{parties} agents passed the barrier ({first})")
-    return summarize(passed, barrier.poll_interval(parties), start_wall, procs)
+    return rows, errors, start_wall
+
+
+def wake_floor(
+    engine: dict[str, str], table: str, parties: int, after_s: float, processes: int | None = None
+) -> dict[str, Any]:
+    """The control beside the barrier: the same processes and threads, each sleeping
+    (`sleep_until`, as a released party does) until one instant `after_s` after the
+    start, with no barrier and no reads. Its spread is what waking `parties` threads
+    at one instant costs this machine: the floor under the barrier's skew here."""
+    procs = processes or processes_for(parties)
+    jobs = [
+        {
+            **engine,
+            "table": table,
+            "indices": list(range(p, parties, procs)),
+            "offsets": [0.0] * len(range(p, parties, procs)),
+            "writes": 1,
+            "reads": 1,
+            "timeout_s": after_s + 30,
+            "wake_after_s": after_s,
+        }
+        for p in range(procs)
+    ]
+    rows, errors, start_wall = _run_workers(jobs)
+    if errors or len(rows) != parties:
+        raise RuntimeError(f"{len(rows)}/{parties} sleepers woke ({errors[:1]})")
+    times = [r["passed_us"] for r in rows]
+    at_us = round((start_wall + after_s) * 1e6)
+    return {
+        "skew_ms": (max(times) - min(times)) / 1000,
+        "last_after_instant_ms": (max(times) - at_us) / 1000,
+        "processes": len({r["pid"] for r in rows}),
+    }
 
 
 def summarize(

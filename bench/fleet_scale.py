@@ -22,7 +22,10 @@ stubs) with lightweight simulated agents (no fio, no instance):
   agents that first saw the release record after its instant, and the on-time
   skew is the same spread over the agents that were not late; the reads per
   second the harness served before the release, against the rate the barrier
-  designs for (N / poll interval), say whether lateness is the harness';
+  designs for (N / poll interval), say whether lateness is the harness'; and a
+  control: the same worker processes and threads each sleeping (`sleep_until`)
+  until one instant, no barrier, no reads (`wake_floor`): the spread this
+  machine puts on N wake-ups, the floor under the barrier's skew here;
 - ingest: every slot's artifacts (slot.json, manifest.json and one fio JSON+
   result per slot, copied from one real `iofleet local` slot) put in S3 (moto, in
   process) and curated by the ingest Lambda's own code (`iofleet.aws.curate.
@@ -298,6 +301,16 @@ def measure(ctx: Context) -> dict[str, Any]:
                     f"reads {got_barrier['reads_per_s_before_release']}/s of "
                     f"{got_barrier['designed_reads_per_s']}/s)"
                 )
+            # the control: the same processes and threads woken at one instant, no barrier
+            floor = [
+                fleet_agents.wake_floor(engine, table, n, runs[0]["margin_s"])
+                for _ in range(scale.fleet_repeats)
+            ]
+            ctx.log(
+                f"fleet {n} slots: wake-up control (no barrier) skew "
+                + ", ".join(f"{f['skew_ms']:.1f}" for f in floor)
+                + " ms"
+            )
             # once more with the collector on, its pauses in the launch window tallied:
             # what the bench process's own heap (moto's) adds, not the state machine
             with_gc = _execution(template, n, None, collector=True)
@@ -334,6 +347,7 @@ def measure(ctx: Context) -> dict[str, Any]:
                 )
                 if any(x["on_time_skew_ms"] is not None for x in runs)
                 else None,
+                "barrier_wake_floor_ms": stat((f["skew_ms"] for f in floor), "ms", 2),
                 "barrier_last_after_release_ms": stat(
                     (x["last_after_release_ms"] for x in runs), "ms", 2
                 ),

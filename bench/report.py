@@ -236,6 +236,16 @@ ROWS: Sequence[Row] = (
     ),
     Row(
         "fleet_scale",
+        "control: 200 sleepers woken at one instant, no barrier (the harness' floor)",
+        ("sizes", "200", "barrier_wake_floor_ms"),
+    ),
+    Row(
+        "fleet_scale",
+        "control: 1,000 sleepers woken at one instant, no barrier (the harness' floor)",
+        ("sizes", "1000", "barrier_wake_floor_ms"),
+    ),
+    Row(
+        "fleet_scale",
         "start barrier: reads served / s before the release (designed 1,000), 1,000 parties",
         ("sizes", "1000", "barrier_reads_per_s"),
     ),

@@ -275,7 +275,7 @@ def test_barrier_wait_passes_every_agent_at_one_instant_in_several_processes() -
     import boto3
     from moto.server import ThreadedMotoServer
 
-    from bench.fleet_agents import barrier_wait
+    from bench.fleet_agents import barrier_wait, wake_floor
     from bench.fleet_scale import _state_table
     from iofleet.aws.keys import barrier_item_key
 
@@ -298,6 +298,7 @@ def test_barrier_wait_passes_every_agent_at_one_instant_in_several_processes() -
         )
         _state_table(ddb, "state")
         got = barrier_wait(engine, "state", "run-smoke", "c000-smoke", 6, processes=3)
+        control = wake_floor(engine, "state", 6, 0.2, processes=3)
         item = ddb.get_item(
             TableName="state",
             Key={k: {"S": v} for k, v in barrier_item_key("run-smoke", "c000-smoke").items()},
@@ -310,6 +311,7 @@ def test_barrier_wait_passes_every_agent_at_one_instant_in_several_processes() -
     assert sorted(item["arrived"]["NS"], key=int) == [str(i) for i in range(6)]
     assert "release_us" in item
     assert got["agent_pids"] == 3
+    assert control["processes"] == 3 and control["last_after_instant_ms"] >= 0
     assert got["last_after_release_ms"] >= got["first_after_release_ms"] >= 0
 
 
