@@ -122,12 +122,13 @@ def _worker() -> None:
     def agent(index: int, offset: float) -> None:
         if job.get("wake_after_s") is not None:  # the control: one sleep, no barrier
             at_us = round((start_wall + job["wake_after_s"]) * 1e6)
-            row = {"index": index, "pid": os.getpid(), "passed_us": sleep_until(at_us)}
+            woke = {"index": index, "pid": os.getpid(), "passed_us": sleep_until(at_us)}
             with lock:
-                results.append(row)
+                results.append(woke)
             return
         time.sleep(max(0.0, start_wall + offset - time.time()))  # its launch
         timed = _Timed(ddb)
+        row: dict[str, Any]
         try:
             got = barrier.DynamoBarrier(timed, job["config"]).wait(index)
             row = {
@@ -305,7 +306,7 @@ def summarize(
     latencies = sorted(e - s for r in passed for s, e in r["reads"])
     # the largest gap between one party's consecutive read starts while the record was
     # not yet written, or until it read it: the barrier counts on <= the poll interval
-    gaps = []
+    gaps: list[float] = []
     for r in passed:
         starts = sorted(s for s, _ in r["reads"])
         gaps.extend(b - a for a, b in zip(starts, starts[1:], strict=False))
