@@ -271,9 +271,11 @@ def measure(ctx: Context) -> dict[str, Any]:
             "key": engines.AWS_ACCESS_KEY,
             "secret": engines.AWS_SECRET_KEY,
         }
-        for n in sizes:
-            runs: list[dict[str, Any]] = []
-            for r in range(scale.fleet_repeats):
+        all_runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+        floors: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+        # the sizes interleaved within each repeat: the machine's load drifts over both
+        for r in range(scale.fleet_repeats):
+            for n in sizes:
                 cell_id = f"c000-bench-x{n}-r{r + 1}"
                 got_barrier: dict[str, Any] = {}
 
@@ -293,24 +295,20 @@ def measure(ctx: Context) -> dict[str, Any]:
                     )
 
                 launched = _execution(template, n, agents, collector=False)
-                runs.append({**launched, **got_barrier})
+                all_runs[n].append({**launched, **got_barrier})
+                # the control: the same processes and threads woken at one instant
+                floor_now = fleet_agents.wake_floor(engine, table, n, got_barrier["margin_s"])
+                floors[n].append(floor_now)
                 ctx.log(
                     f"fleet {n} slots, repeat {r + 1}/{scale.fleet_repeats}: launch "
                     f"{launched['fleet_step_s']:.2f} s, barrier skew "
                     f"{got_barrier['skew_ms']:.1f} ms ({got_barrier['late_agents']} late, "
                     f"reads {got_barrier['reads_per_s_before_release']}/s of "
-                    f"{got_barrier['designed_reads_per_s']}/s)"
+                    f"{got_barrier['designed_reads_per_s']}/s); wake-up control (no "
+                    f"barrier) {floor_now['skew_ms']:.1f} ms"
                 )
-            # the control: the same processes and threads woken at one instant, no barrier
-            floor = [
-                fleet_agents.wake_floor(engine, table, n, runs[0]["margin_s"])
-                for _ in range(scale.fleet_repeats)
-            ]
-            ctx.log(
-                f"fleet {n} slots: wake-up control (no barrier) skew "
-                + ", ".join(f"{f['skew_ms']:.1f}" for f in floor)
-                + " ms"
-            )
+        for n in sizes:
+            runs, floor = all_runs[n], floors[n]
             # once more with the collector on, its pauses in the launch window tallied:
             # what the bench process's own heap (moto's) adds, not the state machine
             with_gc = _execution(template, n, None, collector=True)
