@@ -209,6 +209,8 @@ ROWS: Sequence[Row] = (
         "fleet_scale",
         "gap between consecutive launch requests, 1,000 slots",
         ("sizes", "1000", "launch_gap_ms"),
+        "median <= 1.1 x 200 slots'",
+        ("met", "launch_per_slot_flat"),
     ),
     Row(
         "fleet_scale",
