@@ -1,7 +1,8 @@
 """Start barrier: the slots of one cell start their timed work at one agreed instant.
 
 Each party announces itself, then reads the barrier's state at a fixed poll
-interval. The first party to see every announcement (normally the last to
+interval (reads start on a fixed schedule, so a slow read does not delay the
+next one). The first party to see every announcement (normally the last to
 arrive) writes the release record: one wall-clock instant, its own clock's
 now plus a margin, in microseconds since the Unix epoch. Writing it is
 create-if-absent, so when several parties race the first record wins and the
@@ -133,6 +134,9 @@ class Barrier(ABC):
         limit = self.timeout_s if timeout_s is None else min(self.timeout_s, timeout_s)
         started = time.monotonic()
         state = self.announce(party)
+        next_read = started  # reads start on a fixed schedule: a slow read does not push
+        # the next one back (the margin counts on one read per interval), and a read that
+        # overran its slot is followed at once, never by a burst to catch up
         while True:
             if state.release_us is None and state.arrived >= self.parties:
                 # the margin lets the other parties read the record in time; a party
@@ -160,10 +164,12 @@ class Barrier(ABC):
                     passed_us=passed,
                     late_us=late,
                 )
-            waited = time.monotonic() - started
+            now = time.monotonic()
+            waited = now - started
             if waited >= limit:
                 return BarrierResult(False, waited, state.arrived, self.parties)
-            time.sleep(min(self.poll_s, max(limit - waited, 0.0)))
+            next_read = max(next_read + self.poll_s, now)
+            time.sleep(min(next_read - now, max(limit - waited, 0.0)))
             state = self.state()
 
 

@@ -269,18 +269,49 @@ def test_agents_run_between_every_launch_in_flight_and_the_tokens_answered() -> 
     assert got["child_states"] == {"RunSlot": 3}
 
 
-def test_barrier_wait_passes_every_agent_at_one_instant_on_dynamodb() -> None:
-    # moto's DynamoDB in process here; the bench runs the same code on DynamoDB Local
+def test_barrier_wait_passes_every_agent_at_one_instant_in_several_processes() -> None:
+    # moto's server here (the agents are other processes); the bench runs the same code
+    # on DynamoDB Local
     import boto3
-    from moto import mock_aws
+    from moto.server import ThreadedMotoServer
 
-    from bench.fleet_scale import _state_table, barrier_wait
+    from bench.fleet_agents import barrier_wait, wake_floor
+    from bench.fleet_scale import _state_table
+    from iofleet.aws.keys import barrier_item_key
 
-    with mock_aws():
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
+    server = ThreadedMotoServer(port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        engine = {
+            "endpoint": f"http://{host}:{port}",
+            "region": "us-east-1",
+            "key": "smoke",
+            "secret": "smoke",
+        }
+        ddb = boto3.client(
+            "dynamodb",
+            endpoint_url=engine["endpoint"],
+            region_name="us-east-1",
+            aws_access_key_id="smoke",
+            aws_secret_access_key="smoke",
+        )
         _state_table(ddb, "state")
-        got = barrier_wait(ddb, "state", "c000-smoke", 4)
-    assert got["skew_ms"] >= 0
+        got = barrier_wait(engine, "state", "run-smoke", "c000-smoke", 6, processes=3)
+        control = wake_floor(engine, "state", 6, 0.2, processes=3)
+        item = ddb.get_item(
+            TableName="state",
+            Key={k: {"S": v} for k, v in barrier_item_key("run-smoke", "c000-smoke").items()},
+            ConsistentRead=True,
+        )["Item"]
+    finally:
+        server.stop()
+    # then: every party announced on the one item, one instant was set, and the agents
+    # really ran in 3 processes, every one of them reading the barrier
+    assert sorted(item["arrived"]["NS"], key=int) == [str(i) for i in range(6)]
+    assert "release_us" in item
+    assert got["agent_pids"] == 3
+    assert control["processes"] == 3 and control["last_after_instant_ms"] >= 0
     assert got["last_after_release_ms"] >= got["first_after_release_ms"] >= 0
 
 

@@ -10,10 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import iofleet.agent.barrier as barrier_module
 from iofleet.agent.barrier import (
+    Barrier,
     BarrierError,
     BarrierState,
     FileBarrier,
@@ -262,3 +265,54 @@ def test_release_margin_only_when_others_must_read_the_record(
     assert slept == [frozen + margin_us]
     on_disk = barrier.state().release_us  # the record the others (would) read
     assert on_disk == frozen + margin_us
+
+
+class _SlowReads(Barrier):
+    """A barrier on a fake monotonic clock whose every state read takes `read_s` of it;
+    the release record appears at the `release_on`-th read. Records when each read began."""
+
+    def __init__(self, clock: list[float], read_s: float, poll_s: float, release_on: int):
+        self.parties, self.timeout_s, self.poll_s, self.slack_s = 2, 60.0, poll_s, 0.0
+        self.clock, self.read_s, self.release_on = clock, read_s, release_on
+        self.read_starts: list[float] = []
+
+    def announce(self, party: int) -> BarrierState:
+        return BarrierState(1, None)
+
+    def state(self) -> BarrierState:
+        self.read_starts.append(self.clock[0])
+        self.clock[0] += self.read_s
+        released = len(self.read_starts) >= self.release_on
+        return BarrierState(2 if released else 1, now_us() if released else None)
+
+    def propose_release(self, at_us: int) -> int:
+        return at_us
+
+
+@pytest.mark.parametrize(
+    ("read_s", "expected_starts"),
+    [
+        (0.3, [1.0, 2.0, 3.0, 4.0]),  # a read shorter than the interval: starts stay on time
+        (1.5, [1.0, 2.5, 4.0, 5.5]),  # a read longer than it: the next follows at once, no burst
+    ],
+)
+def test_reads_start_on_a_fixed_schedule_whatever_each_read_takes(
+    monkeypatch: pytest.MonkeyPatch, read_s: float, expected_starts: list[float]
+) -> None:
+    """The margin counts on one read per poll interval: a slow read (a loaded DynamoDB,
+    a retried request) must not push every later read back by its own duration."""
+    clock = [0.0]
+
+    def fake_sleep(seconds: float) -> None:
+        assert seconds >= 0
+        clock[0] += seconds
+
+    fake_time = SimpleNamespace(monotonic=lambda: clock[0], sleep=fake_sleep, time_ns=time.time_ns)
+    monkeypatch.setattr(barrier_module, "time", fake_time)
+    monkeypatch.setattr("iofleet.agent.barrier.sleep_until", lambda at: at)
+    barrier = _SlowReads(clock, read_s=read_s, poll_s=1.0, release_on=4)
+
+    result = barrier.wait(0)
+
+    assert result.passed
+    assert barrier.read_starts == pytest.approx(expected_starts)
