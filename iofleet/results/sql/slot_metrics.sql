@@ -13,9 +13,10 @@
 --   build is not a build time). workload is the app name, job/direction NULL.
 --
 -- Each table is read once: the wide per-slot rows are unpivoted by a CROSS
--- JOIN with the list of metrics (a CASE picks the column), not by one UNION
+-- JOIN UNNEST of the metric names (a CASE picks the column), not by one UNION
 -- branch per metric (Trino inlines a WITH query at every reference, so each
--- branch would scan the table again).
+-- branch would scan the table again; an UNNEST stays in the scan's stage
+-- where a CROSS JOIN with VALUES adds a join and a stage).
 WITH ioping_ranked AS (
   SELECT
     run_id, cell_id, slot_index, workload_index, operation,
@@ -56,7 +57,8 @@ app AS (
 unioned AS (
   SELECT
     f.run_id, f.cell_id, f.slot_index, 'fio' AS metric_source, f.workload_index, f.workload,
-    f.job, f.direction, m.metric, m.unit,
+    f.job, f.direction, m.metric,
+    CASE m.metric WHEN 'iops' THEN 'iops' WHEN 'bw_bytes' THEN 'B/s' ELSE 'ns' END AS unit,
     CASE m.metric
       WHEN 'iops' THEN f.iops
       WHEN 'bw_bytes' THEN f.bw_bytes
@@ -68,11 +70,12 @@ unioned AS (
       WHEN 'clat_max_ns' THEN f.clat_max_ns
     END AS value
   FROM fio_slot_metrics f
-  CROSS JOIN (
-    VALUES
-      ('iops', 'iops'), ('bw_bytes', 'B/s'), ('clat_mean_ns', 'ns'), ('clat_p50_ns', 'ns'),
-      ('clat_p90_ns', 'ns'), ('clat_p99_ns', 'ns'), ('clat_p99_9_ns', 'ns'), ('clat_max_ns', 'ns')
-  ) AS m (metric, unit)
+  CROSS JOIN UNNEST(
+    ARRAY[
+      'iops', 'bw_bytes', 'clat_mean_ns', 'clat_p50_ns', 'clat_p90_ns', 'clat_p99_ns',
+      'clat_p99_9_ns', 'clat_max_ns'
+    ]
+  ) AS m (metric)
   UNION ALL
   SELECT
     i.run_id, i.cell_id, i.slot_index, 'ioping', i.workload_index, 'ioping',
@@ -84,8 +87,8 @@ unioned AS (
       WHEN 'lat_max_ns' THEN i.lat_max_ns
     END
   FROM ioping i
-  CROSS JOIN (
-    VALUES ('lat_min_ns'), ('lat_median_ns'), ('lat_mean_ns'), ('lat_max_ns')
+  CROSS JOIN UNNEST(
+    ARRAY['lat_min_ns', 'lat_median_ns', 'lat_mean_ns', 'lat_max_ns']
   ) AS m (metric)
   UNION ALL
   SELECT run_id, cell_id, slot_index, 'app', workload_index, app, CAST(NULL AS VARCHAR),
