@@ -1,7 +1,7 @@
 """The DuckDB text of the Trino/Athena SQL in `iofleet/results/sql/`, transpiled once.
 
 The views and queries are written once in Trino/Athena SQL; DuckDB runs them
-transpiled by sqlglot. Transpiling the eight views and the queries costs
+transpiled by sqlglot. Transpiling the views and the queries costs
 about 0.2-0.4 s of CPU (plus sqlglot's own import, about 0.1 s) at every
 warehouse open, i.e. at every `iofleet local` and `iofleet report`. So the
 transpiled text is kept in `sql/duckdb.json`, keyed by the SHA-256 of the

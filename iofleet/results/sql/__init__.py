@@ -23,6 +23,7 @@ SQL_DIR = Path(__file__).resolve().parent
 
 VIEW_NAMES: tuple[str, ...] = (
     "cells",
+    "fio_slot_metrics",
     "slot_metrics",
     "cell_percentiles",
     "fleet_latency",
