@@ -257,7 +257,8 @@ os.execv("/usr/bin/mount", ["mount"] + args)
 
 
 MOUNT_S3_SHIM = """#!{python}
-# local cloud stand-in for mount-s3 (there is no Mountpoint here): check the bucket exists,
+# local cloud stand-in for mount-s3 (there is no Mountpoint here): check the bucket exists
+# (for a directory bucket, through a CreateSession on it, as Mountpoint's client does),
 # leave a marker object in it (so cleanup has something to empty), record the command line,
 # and bind-mount an empty directory at the target. Mountpoint's own semantics are not
 # emulated (tests/integration/test_mountpoint_semantics.py checks fio against them).
