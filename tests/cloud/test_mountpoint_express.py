@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -268,40 +269,31 @@ def zone(local_stack: LocalStack) -> Iterator[str]:
     yield _stack_zones(local_stack)[0][1]
 
 
-# (what is wrong, bucket name, configuration, the error AWS answers with)
-BAD_CREATES = [
-    ("upper case", "IFL-probe--{az}--x-s3", None, "InvalidBucketName"),
-    ("no zone suffix", "ifl-probe-nosuffix--x-s3", None, "InvalidBucketName"),
-    ("too long", "a" * 52 + "--{az}--x-s3", None, "InvalidBucketName"),
-    ("xn-- prefix", "xn--probe--{az}--x-s3", None, "InvalidBucketName"),
-    ("zone of another region", "ifl-probe-1--usw2-az1--x-s3", "usw2-az1", "InvalidBucketName"),
-    ("zone that does not exist", "ifl-probe-2--use1-az99--x-s3", "use1-az99", "InvalidBucketName"),
-    ("name and location disagree", GOOD, "another zone", "InvalidBucketName"),
-    ("multi-zone redundancy", GOOD, {"DataRedundancy": "SingleLocalZone"}, "InvalidArgument"),
-    ("no Directory type", GOOD, {"Type": None}, "InvalidArgument"),
-    ("no configuration", GOOD, "none", "InvalidArgument"),
-]
+PROBES = Path(__file__).resolve().parents[1] / "data" / "probes" / "s3express"
+BAD_CREATES = json.loads((PROBES / "create_bucket.json").read_text())["probes"]
 
 
-@pytest.mark.parametrize(
-    ("why", "name", "config", "code"), BAD_CREATES, ids=[b[0] for b in BAD_CREATES]
-)
+@pytest.mark.parametrize("probe", BAD_CREATES, ids=[p["why"] for p in BAD_CREATES])
 def test_a_bad_directory_bucket_request_fails_as_on_aws_and_creates_nothing(
-    local_stack: LocalStack, zone: str, why: str, name: str, config: Any, code: str
+    local_stack: LocalStack, zone: str, probe: dict[str, Any]
 ) -> None:
     s3 = local_stack.client("s3")
-    bucket = name.format(az=zone, n=re.sub("[^a-z0-9]+", "-", why))
+    bucket = probe["name"].format(az=zone, n=re.sub("[^a-z0-9]+", "-", probe["why"]))
+    config = probe["config"]
     args: dict[str, Any] = {"Bucket": bucket}
     if config == "another zone":
-        config = next(z for z in s3express.region_zones("us-east-1") if z != zone)
+        config = {
+            "Location": {"Name": next(z for z in s3express.region_zones("us-east-1") if z != zone)}
+        }
     if config != "none":
-        cfg = _zone_config(zone if config is None or isinstance(config, dict) else config)
-        if isinstance(config, dict):
-            cfg["Bucket"] = {k: v for k, v in {**DIRECTORY, **config}.items() if v is not None}
-        args["CreateBucketConfiguration"] = cfg
+        good = _zone_config(zone)
+        for part, overrides in (config or {}).items():
+            merged = {**good[part], **overrides}
+            good[part] = {k: v for k, v in merged.items() if v is not None}
+        args["CreateBucketConfiguration"] = good
     with pytest.raises(s3.exceptions.ClientError) as caught:
         s3.create_bucket(**args)
-    assert caught.value.response["Error"]["Code"] == code, why
+    assert caught.value.response["Error"]["Code"] == probe["code"], caught.value
     assert bucket not in _directory_buckets(local_stack)
     assert s3express.backing_name(bucket) not in _backing_buckets(local_stack)
 
