@@ -330,6 +330,12 @@ def test_the_zonal_endpoint_needs_the_buckets_own_session_and_zone(
             f"{endpoint}/{bucket}/k", headers={"x-amz-s3session-token": other_token}, timeout=30
         )
         assert wrong.status_code == 403 and b"AccessDenied" in wrong.content
+        # a ReadOnly session reads but does not write
+        reader = s3.create_session(Bucket=bucket, SessionMode="ReadOnly")["Credentials"]
+        headers = {"Host": host, "x-amz-s3session-token": reader["SessionToken"]}
+        assert requests.get(f"{endpoint}/k", headers=headers, timeout=30).status_code == 200
+        put = requests.put(f"{endpoint}/k2", data=b"x", headers=headers, timeout=30)
+        assert put.status_code == 403 and b"AccessDenied" in put.content
         another = next(z for z in s3express.region_zones("us-east-1") if z != zone)
         elsewhere = host.replace(f"s3express-{zone}", f"s3express-{another}")
         lost = requests.get(
