@@ -5,9 +5,8 @@ zips, moto's S3 for the general purpose bucket of each cell, the agents running 
 ingest. Stand-in (tests/cloud/localcloud/hooks.py, MOUNT_S3_SHIM): there is no mount-s3
 here, so the instance's `mount-s3` checks the bucket exists, leaves a marker object in it
 and bind-mounts an empty directory; fio's calls are checked against Mountpoint's rules in
-tests/integration/test_mountpoint_semantics.py. Only AWS shows the real mount, its
-throughput and S3 Express One Zone (moto has no directory buckets; the Express path is
-covered against a stand-in in tests/unit/lambdas/test_s3mount.py).
+tests/integration/test_mountpoint_semantics.py. Only AWS shows the real mount and its
+throughput. S3 Express One Zone directory buckets: tests/cloud/test_mountpoint_express.py.
 """
 
 from __future__ import annotations

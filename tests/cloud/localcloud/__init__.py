@@ -37,6 +37,12 @@ Hand-written substitutes (each because no local engine does the job):
   InsufficientInstanceCapacity or Unsupported as the rules say, the EC2 API's
   own failures at fleet scale that moto never shows; and EC2's ClientToken
   idempotency (a repeated token gets the earlier instances back), always on.
+- `s3express.py` (installed by the hooks): S3 Express One Zone directory
+  buckets, which moto lacks: CreateBucket with a Directory configuration,
+  ListDirectoryBuckets, CreateSession and its session checks, the zonal
+  endpoint, the documented naming and zone rules; the objects live in a plain
+  moto bucket of another moto account. The Lambdas' boto3 code reaches it
+  unchanged through `AWS_ENDPOINT_URL`.
 - `sfn_patches.py` fixes two places where moto's Step Functions interpreter
   departs from AWS: a Distributed Map's tolerated failure threshold, and
   StopExecution (ABORTED at once and for good).

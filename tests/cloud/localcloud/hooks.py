@@ -262,7 +262,8 @@ os.execv("/usr/bin/mount", ["mount"] + args)
 
 
 MOUNT_S3_SHIM = """#!{python}
-# local cloud stand-in for mount-s3 (there is no Mountpoint here): check the bucket exists,
+# local cloud stand-in for mount-s3 (there is no Mountpoint here): check the bucket exists
+# (for a directory bucket, through a CreateSession on it, as Mountpoint's client does),
 # leave a marker object in it (so cleanup has something to empty), record the command line,
 # and bind-mount an empty directory at the target. Mountpoint's own semantics are not
 # emulated (tests/integration/test_mountpoint_semantics.py checks fio against them).
@@ -477,10 +478,11 @@ def install() -> None:
     from moto.awslambda.models import LambdaFunction
     from moto.ec2.models.instances import InstanceBackend
 
-    from tests.cloud.localcloud import ec2_faults, fsx_lifecycle, sfn_patches
+    from tests.cloud.localcloud import ec2_faults, fsx_lifecycle, s3express, sfn_patches
 
     sfn_patches.install()  # Map failure threshold and StopExecution as in AWS (see that module)
     fsx_lifecycle.install()  # FSx Lifecycle and Lustre MountName, which moto lacks
+    s3express.install()  # S3 Express One Zone directory buckets, which moto lacks
 
     LambdaFunction.invoke = _lambda_invoke(LambdaFunction.invoke)  # type: ignore[method-assign]
     InstanceBackend.run_instances = _run_instances(  # type: ignore[method-assign]

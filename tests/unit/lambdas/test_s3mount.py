@@ -1,7 +1,8 @@
 """Mountpoint for S3 storage per cell: PrepareCell creates the bucket, cleanup (cell, run,
 abort rule) and the janitor empty and delete it. Against a moto server; S3 Express One Zone
-directory buckets through tests/unit/lambdas/s3express.py (moto has none; it says what
-that stand-in cannot show)."""
+directory buckets through the local cloud's server-side stand-in
+(tests/cloud/localcloud/s3express.py, installed in this process's moto server: moto has
+none; it says what it cannot show), reached by the unchanged boto3 client."""
 
 from __future__ import annotations
 
@@ -21,12 +22,23 @@ from lambdas.cleanup import handler as cleanup
 from lambdas.janitor import handler as janitor
 from lambdas.launch import handler as launch
 from lambdas.prepare_cell import handler as prepare
+from tests.cloud.localcloud import s3express
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
-from tests.unit.lambdas.s3express import DirectoryBucketStandIn
 from tests.unit.lambdas.test_fleet_handlers import ROLE_ID, TOKEN, _planned
 from tests.unit.lambdas.test_fleet_handlers import network as network  # noqa: F401 - the fixture
 
 EXPIRES = "2026-11-24T02:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def _directory_buckets(moto_endpoint: str) -> None:
+    s3express.install()  # the server runs in this process
+
+
+def _directory_zones(s3: Any) -> dict[str, str]:
+    """Directory bucket -> its zone, as ListDirectoryBuckets and the stand-in know them."""
+    names = {b["Name"] for b in s3.list_directory_buckets()["Buckets"]}
+    return {n: s3express.STATE.buckets[n]["az_id"] for n in names}
 
 
 def _matrix(storage: dict[str, Any], ami: str) -> dict[str, Any]:
@@ -192,7 +204,8 @@ def test_express_bucket_is_a_directory_bucket_in_the_fleets_zone_and_the_fleet_s
     network: dict[str, str],
     context: FakeLambdaContext,
 ) -> None:
-    s3 = DirectoryBucketStandIn(cloud.client("s3"))
+    s3 = cloud.client("s3")
+    before = _directory_zones(s3)
     ec2 = cloud.client("ec2")
     subnets, zone_of = _two_zones(cloud)
     second_zone = zone_of[subnets[1]]
@@ -221,7 +234,7 @@ def test_express_bucket_is_a_directory_bucket_in_the_fleets_zone_and_the_fleet_s
         s3mount.base_name(run["run_id"], cell["cell_id"], EXPIRES), second_zone
     )
     assert name.endswith(f"--{second_zone}--x-s3") and len(name) <= 63
-    assert s3.zones == {name: second_zone}
+    assert {k: v for k, v in _directory_zones(s3).items() if k not in before} == {name: second_zone}
     assert storage["subnet_ids"] == [subnets[1]] and storage["az_id"] == second_zone
     # when: slot 0 launches (its rotation starts at the first subnet, the other zone)
     env = LaunchEnv(
@@ -255,8 +268,11 @@ def test_express_bucket_is_a_directory_bucket_in_the_fleets_zone_and_the_fleet_s
     # and the cell's cleanup empties and deletes the directory bucket
     _fill(s3, name)
     cleaned = cell_logic_cleanup(cloud, run, cell, prepared, s3)
-    assert cleaned["file_system"] == "deleted" and s3.zones == {}
-    assert ("DeleteBucket", name) in s3.calls
+    assert cleaned["file_system"] == "deleted" and name not in _directory_zones(s3)
+    # and the moto bucket that held its objects (the stand-in's account) is gone too
+    from moto.s3.models import s3_backends
+
+    assert s3express.backing_name(name) not in s3_backends[s3express.BACKING_ACCOUNT]["aws"].buckets
 
 
 def network_template(cloud: Cloud) -> str:
@@ -285,7 +301,8 @@ def test_express_in_a_zone_without_a_subnet_of_the_stack_creates_nothing(
     network: dict[str, str],
     context: FakeLambdaContext,
 ) -> None:
-    s3 = DirectoryBucketStandIn(cloud.client("s3"))
+    s3 = cloud.client("s3")
+    before = _directory_zones(s3)
     subnets, zone_of = _two_zones(cloud)
     run = _planned(
         context,
@@ -307,7 +324,7 @@ def test_express_in_a_zone_without_a_subnet_of_the_stack_creates_nothing(
             region="us-east-1",
             expires_at=EXPIRES,
         )
-    assert s3.zones == {} and s3.calls == []
+    assert _directory_zones(s3) == before
 
 
 def test_mount_argv_and_names() -> None:
