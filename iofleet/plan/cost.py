@@ -260,6 +260,10 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
             from iofleet.plan import fsx
 
             warnings += fsx.region_warnings(spec, region)
+        if aws and spec.type == "s3express-mountpoint":
+            from iofleet.plan.mountpoint import express_zone_warnings
+
+            warnings += express_zone_warnings(getattr(cell.storage, "az_id", None), region)
         entry: dict[str, Any] = {
             "expected": expected,
             "warnings": warnings,

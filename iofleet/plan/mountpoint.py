@@ -290,6 +290,55 @@ def az_id_problem(value: str) -> str | None:
     return None
 
 
+# The zones that offer S3 Express One Zone, per Region, as the S3 User Guide lists them
+# ("S3 Express One Zone Availability Zones and Regions",
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/s3-express-Endpoints.html, read
+# 2026-11-23). AWS adds zones and Regions over time, so a zone missing here is a warning
+# at plan time (CreateBucket is what refuses it on AWS), never a refusal.
+EXPRESS_ZONES_SOURCE = (
+    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/s3-express-Endpoints.html"
+)
+EXPRESS_ZONES: dict[str, tuple[str, ...]] = {
+    "us-east-1": ("use1-az4", "use1-az5", "use1-az6"),
+    "us-east-2": ("use2-az1", "use2-az2"),
+    "us-west-2": ("usw2-az1", "usw2-az3", "usw2-az4"),
+    "ap-south-1": ("aps1-az1", "aps1-az3"),
+    "ap-northeast-1": ("apne1-az1", "apne1-az4"),
+    "eu-west-1": ("euw1-az1", "euw1-az3"),
+    "eu-north-1": ("eun1-az1", "eun1-az2", "eun1-az3"),
+}
+
+
+def express_zone_warnings(az_id: str | None, region: str) -> list[str]:
+    """Plan warnings for an S3 Express One Zone cell's zone in `region` (EXPRESS_ZONES)."""
+    zones = EXPRESS_ZONES.get(region)
+    listed = f"the S3 User Guide's zone list ({EXPRESS_ZONES_SOURCE})"
+    if zones is None:
+        return [
+            f"S3 Express One Zone is not listed for {region} in {listed}: "
+            "CreateBucket fails in PrepareCell if it is still not offered there"
+        ]
+    prefix = zones[0].rsplit("-az", 1)[0]
+    if az_id is None:
+        return [
+            f"the directory bucket goes in the zone of the stack's first subnet: S3 Express "
+            f"One Zone is offered in {region} only in {', '.join(zones)} ({listed}); set "
+            "az_id to one of them if that subnet is elsewhere"
+        ]
+    if not az_id.startswith(prefix + "-az"):
+        return [
+            f"az_id {az_id} is not a zone of {region} (its zones are {prefix}-azN): "
+            "CreateBucket fails in PrepareCell"
+        ]
+    if az_id not in zones:
+        return [
+            f"az_id {az_id} does not offer S3 Express One Zone in {listed}, which lists "
+            f"{', '.join(zones)} for {region}: CreateBucket fails in PrepareCell unless "
+            "AWS has added it since"
+        ]
+    return []
+
+
 # --------------------------------------------------------------------------- cost
 
 # Mountpoint's default part size: a write goes up as multipart parts of 8 MiB, a read
