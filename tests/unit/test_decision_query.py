@@ -287,3 +287,47 @@ def test_planted_pareto_front_cost_per_outcome_and_cheapest_meeting_the_target()
     assert [r["storage_label"] for r in build if r["cheapest_meeting_target"]] == ["io2"]
     # and: the report's decision table says the same
     _same_as_report(shown, report)
+
+
+@pytest.mark.parametrize(
+    ("points", "front"),
+    [
+        # identical points do not beat each other; equal cost and worse value, or equal
+        # value and more cost, is beaten
+        ({"P": (1.0, 1000.0), "Q": (1.0, 1000.0), "R": (1.0, 900.0), "S": (2.0, 1000.0),
+          "T": (0.5, 500.0)}, {"P", "Q", "T"}),
+        # one point dominating all; a cheaper and worse one stays on the front
+        ({"A": (1.0, 5000.0), "B": (3.0, 4000.0), "C": (0.1, 10.0), "D": (3.0, 4000.0)},
+         {"A", "C"}),
+        # unknown cost: never on the front, and beats nothing
+        ({"A": (None, 9000.0), "B": (2.0, 100.0)}, {"B"}),
+    ],
+)  # fmt: skip
+def test_pareto_front_edges(points: dict[str, tuple[float | None, float]], front: set[str]) -> None:
+    rows: dict[str, list[dict[str, Any]]] = {"slots": [], "fio_results": [], "cell_costs": []}
+    for index, (label, (usd, iops)) in enumerate(points.items()):
+        cell = f"c{index:03d}-{label}"
+        rows["slots"].append(
+            {
+                "run_id": RUN, "cell_id": cell, "slot_index": 0, "cell_index": index,
+                "instance_type": "m6i.large", "storage_label": label, "storage_type": "ebs",
+                "fleet_size": 1, "repeat": 1, "status": "SUCCEEDED",
+            }
+        )  # fmt: skip
+        rows["fio_results"].append(
+            {
+                "run_id": RUN, "cell_id": cell, "slot_index": 0, "workload_index": 0,
+                "workload": "w", "job": "w", "job_index": 0, "direction": "read",
+                "iops": iops, "error": 0,
+            }
+        )  # fmt: skip
+        if usd is not None:
+            rows["cell_costs"].append({"run_id": RUN, "cell_id": cell, "estimated_cost_usd": usd})
+    with Warehouse(":memory:") as wh:
+        for table, trs in rows.items():
+            wh.insert_rows(table, trs)
+        got = named_query(wh, "decision", [RUN], 'stat, "rank"')
+        report = load_decision(wh, RUN)["decision"]
+    for stat in ("p0", "p50", "mean"):
+        assert {r["storage_label"] for r in got if r["stat"] == stat and r["pareto"]} == front
+    assert {r["storage_label"] for r in report if r["pareto"]} == front

@@ -10,7 +10,8 @@
 --   the configuration fields, NULL last, fleet size as a number);
 -- - `ranked`: the workload's default ranked metric (fio iops, else bw_bytes; ioping
 --   lat_median_ns; app wall_seconds); `workload_metrics`: ',m1,m2,...,' every metric the
---   workload measured (a target on a metric it lacks leaves it on its default);
+--   workload measured (a target on a metric it lacks leaves it on its default); both
+--   are windows over the configurations (Trino stages: see `pareto`);
 -- - cost from the plan (cell_costs), the same on every row of a configuration:
 --   usd_per_run (the mean of its cells' estimates, NULL unless every cell has one),
 --   usd_per_slot (/ fleet size), usd_per_instance_hour (/ fleet size x mean billable
@@ -19,7 +20,11 @@
 --   usd_per_build (/ the successful builds per cell, mean over repeats), cost_complete;
 -- - `pareto`: on the cost-performance front of its workload, metric and stat: no other
 --   configuration has usd_per_slot <= and value at least as good, one of them strictly
---   (unknown cost: never on the front), counted by an anti-join, so DuckDB and Trino agree;
+--   (unknown cost: never on the front). One window, no self-join (Trino inlines every
+--   reference to a WITH clause, and a self-join doubled the plan past its stage limit):
+--   ordered by cost, then value best first, the best value among the rows of strictly
+--   lower cost or of equal cost and strictly better value (the peer groups before the
+--   row's own); dominated when that is at least as good as the row's value;
 -- - `cost_order`: the order by usd_per_slot (unknown last), then rank: the dashboard's
 --   "cheapest meeting the target" is the meeting row with the least cost_order.
 -- `configuration` and `chart_label` (workload | configuration) name the rows for display.
@@ -36,22 +41,6 @@ WITH sv AS (
   FROM slot_metrics m
   JOIN cells c ON c.run_id = m.run_id AND c.cell_id = m.cell_id
   WHERE m.value IS NOT NULL
-),
-workloads AS (
-  SELECT
-    run_id, metric_source, workload_index, workload, job, direction,
-    CASE
-      WHEN metric_source = 'fio' AND sum(CASE WHEN metric = 'iops' THEN 1 ELSE 0 END) > 0
-        THEN 'iops'
-      WHEN metric_source = 'fio' AND sum(CASE WHEN metric = 'bw_bytes' THEN 1 ELSE 0 END) > 0
-        THEN 'bw_bytes'
-      WHEN metric_source = 'ioping'
-        AND sum(CASE WHEN metric = 'lat_median_ns' THEN 1 ELSE 0 END) > 0 THEN 'lat_median_ns'
-      WHEN metric_source = 'app'
-        AND sum(CASE WHEN metric = 'wall_seconds' THEN 1 ELSE 0 END) > 0 THEN 'wall_seconds'
-    END AS ranked_metric
-  FROM sv
-  GROUP BY run_id, metric_source, workload_index, workload, job, direction
 ),
 ordered AS (
   SELECT
@@ -153,19 +142,20 @@ costs AS (
     run_id, metric_source, workload_index, workload, job, direction,
     instance_type, storage_label, storage_type, storage_detail, fleet_size
 ),
-workload_metric_list AS (
-  SELECT
-    run_id, metric_source, workload_index, workload, job, direction,
-    concat(',', array_join(array_sort(array_agg(DISTINCT metric)), ','), ',')
-      AS workload_metrics
-  FROM sv
-  GROUP BY run_id, metric_source, workload_index, workload, job, direction
-),
 priced AS (
   SELECT
     g.*,
-    w.ranked_metric,
-    l.workload_metrics,
+    CASE
+      WHEN g.metric_source = 'fio' AND max(CASE WHEN g.metric = 'iops' THEN 1 ELSE 0 END)
+        OVER (PARTITION BY g.run_id, g.metric_source, g.workload_index, g.workload, g.job,
+          g.direction) = 1 THEN 'iops'
+      WHEN g.metric_source = 'fio' THEN 'bw_bytes'
+      WHEN g.metric_source = 'ioping' THEN 'lat_median_ns'
+      WHEN g.metric_source = 'app' THEN 'wall_seconds'
+    END AS ranked_metric,
+    concat(',', array_join(array_sort(array_distinct(array_agg(g.metric) OVER (
+      PARTITION BY g.run_id, g.metric_source, g.workload_index, g.workload, g.job, g.direction
+    ))), ','), ',') AS workload_metrics,
     c.usd_per_run,
     c.usd_per_run / CAST(nullif(g.fleet_size, 0) AS DOUBLE) AS usd_per_slot,
     CASE
@@ -178,16 +168,6 @@ priced AS (
     CASE WHEN c.builds <> 0.0E0 THEN c.usd_per_run / c.builds END AS usd_per_build,
     CASE WHEN c.usd_per_run IS NOT NULL THEN c.cost_complete END AS cost_complete
   FROM configs g
-  JOIN workloads w
-    ON w.run_id = g.run_id AND w.metric_source = g.metric_source
-    AND coalesce(w.workload_index, -1) = coalesce(g.workload_index, -1)
-    AND coalesce(w.workload, '') = coalesce(g.workload, '')
-    AND coalesce(w.job, '') = coalesce(g.job, '') AND coalesce(w.direction, '') = coalesce(g.direction, '')
-  JOIN workload_metric_list l
-    ON l.run_id = g.run_id AND l.metric_source = g.metric_source
-    AND coalesce(l.workload_index, -1) = coalesce(g.workload_index, -1)
-    AND coalesce(l.workload, '') = coalesce(g.workload, '')
-    AND coalesce(l.job, '') = coalesce(g.job, '') AND coalesce(l.direction, '') = coalesce(g.direction, '')
   JOIN costs c
     ON c.run_id = g.run_id AND c.metric_source = g.metric_source
     AND coalesce(c.workload_index, -1) = coalesce(g.workload_index, -1)
@@ -207,48 +187,37 @@ stat_rows AS (
       WHEN 'p0' THEN p.p0 WHEN 'p50' THEN p.p50 WHEN 'p75' THEN p.p75
       WHEN 'p90' THEN p.p90 WHEN 'p98' THEN p.p98 WHEN 'p100' THEN p.p100
       WHEN 'mean' THEN p.mean
-    END AS value,
-    p.metric IN ('iops', 'bw_bytes') AS higher,
-    dense_rank() OVER (
-      ORDER BY p.run_id, p.metric_source, p.workload_index, p.workload, p.job, p.direction,
-        p.metric, s.stat
-    ) AS part,
-    row_number() OVER (
-      ORDER BY p.run_id, p.metric_source, p.workload_index, p.workload, p.job, p.direction,
-        p.metric, s.stat, p.instance_type, p.storage_label, p.storage_type, p.storage_detail,
-        p.fleet_size
-    ) AS rid
+    END AS value
   FROM priced p
   CROSS JOIN (VALUES ('p0'), ('p50'), ('p75'), ('p90'), ('p98'), ('p100'), ('mean')) AS s (stat)
+),
+scored AS (
+  SELECT
+    r.*,
+    CASE WHEN r.metric IN ('iops', 'bw_bytes') THEN r.value ELSE -r.value END AS goodness
+  FROM stat_rows r
 ),
 ranked_rows AS (
   SELECT
     r.*,
     row_number() OVER (
-      PARTITION BY r.part
+      PARTITION BY r.run_id, r.metric_source, r.workload_index, r.workload, r.job,
+        r.direction, r.metric, r.stat
       ORDER BY
-        CASE WHEN r.higher THEN -r.value ELSE r.value END,
+        -r.goodness,
         r.instance_type IS NULL, CAST(r.instance_type AS VARCHAR),
         r.storage_label IS NULL, CAST(r.storage_label AS VARCHAR),
         r.storage_type IS NULL, CAST(r.storage_type AS VARCHAR),
         r.storage_detail IS NULL, CAST(r.storage_detail AS VARCHAR),
         r.fleet_size IS NULL, r.fleet_size
-    ) AS "rank"
-  FROM stat_rows r
-),
-dominators AS (
-  SELECT a.rid, count(b.rid) AS n
-  FROM ranked_rows a
-  LEFT JOIN ranked_rows b
-    ON b.part = a.part AND b.rid <> a.rid
-    AND b.usd_per_slot <= a.usd_per_slot
-    AND (
-      (a.higher AND b.value >= a.value
-        AND (b.usd_per_slot < a.usd_per_slot OR b.value > a.value))
-      OR (NOT a.higher AND b.value <= a.value
-        AND (b.usd_per_slot < a.usd_per_slot OR b.value < a.value))
-    )
-  GROUP BY a.rid
+    ) AS "rank",
+    max(r.goodness) OVER (
+      PARTITION BY r.run_id, r.metric_source, r.workload_index, r.workload, r.job,
+        r.direction, r.metric, r.stat, r.usd_per_slot IS NULL
+      ORDER BY r.usd_per_slot, r.goodness DESC
+      GROUPS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ) AS best_before
+  FROM scored r
 )
 SELECT
   r.run_id, r.metric_source, r.workload_index, r.workload, r.job, r.direction,
@@ -268,9 +237,10 @@ SELECT
   r.p0, r.p50, r.p75, r.p90, r.p98, r.p100, r.mean,
   r.usd_per_run, r.usd_per_slot, r.usd_per_instance_hour, r.usd_per_1k_iops, r.usd_per_build,
   r.cost_complete,
-  r.usd_per_slot IS NOT NULL AND d.n = 0 AS pareto,
+  r.usd_per_slot IS NOT NULL AND coalesce(r.best_before < r.goodness, true) AS pareto,
   row_number() OVER (
-    PARTITION BY r.part ORDER BY r.usd_per_slot IS NULL, r.usd_per_slot, r."rank"
+    PARTITION BY r.run_id, r.metric_source, r.workload_index, r.workload, r.job,
+      r.direction, r.metric, r.stat
+    ORDER BY r.usd_per_slot IS NULL, r.usd_per_slot, r."rank"
   ) AS cost_order
 FROM ranked_rows r
-JOIN dominators d ON d.rid = r.rid
