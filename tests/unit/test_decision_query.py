@@ -119,7 +119,7 @@ COST_FIELDS = (
 
 
 def _dashboard_rows(rows: list[dict[str, Any]], target: Any) -> list[dict[str, Any]]:
-    """What the QuickSight decision table shows for a target (infra/constructs/dashboard.py's
+    """What the QuickSight decision table shows for a target (infra/constructs/dashboard_target.py's
     calculated fields, written here over the query's rows): per workload the rows of the
     target's metric and statistic if the workload measured that metric, else its default
     ranked metric at P50; meets = the row's value against the threshold; cheapest = the
