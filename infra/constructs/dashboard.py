@@ -2,13 +2,20 @@
 
 Data sets: `cell_percentiles` (the view), and two over the query
 iofleet/results/sql/queries/decision.sql (custom SQL, the same text the report's
-tests check against iofleet/results/decide.py): its ranked rows (the decision
-table) and all its rows (per configuration and metric, P0..P100 across slots).
+tests check against iofleet/results/decide.py): all its rows, one per workload x
+configuration x metric x statistic (the decision table), and its P50 rows (per
+configuration and metric, P0..P100 across slots: the charts).
 
-One sheet: a run filter (dropdown, every visual), the decision table, one
-P0/P50/P75/P90/P98/P100 bar chart per metric (a visual filter on `metric`), and the
-per-cell percentile table. QuickSight has no local engine: this definition is
-checked by template assertions (tests/infra/test_stack.py) and the infra gates only.
+One sheet: a run filter (dropdown, every visual); the target (five parameters with
+their controls: statistic, metric, operator, number, unit, as `--target
+'p98_build_minutes<=105'` spells it); the decision table (calculated fields pick, per
+workload, the target's metric and statistic when the workload measured that metric,
+else its default metric at P50, and mark the rows meeting the target and the cheapest
+one per slot: infra/constructs/dashboard_target.py); one P0/P50/P75/P90/P98/P100 bar chart per metric (a visual filter on
+`metric`); and the per-cell percentile table. QuickSight has no local engine: this
+definition is checked by template assertions (tests/infra/test_stack.py, which also
+evaluates the calculated fields over DuckDB's rows of the query against the report's
+decision table) and the infra gates only.
 """
 
 from __future__ import annotations
@@ -17,6 +24,13 @@ from aws_cdk import Stack
 from aws_cdk import aws_quicksight as qs
 from constructs import Construct
 
+from infra.constructs.dashboard_target import (
+    CALCULATED_FIELDS,
+    DECISION_TABLE,
+    parameter_controls,
+    parameters,
+)
+from infra.nag import ack
 from iofleet.report.model import METRIC_TITLES
 from iofleet.results.sql import PERCENTILES, query_sql
 
@@ -74,8 +88,10 @@ DECISION_COLUMNS = [
     ("workload", "STRING"),
     ("job", "STRING"),
     ("direction", "STRING"),
+    ("stat", "STRING"),
     ("rank", "INTEGER"),
     ("ranked", "BOOLEAN"),
+    ("workload_metrics", "STRING"),
     ("instance_type", "STRING"),
     ("storage_label", "STRING"),
     ("storage_type", "STRING"),
@@ -87,9 +103,17 @@ DECISION_COLUMNS = [
     ("slots", "INTEGER"),
     ("metric", "STRING"),
     ("unit", "STRING"),
+    ("value", "DECIMAL"),
     *((f"p{p}", "DECIMAL") for p in PERCENTILES),
+    ("mean", "DECIMAL"),
     ("usd_per_run", "DECIMAL"),
     ("usd_per_slot", "DECIMAL"),
+    ("usd_per_instance_hour", "DECIMAL"),
+    ("usd_per_1k_iops", "DECIMAL"),
+    ("usd_per_build", "DECIMAL"),
+    ("cost_complete", "BOOLEAN"),
+    ("pareto", "BOOLEAN"),
+    ("cost_order", "INTEGER"),
 ]
 # one percentile chart per metric, in the report's order (slot_metrics' metrics)
 CHART_METRICS = tuple(METRIC_TITLES)
@@ -100,12 +124,13 @@ LADDER_DS = "ladders"
 CELLS_DS = "cellpercentiles"
 
 
-def decision_sql(ranked_only: bool) -> str:
+def decision_sql(p50_only: bool) -> str:
     """queries/decision.sql for a custom-SQL data set: comment lines dropped (QuickSight
-    wraps the text), optionally only the ranked rows (the decision table)."""
+    wraps the text), optionally only the P50 rows (one per configuration and metric:
+    the charts)."""
     lines = [ln for ln in query_sql("decision").splitlines() if not ln.lstrip().startswith("--")]
     body = "\n".join(lines)
-    return f"SELECT * FROM (\n{body}\n) d WHERE ranked" if ranked_only else body
+    return f"SELECT * FROM (\n{body}\n) d WHERE stat = 'p50'" if p50_only else body
 
 
 class Dashboard(Construct):
@@ -159,12 +184,12 @@ class Dashboard(Construct):
             ],
         )
         self.decision_set = self._custom_sql_set(
-            "Decision", prefix, "decision", "iofleet decision table", decision_sql(True),
+            "Decision", prefix, "decision", "iofleet decision table", decision_sql(False),
             principal_arn, database,
         )  # fmt: skip
         self.ladder_set = self._custom_sql_set(
             "Ladders", prefix, "ladders", "iofleet P0..P100 per configuration",
-            decision_sql(False), principal_arn, database,
+            decision_sql(True), principal_arn, database,
         )  # fmt: skip
         metric_visuals = [(f"ladder-{m}", m) for m in CHART_METRICS]
         self.dashboard = qs.CfnDashboard(
@@ -189,8 +214,18 @@ class Dashboard(Construct):
                         (CELLS_DS, self.data_set),
                     )
                 ],
+                parameter_declarations=parameters(),
+                calculated_fields=[
+                    qs.CfnDashboard.CalculatedFieldProperty(
+                        data_set_identifier=DECISION_DS,
+                        name=name,
+                        expression=expression,
+                    )
+                    for name, expression in CALCULATED_FIELDS.items()
+                ],
                 filter_groups=[
                     _run_filter(),
+                    _shown_filter(),
                     *(_metric_filter(vid, m) for vid, m in metric_visuals),
                 ],
                 sheets=[
@@ -207,6 +242,7 @@ class Dashboard(Construct):
                                 )
                             )
                         ],
+                        parameter_controls=parameter_controls(),
                         visuals=[
                             _decision_visual(DECISION_DS),
                             *(_ladder_visual(LADDER_DS, vid, m) for vid, m in metric_visuals),
@@ -215,6 +251,13 @@ class Dashboard(Construct):
                     )
                 ],
             ),
+        )
+        ack(
+            self.dashboard,
+            "CloudFormation-Validate::E1029",
+            "QuickSight names its parameters ${Name} in calculated-field expressions; "
+            "CloudFormation substitutes only inside Fn::Sub, so these are literal (wrapping "
+            "them in Fn::Sub with ${!Name} trades this for cfn-lint W1020)",
         )
 
     def _custom_sql_set(
@@ -351,24 +394,62 @@ def _max(ds: str, name: str, field_id: str | None = None) -> qs.CfnDashboard.Mea
 
 
 def _decision_visual(ds: str) -> qs.CfnDashboard.VisualProperty:
-    """Per workload, configurations ranked by the workload's metric's P50, with the cost."""
-    group_by = [_dim(ds, "workload"), _dim(ds, "metric"), _dim(ds, "rank", numeric=True)]
-    group_by += [_dim(ds, "configuration"), _dim(ds, "unit")]
-    values = [_max(ds, n) for n in ("slots", "repeats", *PCT, "usd_per_run", "usd_per_slot")]
+    """Per workload, its configurations ranked by the target's statistic of the target's
+    metric (else P50 of the default metric), with the cost per instance-hour, run, slot,
+    1k IOPS and build, the target and the Pareto front: the report's decision table."""
     return qs.CfnDashboard.VisualProperty(
         table_visual=qs.CfnDashboard.TableVisualProperty(
             visual_id="decision-table",
             title=_title(
-                "Decision: configurations ranked by P50 of each workload's metric, with cost"
+                "Decision: per workload, configurations ranked by the target's statistic "
+                "(else P50), with cost per run, slot, instance-hour, 1k IOPS and build; "
+                "target: yes/no/CHEAPEST (cheapest per slot meeting it); Pareto: * on the "
+                "front of $/slot against the ranked statistic"
             ),
             chart_configuration=qs.CfnDashboard.TableConfigurationProperty(
                 field_wells=qs.CfnDashboard.TableFieldWellsProperty(
-                    table_aggregated_field_wells=qs.CfnDashboard.TableAggregatedFieldWellsProperty(
-                        group_by=group_by, values=values
+                    table_unaggregated_field_wells=qs.CfnDashboard.TableUnaggregatedFieldWellsProperty(
+                        values=[
+                            qs.CfnDashboard.UnaggregatedFieldProperty(
+                                field_id=f"{ds}-u-{name}", column=_col(ds, name)
+                            )
+                            for name in DECISION_TABLE
+                        ]
                     )
-                )
+                ),
+                sort_configuration=qs.CfnDashboard.TableSortConfigurationProperty(
+                    row_sort=[
+                        qs.CfnDashboard.FieldSortOptionsProperty(
+                            field_sort=qs.CfnDashboard.FieldSortProperty(
+                                field_id=f"{ds}-u-{name}", direction="ASC"
+                            )
+                        )
+                        for name in ("workload_index", "job", "direction", "rank")
+                    ]
+                ),
             ),
         )
+    )
+
+
+def _shown_filter() -> qs.CfnDashboard.FilterGroupProperty:
+    """The decision table shows the rows the calculated field `shown` picks."""
+    return qs.CfnDashboard.FilterGroupProperty(
+        filter_group_id="decision-shown",
+        cross_dataset="SINGLE_DATASET",
+        status="ENABLED",
+        scope_configuration=_scope(["decision-table"]),
+        filters=[
+            qs.CfnDashboard.FilterProperty(
+                numeric_equality_filter=qs.CfnDashboard.NumericEqualityFilterProperty(
+                    filter_id="decision-shown",
+                    column=_col(DECISION_DS, "shown"),
+                    match_operator="EQUALS",
+                    value=1,
+                    null_option="NON_NULLS_ONLY",
+                )
+            )
+        ],
     )
 
 

@@ -312,7 +312,7 @@ def test_the_dashboards_decision_query_gives_on_athena_what_it_gives_on_duckdb(
 
     athena = boto3.client("athena", endpoint_url=local_stack.athena.endpoint)
     source = AthenaSource(athena, workgroup=local_stack.d.workgroup, database="iofleet")
-    order = 'metric_source, workload_index, metric, "rank"'
+    order = 'metric_source, workload_index, metric, stat, "rank"'
     # when: the QuickSight data set's query runs on Athena (Trino) and on DuckDB
     got = named_query(source, "decision", [run["run_id"]], order)
     with Warehouse(run["warehouse"]) as wh:

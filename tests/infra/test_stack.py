@@ -525,21 +525,26 @@ def test_quicksight_dashboard_has_the_decision_table_and_a_percentile_chart_per_
     decision_sql = data_sets[declared["decision"]]["CustomSql"]["SqlQuery"]
     ladder_sql = data_sets[declared["ladders"]]["CustomSql"]["SqlQuery"]
     cells = data_sets[declared["cellpercentiles"]]["RelationalTable"]
-    # and: the decision table reads queries/decision.sql's ranked rows, the charts all of
-    # its rows, the per-cell table the cell_percentiles view
+    # and: the decision table reads all of queries/decision.sql's rows (every statistic),
+    # the charts its P50 rows, the per-cell table the cell_percentiles view
     body = "\n".join(
         ln for ln in query_sql("decision").splitlines() if not ln.lstrip().startswith("--")
     )
-    assert ladder_sql == body
-    assert decision_sql == f"SELECT * FROM (\n{body}\n) d WHERE ranked"
+    assert decision_sql == body
+    assert ladder_sql == f"SELECT * FROM (\n{body}\n) d WHERE stat = 'p50'"
     assert cells["Name"] == "cell_percentiles"
     decision = sheet["Visuals"][0]["TableVisual"]
-    wells = decision["ChartConfiguration"]["FieldWells"]["TableAggregatedFieldWells"]
-    used = {f["NumericalMeasureField"]["Column"]["DataSetIdentifier"] for f in wells["Values"]}
-    assert used == {"decision"}
-    assert {f["NumericalMeasureField"]["Column"]["ColumnName"] for f in wells["Values"]} >= {
-        "p0", "p50", "p100", "usd_per_run", "usd_per_slot",
-    }  # fmt: skip
+    wells = decision["ChartConfiguration"]["FieldWells"]["TableUnaggregatedFieldWells"]
+    columns = [f["Column"] for f in wells["Values"]]
+    assert {c["DataSetIdentifier"] for c in columns} == {"decision"}
+    # the CLI decision table's columns: rank, cost per run, slot, instance-hour, 1k IOPS and
+    # build, the target (meets / CHEAPEST) and the Pareto front
+    assert [c["ColumnName"] for c in columns] == [
+        "workload_index", "workload", "job", "direction", "metric", "stat", "rank",
+        "configuration", "repeats", "slots", "unit", "value", "p0", "p50", "p100",
+        "usd_per_run", "usd_per_slot", "usd_per_instance_hour", "usd_per_1k_iops",
+        "usd_per_build", "cost_complete", "meets_target", "pareto_front",
+    ]  # fmt: skip
     # and: each chart shows P0/P50/P75/P90/P98/P100 of the ladders set, filtered to its metric
     filters = {g["FilterGroupId"]: g for g in definition["FilterGroups"]}
     charted = []
