@@ -1,0 +1,177 @@
+"""What `iofleet local` does while its slots start, so that the end of a run only loads
+and reports (the harness overhead, docs/benchmarks.md figure 2).
+
+A real run (real fio, a real DuckDB file) in a child interpreter whose runner is
+watched from inside: which modules are loaded when the first agent is started and
+when the run's finish begins and ends, and what the warehouse file holds when the
+finish begins (every slot has exited by then).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from iofleet.results.warehouse import SCHEMA_MARK, schema_fingerprint
+from tests.integration.proctable import wait_for
+
+pytestmark = pytest.mark.slow
+
+# Runs `iofleet local MATRIX --out OUT -q` with the runner's `_start` (an agent is
+# started) and `_finish` (every slot has exited: ingest and report) wrapped; prints
+# one JSON document of what it saw to the pipe $SEEN_FD.
+DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    import duckdb
+    import iofleet.local.runner as runner
+    from iofleet.cli import main
+
+    seen = {}
+
+    def watched():  # the modules loaded, but for the driver's own (duckdb)
+        return sorted(m for m in sys.modules if "duckdb" not in m)
+
+    start, finish = runner._start, runner._finish
+
+    def _start(*args, **kwargs):
+        seen.setdefault("at_first_start", watched())
+        return start(*args, **kwargs)
+
+    def _finish(out_dir, *args, **kwargs):
+        seen["at_finish"] = watched()
+        path = out_dir / "warehouse.duckdb"
+        seen["warehouse_at_finish"] = None
+        if path.is_file():
+            con = duckdb.connect(str(path), read_only=True)
+            try:
+                seen["warehouse_at_finish"] = con.execute(
+                    "SELECT fingerprint FROM iofleet_schema"
+                ).fetchall()[0][0]
+            except duckdb.Error as exc:
+                seen["warehouse_at_finish"] = str(exc)
+            finally:
+                con.close()
+        try:
+            return finish(out_dir, *args, **kwargs)
+        finally:
+            seen["after_finish"] = watched()
+            os.write(int(os.environ["SEEN_FD"]), json.dumps(seen).encode())
+
+    runner._start, runner._finish = _start, _finish
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def _run(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+    matrix = tmp_path / "m.json"
+    matrix.write_text(
+        json.dumps(
+            {
+                "name": "startup",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [
+                    {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1, "SIZE": "4m"}}
+                ],
+                "parallelism": [1],
+            }
+        )
+    )
+    read_fd, write_fd = os.pipe()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", DRIVER, "local", str(matrix), "--out", "out", "-q"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            pass_fds=(write_fd,),
+            env={**os.environ, "SEEN_FD": str(write_fd)},
+        )
+    finally:
+        os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        seen = json.loads(pipe.read() or "{}")
+    return result, seen
+
+
+def _open_writer(fifo: Path) -> int | None:
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader yet
+        return None
+
+
+def test_the_finish_path_is_ready_before_the_slots_end(tmp_path: Path) -> None:
+    # when a one-slot run goes from start to report
+    result, seen = _run(tmp_path)
+    # then it succeeded and gave the user the warehouse and the report
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "report.html").is_file()
+    with duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM fio_results").fetchall() == [(1,)]
+    # and the first agent was started before any of the ingest and report code was loaded
+    finish_path = ("iofleet.results.warehouse", "iofleet.report.", "iofleet.results.parsers")
+    assert [m for m in seen["at_first_start"] if m.startswith(finish_path)] == []
+    # and when the last slot had exited, the warehouse already had this iofleet's schema,
+    assert seen["warehouse_at_finish"] == schema_fingerprint()
+    # and that code was loaded: from then on, the run imported nothing more
+    assert "iofleet.report.html" in seen["at_finish"]
+    assert sorted(set(seen["after_finish"]) - set(seen["at_finish"])) == []
+
+
+def test_the_warehouse_is_not_held_while_the_slots_run(tmp_path: Path) -> None:
+    # given a warehouse from an earlier run in --out
+    out = tmp_path / "out"
+    first, _ = _run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    # when a second run is started and, while its slot runs, another process writes
+    # to the warehouse (as `iofleet import` or a user's DuckDB session could)
+    matrix = tmp_path / "slow.json"
+    gate = tmp_path / "gate"
+    matrix.write_text(
+        json.dumps(
+            {
+                "name": "startup",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [{"app": {"name": "wait", "run": f"read line < {gate}"}}],
+                "parallelism": [1],
+            }
+        )
+    )
+    os.mkfifo(gate)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # the fifo opens for writing once the slot's app has opened it to read
+        release = wait_for(lambda: _open_writer(gate), 120, "the slot's app to start")
+        try:
+            with duckdb.connect(str(out / "warehouse.duckdb")) as con:
+                con.execute(f"SELECT count(*) FROM {SCHEMA_MARK}").fetchall()
+                con.execute("CREATE TABLE held_by_someone_else (x INTEGER)")
+            os.write(release, b"go\n")
+        finally:
+            os.close(release)
+        _, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    # then both could write, and the run ended as usual with both runs in the warehouse
+    assert run.returncode == 0, stderr
+    with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(DISTINCT run_id) FROM runs").fetchall() == [(2,)]
+        assert con.execute("SELECT count(*) FROM held_by_someone_else").fetchall() == [(0,)]
