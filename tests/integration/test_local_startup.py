@@ -175,3 +175,65 @@ def test_the_warehouse_is_not_held_while_the_slots_run(tmp_path: Path) -> None:
     with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(DISTINCT run_id) FROM runs").fetchall() == [(2,)]
         assert con.execute("SELECT count(*) FROM held_by_someone_else").fetchall() == [(0,)]
+
+
+# `iofleet local` as the program (main() with no argv), in an interpreter that can tell
+# whether it was torn down: a module global whose finaliser writes a file (run only by
+# the interpreter's teardown) and an atexit handler that writes another.
+EXIT_DRIVER = textwrap.dedent(
+    """
+    import atexit, os, sys
+
+    MARK = os.path.join(os.environ["PROBE_DIR"], "torn-down")
+
+    class Probe:  # what it calls is bound now: late in a teardown, builtins are gone
+        def __del__(self, mark=MARK, create=os.open, close=os.close, how=os.O_CREAT | os.O_WRONLY):
+            close(create(mark, how))
+
+    probe = Probe()
+    atexit.register(lambda: open(os.path.join(os.environ["PROBE_DIR"], "atexit"), "w").close())
+    from iofleet.cli import main
+    sys.argv = ["iofleet", *sys.argv[1:]]
+    sys.exit(main())
+    """
+)
+
+
+def test_iofleet_local_leaves_at_once_with_everything_written(tmp_path: Path) -> None:
+    # given a one-slot matrix
+    matrix = tmp_path / "m.json"
+    matrix.write_text(
+        json.dumps(
+            {
+                "name": "exit",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [{"ioping": {"count": 3, "interval_ms": 0, "write": False}}],
+                "parallelism": [1],
+            }
+        )
+    )
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    # when the command runs as the program, its report printed as JSON to a pipe
+    result = subprocess.run(
+        [sys.executable, "-c", EXIT_DRIVER, "local", str(matrix), "--out", "out", "-q"]
+        + ["--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PROBE_DIR": str(probes)},
+    )
+    # then it exited with the run's status, its whole report on stdout, its atexit
+    # handlers run, the interpreter not torn down
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run_id"].startswith("exit-")
+    assert sorted(p.name for p in probes.iterdir()) == ["atexit"]
+    # and what it wrote is all there: the warehouse (closed: no WAL left) and the report
+    out = tmp_path / "out"
+    assert not (out / "warehouse.duckdb.wal").exists()
+    with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM slots WHERE status = 'SUCCEEDED'").fetchall() == [
+            (1,)
+        ]
+    assert (out / "report.html").read_text().rstrip().endswith("</html>")
