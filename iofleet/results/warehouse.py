@@ -150,15 +150,17 @@ class Warehouse:
 
     def _create(self) -> None:
         """Bring the schema up to date: the tables (an older warehouse gains new columns)
-        and the views. Skipped when the warehouse records that it was last brought up to
-        date with exactly this schema (`schema_fingerprint`): re-creating the views binds
-        every one of them, most of the cost of opening a warehouse."""
+        and the views. Skipped when the warehouse's mark says it was brought up to date
+        with exactly this schema (`schema_fingerprint`) and its catalog is still what it
+        was then (the tables' and views' definitions as DuckDB holds them: an older
+        iofleet that replaced the views, or a hand edit, does not match): re-creating
+        the views binds every one of them, most of the cost of opening a warehouse."""
         fingerprint = schema_fingerprint()
         try:
-            found = self.con.execute(f"SELECT fingerprint FROM {SCHEMA_MARK}").fetchall()
-        except duckdb.CatalogException:  # new, or made before the mark existed
+            found = self.con.execute(f"SELECT fingerprint, catalog FROM {SCHEMA_MARK}").fetchall()
+        except (duckdb.CatalogException, duckdb.BinderException):  # new, or an older mark
             found = []
-        if found == [(fingerprint,)]:
+        if found and found[0][0] == fingerprint and found == [(fingerprint, self._catalog())]:
             return
         for table in TABLES:
             self.con.execute(table.duckdb_ddl())
@@ -174,8 +176,22 @@ class Warehouse:
         for name, trino_sql in view_files.all_views().items():
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {transpile_view(trino_sql)}")
         # last: a warehouse left half-made (the process died above) is redone next time
-        self.con.execute(f"CREATE OR REPLACE TABLE {SCHEMA_MARK} (fingerprint VARCHAR)")
-        self.con.execute(f"INSERT INTO {SCHEMA_MARK} VALUES (?)", [fingerprint])
+        self.con.execute(
+            f"CREATE OR REPLACE TABLE {SCHEMA_MARK} (fingerprint VARCHAR, catalog VARCHAR)"
+        )
+        self.con.execute(f"INSERT INTO {SCHEMA_MARK} VALUES (?, ?)", [fingerprint, self._catalog()])
+
+    def _catalog(self) -> str:
+        """A hash of the definitions of this database's tables and views (but the mark's),
+        as DuckDB holds them now."""
+        rows = self.con.execute(
+            "SELECT 'table', table_name, sql FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND table_name <> ? "
+            "UNION ALL SELECT 'view', view_name, sql FROM duckdb_views() "
+            "WHERE database_name = current_database() AND NOT internal ORDER BY 1, 2",
+            [SCHEMA_MARK],
+        ).fetchall()
+        return hashlib.sha256(repr(rows).encode()).hexdigest()
 
     # --- loading ---------------------------------------------------------
 

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from iofleet.results import ingest
@@ -107,12 +108,10 @@ def test_tables_persist_across_reopening(tmp_path: Path) -> None:
 
 
 def test_a_warehouse_from_an_older_schema_gains_new_columns(tmp_path: Path) -> None:
-    # given a warehouse whose slots table predates the volume_id column (made by an
-    # iofleet that recorded no schema fingerprint)
+    # given a warehouse whose slots table predates the volume_id column
     path = tmp_path / "old.duckdb"
     with Warehouse(path) as wh:
         wh.con.execute("ALTER TABLE slots DROP COLUMN volume_id")
-        wh.con.execute(f"DROP TABLE {SCHEMA_MARK}")
     # when it is opened again and a run is ingested
     rawtree.write_run(tmp_path / "raw", "demo-20261121t051200z")
     with Warehouse(path) as wh:
@@ -137,6 +136,22 @@ def test_a_warehouse_marked_with_another_schema_gets_the_current_views(tmp_path:
     # then the view is the current one, and the mark says so
     assert rows and "p50" in rows[0] and "stale" not in rows[0]
     assert mark == [{"fingerprint": schema_fingerprint()}]
+
+
+def test_a_view_replaced_after_the_mark_is_made_current_again(tmp_path: Path) -> None:
+    # given a current warehouse whose view an older iofleet (which knows no mark) or a
+    # hand edit replaced afterwards
+    path = tmp_path / "w.duckdb"
+    rawtree.write_run(tmp_path / "raw", RUN, slots=1)
+    with Warehouse(path) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE OR REPLACE VIEW cell_percentiles AS SELECT 1 AS stale")
+    # when it is opened again
+    with Warehouse(path) as wh:
+        rows = wh.cell_percentiles(RUN)
+    # then the view is the current one again
+    assert rows and "p50" in rows[0] and "stale" not in rows[0]
 
 
 def test_opening_a_current_warehouse_leaves_its_file_as_it_was(tmp_path: Path) -> None:
