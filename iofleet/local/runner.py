@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,7 +195,7 @@ def _run_cell_slots(
         _start(slot, cwd, keep_fds)
     try:
         if on_started is not None:
-            on_started()
+            on_started(slots)
         while True:
             # wake when an agent exits (its pidfd), or every 0.5 s for the progress line
             wait_any([s.proc for s in slots if s.proc and s.exit_code is None], 0.5)
@@ -370,7 +371,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
     previous = _stop_signals_interrupt()
     others = children()  # not ours to kill
     set_subreaper(True)  # a dead agent's workload comes to us, not to init
-    prepare = [lambda: prepare_finish(out_dir / WAREHOUSE)]  # once, with the first cell
+    prepare = [prepare_while_starting]  # once, with the first cell
     try:
         cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
         for cell in plan.cells:
@@ -490,7 +491,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
     progress.done(f"{label}: {cell.fleet_size} slots in {elapsed:.0f}s: {status}")
 
 
-# What `_finish` imports (ingest, the report): loaded by `prepare_finish`, not at the end.
+# What `_finish` imports (ingest, the report), in the order `prepare_finish` loads them.
 FINISH_MODULES = (
     "duckdb",
     "iofleet.agent.target",  # a cell's populate data is removed after its slots
@@ -510,29 +511,31 @@ FINISH_MODULES = (
 )
 
 
-def prepare_finish(warehouse_path: Path) -> None:
-    """What the end of the run needs, done while the first cell's slots start up (their
-    Python start-up and fio's file layout come before any timed I/O): import DuckDB and
-    the ingest and report code, and bring the warehouse's schema up to date
-    (`Warehouse._create`), so that `_finish` only loads and reports. The warehouse is
-    closed again at once: no lock on the file while the run lasts (a report of an earlier
-    run can still read it) and no DuckDB threads while the runner forks agents. Whatever
-    fails here is left to `_finish`, which opens the warehouse again and reports it."""
+def prepare_finish(started: Callable[[], bool]) -> int:
+    """Import what `_finish` needs (DuckDB, the ingest and report code) while the slots
+    start up (their interpreters start, their manifests are written), so that the end of
+    the run only loads and reports. One module at a time, and only until `started()`
+    says a slot has reached its start barrier: from then on the runner does nothing
+    beside the measurement, and what is left is imported by `_finish` as before. Touches
+    no file. Returns how many of FINISH_MODULES were imported."""
     import importlib
 
-    try:
-        for name in FINISH_MODULES:
+    done = 0
+    for name in FINISH_MODULES:
+        if started():
+            break
+        try:
             importlib.import_module(name)
-    except ImportError:
-        return
-    import duckdb
+        except ImportError:  # left to _finish, which says what is missing
+            break
+        done += 1
+    return done
 
-    from iofleet.results.warehouse import Warehouse
 
-    try:
-        Warehouse(warehouse_path).close()
-    except (duckdb.Error, OSError):
-        return
+def prepare_while_starting(slots: list[SlotProcess]) -> None:
+    """`prepare_finish` until one of `slots` has written its manifest (the agent writes it
+    just before it waits at the start barrier)."""
+    prepare_finish(lambda: any((s.raw_dir / "manifest.json").exists() for s in slots))
 
 
 def _finish(
