@@ -32,6 +32,7 @@ from bench.common import (
     Context,
     Timer,
     ci_within,
+    compile_iofleet,
     filesystem,
     fio_json,
     iofleet_argv,
@@ -408,6 +409,7 @@ def summarize(rows: list[dict[str, Any]], params: dict[str, str]) -> dict[str, A
 def measure(ctx: Context) -> dict[str, Any]:
     scale = ctx.scale
     work = ctx.scratch("fidelity")
+    compile_iofleet()  # an installed iofleet's start-up (bench/common.py)
     out: dict[str, Any] = {
         "status": MEASURED,
         "method": (

@@ -1,6 +1,6 @@
 """The guardian between the agent and one workload: no workload outlives its agent.
 
-`run_child` starts `python3 -I guard.py LIFE_FD -- ARGV...` instead of ARGV. The
+`run_child` starts `python3 -I -S guard.py LIFE_FD -- ARGV...` instead of ARGV. The
 guardian (stdlib only, run as a script: it imports nothing from iofleet):
 
 - becomes a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every process the

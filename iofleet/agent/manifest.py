@@ -15,8 +15,6 @@ import platform
 import re
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +130,9 @@ def system_info() -> dict[str, object]:
 
 def ec2_identity(timeout_s: float = 2.0, base_url: str = IMDS) -> dict[str, str | None]:
     """instance_type, instance_id, az_id from IMDSv2; None values when unreachable."""
+    import urllib.error  # here: http.client, email and ssl are a third of the agent's
+    import urllib.request  # import time, and only a slot on EC2 comes here
+
     identity: dict[str, str | None] = {"instance_type": None, "instance_id": None, "az_id": None}
     try:
         request = urllib.request.Request(

@@ -130,7 +130,9 @@ def run_child(
         try:
             try:
                 proc = subprocess.Popen(  # noqa: S603 - our guardian, argv list
-                    [sys.executable, "-I", str(GUARD), str(life_r), "--", *argv],
+                    # -I -S: the guardian is stdlib only; no site (.pth files, site-packages)
+                    # to process before each workload starts
+                    [sys.executable, "-I", "-S", str(GUARD), str(life_r), "--", *argv],
                     cwd=cwd,
                     env=dict(env),
                     stdin=subprocess.DEVNULL,

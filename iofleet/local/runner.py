@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import output_lock
 
 BARRIER_TIMEOUT_S = 600
+WAREHOUSE = "warehouse.duckdb"  # in --out
 
 
 @dataclass
@@ -187,10 +189,13 @@ def _run_cell_slots(
     cell_started: float,
     keep_fds: tuple[int, ...] = (),
     on_exit: Any = None,
+    on_started: Any = None,
 ) -> None:
     for slot in slots:
         _start(slot, cwd, keep_fds)
     try:
+        if on_started is not None:
+            on_started(slots)
         while True:
             # wake when an agent exits (its pidfd), or every 0.5 s for the progress line
             wait_any([s.proc for s in slots if s.proc and s.exit_code is None], 0.5)
@@ -366,6 +371,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
     previous = _stop_signals_interrupt()
     others = children()  # not ours to kill
     set_subreaper(True)  # a dead agent's workload comes to us, not to init
+    prepare = [prepare_while_starting]  # once, with the first cell
     try:
         cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
         for cell in plan.cells:
@@ -383,6 +389,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
                 burst,
                 (lock_fd,),
                 others,
+                prepare.pop() if prepare else None,
             )
     except KeyboardInterrupt:
         summary.aborted = True
@@ -410,10 +417,8 @@ def _run_cell(  # type: ignore[no-untyped-def]
     burst=None,
     keep_fds=(),
     others=frozenset(),
+    on_started=None,
 ) -> None:
-    from iofleet.agent.slot import run_populate
-    from iofleet.agent.target import remove_workdir
-
     target = resolve_local_path(cell.storage.path, base)
     target.mkdir(parents=True, exist_ok=True)
     workloads = cell.workload_payloads()
@@ -443,6 +448,8 @@ def _run_cell(  # type: ignore[no-untyped-def]
 
     for wi, workload in enumerate(workloads):
         if workload.get("kind") == "app" and workload.get("populate"):
+            from iofleet.agent.slot import run_populate
+
             progress.line(f"{label}: populating {workload['name']} once for the cell")
             rc = run_populate(payload(0), wi)
             if rc != 0:
@@ -472,7 +479,9 @@ def _run_cell(  # type: ignore[no-untyped-def]
         record_dead_agent(slot, run_id, target, why)
         progress.done(f"{label}: slot {slot.slot_index}: {why}; recorded FAILED")
 
-    _run_cell_slots(slots, base, progress, label, cell_started, keep_fds, on_exit)
+    _run_cell_slots(slots, base, progress, label, cell_started, keep_fds, on_exit, on_started)
+    from iofleet.agent.target import remove_workdir  # not before the slots start
+
     remove_workdir(target, run_id, cell.cell_id, "shared")  # the cell's populate data
     bad = [s for s in slots if s.exit_code != 0]
     for s in bad:
@@ -480,6 +489,53 @@ def _run_cell(  # type: ignore[no-untyped-def]
     elapsed = time.monotonic() - cell_started
     status = "ok" if not bad else f"{len(bad)} slot(s) failed, see {bad[0].log_path}"
     progress.done(f"{label}: {cell.fleet_size} slots in {elapsed:.0f}s: {status}")
+
+
+# What `_finish` imports (ingest, the report), in the order `prepare_finish` loads them.
+FINISH_MODULES = (
+    "duckdb",
+    "iofleet.agent.target",  # a cell's populate data is removed after its slots
+    "iofleet.results.warehouse",
+    "iofleet.results.parsers.fio",
+    "iofleet.results.parsers.ioping",
+    "iofleet.results.parsers.app",
+    "iofleet.results.source",
+    "iofleet.results.compare",
+    "iofleet.results.decide",
+    "iofleet.results.noise",
+    "iofleet.report.cli",
+    "iofleet.report.decision",
+    "iofleet.report.html",
+    "iofleet.report.machine",
+    "iofleet.report.text",
+)
+
+
+def prepare_finish(started: Callable[[], bool]) -> int:
+    """Import what `_finish` needs (DuckDB, the ingest and report code) while the slots
+    start up (their interpreters start, their manifests are written), so that the end of
+    the run only loads and reports. One module at a time, and only until `started()`
+    says a slot has reached its start barrier: from then on the runner does nothing
+    beside the measurement, and what is left is imported by `_finish` as before. Touches
+    no file. Returns how many of FINISH_MODULES were imported."""
+    import importlib
+
+    done = 0
+    for name in FINISH_MODULES:
+        if started():
+            break
+        try:
+            importlib.import_module(name)
+        except ImportError:  # left to _finish, which says what is missing
+            break
+        done += 1
+    return done
+
+
+def prepare_while_starting(slots: list[SlotProcess]) -> None:
+    """`prepare_finish` until one of `slots` has written its manifest (the agent writes it
+    just before it waits at the start barrier)."""
+    prepare_finish(lambda: any((s.raw_dir / "manifest.json").exists() for s in slots))
 
 
 def _finish(
@@ -495,7 +551,7 @@ def _finish(
     from iofleet.report.cli import MACHINE_ERRORS, report_command
     from iofleet.results.warehouse import Warehouse
 
-    warehouse_path = out_dir / "warehouse.duckdb"
+    warehouse_path = out_dir / WAREHOUSE
 
     def machine_problem(exc: duckdb.Error) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -3,8 +3,11 @@
 The view SQL is written in Trino/Athena syntax (the single source, shared
 with Glue/Athena) and transpiled to DuckDB with sqlglot (the transpiled text is
 stored with the package, keyed by the source's hash: `duckdb_sql.py`); the
-views are (re)created when a warehouse is opened, so an existing warehouse
-always runs the current views.
+tables and views are brought up to date when a warehouse is opened, so an
+existing warehouse always runs the current views. A warehouse records the
+fingerprint of the schema it was last brought up to date with (table
+`iofleet_schema`), and opening one that already has this iofleet's schema
+skips that work (re-binding every view is most of an open's cost).
 
 Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
 the raw root from its raw objects, replacing that run's previous rows in one
@@ -18,6 +21,7 @@ files to seconds. Empty strings load as NULL.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import tempfile
@@ -108,6 +112,21 @@ def transpile_view(trino_sql: str) -> str:
     return to_duckdb(trino_sql)
 
 
+SCHEMA_MARK = "iofleet_schema"  # one row: the fingerprint of the schema last created
+
+
+@lru_cache(maxsize=1)
+def schema_fingerprint() -> str:
+    """A hash of every statement `Warehouse._create` runs (the tables' DDL, the views'
+    DuckDB text) and of the DuckDB version: equal fingerprints, same schema."""
+    digest = hashlib.sha256(f"duckdb {duckdb.__version__}\n".encode())
+    for table in TABLES:
+        digest.update(table.duckdb_ddl().encode() + b"\n")
+    for name, trino_sql in view_files.all_views().items():
+        digest.update(f"{name}\n{transpile_view(trino_sql)}\n".encode())
+    return digest.hexdigest()
+
+
 @dataclass
 class IngestStats:
     objects: int = 0
@@ -147,6 +166,19 @@ class Warehouse:
         self.con.close()
 
     def _create(self) -> None:
+        """Bring the schema up to date: the tables (an older warehouse gains new columns)
+        and the views. Skipped when the warehouse's mark says it was brought up to date
+        with exactly this schema (`schema_fingerprint`) and its catalog is still what it
+        was then (the tables' and views' definitions as DuckDB holds them: an older
+        iofleet that replaced the views, or a hand edit, does not match): re-creating
+        the views binds every one of them, most of the cost of opening a warehouse."""
+        fingerprint = schema_fingerprint()
+        try:
+            found = self.con.execute(f"SELECT fingerprint, catalog FROM {SCHEMA_MARK}").fetchall()
+        except (duckdb.CatalogException, duckdb.BinderException):  # new, or an older mark
+            found = []
+        if found and found[0][0] == fingerprint and found == [(fingerprint, self._catalog())]:
+            return
         for table in TABLES:
             self.con.execute(table.duckdb_ddl())
         have = set(
@@ -160,6 +192,23 @@ class Warehouse:
                     )
         for name, trino_sql in view_files.all_views().items():
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {transpile_view(trino_sql)}")
+        # last: a warehouse left half-made (the process died above) is redone next time
+        self.con.execute(
+            f"CREATE OR REPLACE TABLE {SCHEMA_MARK} (fingerprint VARCHAR, catalog VARCHAR)"
+        )
+        self.con.execute(f"INSERT INTO {SCHEMA_MARK} VALUES (?, ?)", [fingerprint, self._catalog()])
+
+    def _catalog(self) -> str:
+        """A hash of the definitions of this database's tables and views (but the mark's),
+        as DuckDB holds them now."""
+        rows = self.con.execute(
+            "SELECT 'table', table_name, sql FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND table_name <> ? "
+            "UNION ALL SELECT 'view', view_name, sql FROM duckdb_views() "
+            "WHERE database_name = current_database() AND NOT internal ORDER BY 1, 2",
+            [SCHEMA_MARK],
+        ).fetchall()
+        return hashlib.sha256(repr(rows).encode()).hexdigest()
 
     # --- loading ---------------------------------------------------------
 

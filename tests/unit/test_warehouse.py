@@ -6,12 +6,13 @@ import json
 import os
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from iofleet.results import ingest
 from iofleet.results.ingest import BinBlock, expand_bin_blocks
 from iofleet.results.parsers.ioping import parse_ioping
-from iofleet.results.warehouse import Warehouse
+from iofleet.results.warehouse import SCHEMA_MARK, Warehouse, schema_fingerprint
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
@@ -118,6 +119,54 @@ def test_a_warehouse_from_an_older_schema_gains_new_columns(tmp_path: Path) -> N
         rows = wh.query("SELECT volume_id FROM slots")
     # then
     assert rows and all(r["volume_id"] is None for r in rows)
+
+
+def test_a_warehouse_marked_with_another_schema_gets_the_current_views(tmp_path: Path) -> None:
+    # given a warehouse an iofleet with other views made: its mark holds another fingerprint
+    path = tmp_path / "old.duckdb"
+    rawtree.write_run(tmp_path / "raw", RUN, slots=1)
+    with Warehouse(path) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+        wh.con.execute("CREATE OR REPLACE VIEW cell_percentiles AS SELECT 1 AS stale")
+        wh.con.execute(f"UPDATE {SCHEMA_MARK} SET fingerprint = 'an older schema'")
+    # when it is opened again
+    with Warehouse(path) as wh:
+        rows = wh.cell_percentiles(RUN)
+        mark = wh.query(f"SELECT fingerprint FROM {SCHEMA_MARK}")
+    # then the view is the current one, and the mark says so
+    assert rows and "p50" in rows[0] and "stale" not in rows[0]
+    assert mark == [{"fingerprint": schema_fingerprint()}]
+
+
+def test_a_view_replaced_after_the_mark_is_made_current_again(tmp_path: Path) -> None:
+    # given a current warehouse whose view an older iofleet (which knows no mark) or a
+    # hand edit replaced afterwards
+    path = tmp_path / "w.duckdb"
+    rawtree.write_run(tmp_path / "raw", RUN, slots=1)
+    with Warehouse(path) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE OR REPLACE VIEW cell_percentiles AS SELECT 1 AS stale")
+    # when it is opened again
+    with Warehouse(path) as wh:
+        rows = wh.cell_percentiles(RUN)
+    # then the view is the current one again
+    assert rows and "p50" in rows[0] and "stale" not in rows[0]
+
+
+def test_opening_a_current_warehouse_leaves_its_file_as_it_was(tmp_path: Path) -> None:
+    # given a warehouse with a run, made by this iofleet and closed
+    path = tmp_path / "w.duckdb"
+    rawtree.write_run(tmp_path / "raw", RUN, slots=1)
+    with Warehouse(path) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+    before = path.read_bytes()
+    # when it is opened to be read, and closed
+    with Warehouse(path) as wh:
+        assert wh.latest_run_id() == RUN
+    # then nothing was written to it (its schema was not created again)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw", "w.duckdb"]
 
 
 def test_bin_blocks_load_the_same_rows_as_bin_dicts(tmp_path: Path) -> None:

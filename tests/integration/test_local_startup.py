@@ -1,0 +1,218 @@
+"""`iofleet local` around its slots (the harness overhead, docs/benchmarks.md figure 2):
+the finish path is not loaded before the first agent starts, the warehouse is not held
+while the slots run, and the command ends without the interpreter's teardown.
+
+Real runs (real fio, ioping, a real DuckDB file) in child interpreters; the first one's
+runner is watched from inside (which modules are loaded when the first agent starts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from iofleet.results.warehouse import SCHEMA_MARK
+from tests.integration.proctable import wait_for
+
+pytestmark = pytest.mark.slow
+
+# Runs `iofleet local MATRIX --out OUT -q` with the runner's `_start` (an agent is
+# started) wrapped; at `_finish` prints what it saw, as JSON, to the pipe $SEEN_FD.
+DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    import iofleet.local.runner as runner
+    from iofleet.cli import main
+
+    seen = {}
+
+    def watched():
+        return sorted(sys.modules)
+
+    start, finish = runner._start, runner._finish
+
+    def _start(*args, **kwargs):
+        seen.setdefault("at_first_start", watched())
+        return start(*args, **kwargs)
+
+    def _finish(*args, **kwargs):
+        try:
+            return finish(*args, **kwargs)
+        finally:
+            os.write(int(os.environ["SEEN_FD"]), json.dumps(seen).encode())
+
+    runner._start, runner._finish = _start, _finish
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def _run(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+    matrix = tmp_path / "m.json"
+    matrix.write_text(
+        json.dumps(
+            {
+                "name": "startup",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [
+                    {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1, "SIZE": "4m"}}
+                ],
+                "parallelism": [1],
+            }
+        )
+    )
+    read_fd, write_fd = os.pipe()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", DRIVER, "local", str(matrix), "--out", "out", "-q"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            pass_fds=(write_fd,),
+            env={**os.environ, "SEEN_FD": str(write_fd)},
+        )
+    finally:
+        os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        seen = json.loads(pipe.read() or "{}")
+    return result, seen
+
+
+def _open_writer(fifo: Path) -> int | None:
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader yet
+        return None
+
+
+def test_the_first_agent_starts_before_the_finish_path_is_loaded(tmp_path: Path) -> None:
+    # when a one-slot run goes from start to report
+    result, seen = _run(tmp_path)
+    # then it succeeded and gave the user the warehouse and the report
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "report.html").is_file()
+    with duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM fio_results").fetchall() == [(1,)]
+    # and the first agent was started before any of the ingest and report code was loaded
+    # (what is imported while the slots start: tests/unit/test_local_prepare.py)
+    finish_path = ("iofleet.results.warehouse", "iofleet.report.", "iofleet.results.parsers")
+    assert [m for m in seen["at_first_start"] if m.startswith(finish_path)] == []
+
+
+def test_the_warehouse_is_not_held_while_the_slots_run(tmp_path: Path) -> None:
+    # given a warehouse from an earlier run in --out
+    out = tmp_path / "out"
+    first, _ = _run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    # when a second run is started and, while its slot runs, another process writes
+    # to the warehouse (as `iofleet import` or a user's DuckDB session could)
+    matrix = tmp_path / "slow.json"
+    gate = tmp_path / "gate"
+    matrix.write_text(
+        json.dumps(
+            {
+                "name": "startup",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [{"app": {"name": "wait", "run": f"read line < {gate}"}}],
+                "parallelism": [1],
+            }
+        )
+    )
+    os.mkfifo(gate)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # the fifo opens for writing once the slot's app has opened it to read
+        release = wait_for(lambda: _open_writer(gate), 120, "the slot's app to start")
+        try:
+            with duckdb.connect(str(out / "warehouse.duckdb")) as con:
+                con.execute(f"SELECT count(*) FROM {SCHEMA_MARK}").fetchall()
+                con.execute("CREATE TABLE held_by_someone_else (x INTEGER)")
+            os.write(release, b"go\n")
+        finally:
+            os.close(release)
+        _, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    # then both could write, and the run ended as usual with both runs in the warehouse
+    assert run.returncode == 0, stderr
+    with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(DISTINCT run_id) FROM runs").fetchall() == [(2,)]
+        assert con.execute("SELECT count(*) FROM held_by_someone_else").fetchall() == [(0,)]
+
+
+# `iofleet local` as the program (main() with no argv), in an interpreter that can tell
+# whether it was torn down: a module global whose finaliser writes a file (run only by
+# the interpreter's teardown) and an atexit handler that writes another.
+EXIT_DRIVER = textwrap.dedent(
+    """
+    import atexit, os, sys
+
+    MARK = os.path.join(os.environ["PROBE_DIR"], "torn-down")
+
+    class Probe:  # what it calls is bound now: late in a teardown, builtins are gone
+        def __del__(self, mark=MARK, create=os.open, close=os.close, how=os.O_CREAT | os.O_WRONLY):
+            close(create(mark, how))
+
+    probe = Probe()
+    atexit.register(lambda: open(os.path.join(os.environ["PROBE_DIR"], "atexit"), "w").close())
+    from iofleet.cli import main
+    sys.argv = ["iofleet", *sys.argv[1:]]
+    sys.exit(main())
+    """
+)
+
+
+def test_iofleet_local_leaves_at_once_with_everything_written(tmp_path: Path) -> None:
+    # given a one-slot matrix
+    matrix = tmp_path / "m.json"
+    matrix.write_text(
+        json.dumps(
+            {
+                "name": "exit",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [{"ioping": {"count": 3, "interval_ms": 0, "write": False}}],
+                "parallelism": [1],
+            }
+        )
+    )
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    # when the command runs as the program, its report printed as JSON to a pipe
+    result = subprocess.run(
+        [sys.executable, "-c", EXIT_DRIVER, "local", str(matrix), "--out", "out", "-q"]
+        + ["--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PROBE_DIR": str(probes)},
+    )
+    # then it exited with the run's status, its whole report on stdout, its atexit
+    # handlers run, the interpreter not torn down
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run_id"].startswith("exit-")
+    assert sorted(p.name for p in probes.iterdir()) == ["atexit"]
+    # and what it wrote is all there: the warehouse (closed: no WAL left) and the report
+    out = tmp_path / "out"
+    assert not (out / "warehouse.duckdb.wal").exists()
+    with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM slots WHERE status = 'SUCCEEDED'").fetchall() == [
+            (1,)
+        ]
+    assert (out / "report.html").read_text().rstrip().endswith("</html>")
