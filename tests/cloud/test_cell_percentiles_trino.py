@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 from trino_client import TrinoClient
 
-from iofleet.results import sql as view_files
-from iofleet.results.schema import TABLES, Table
+from iofleet.results.schema import Table
 from iofleet.results.warehouse import Warehouse
-from tests.cloud.test_start_skew_trino import TRINO_TYPES, _literal
+from tests.cloud.test_start_skew_trino import _literal, load_planted
 from tests.unit.test_cell_percentiles_rewrite import planted, reference_sql, sort_key
 
 SEED = 1
@@ -35,22 +34,8 @@ def literal(value: Any, type_: str) -> str:
 
 def load(trino_server: Any, tables: dict[Table, list[dict[str, Any]]]) -> TrinoClient:
     """A fresh memory-catalog schema with `tables`' rows, the views and the reference views."""
-    schema = f"pct_{uuid.uuid4().hex[:10]}"
-    client = TrinoClient(trino_server.endpoint, catalog="memory", schema=schema)
-    client.execute(f"CREATE SCHEMA memory.{schema}")
     data = {t.name: rows for t, rows in tables.items()}
-    for table in TABLES:  # every table the views read exists, most of them empty
-        columns = ", ".join(f'"{c.name}" {TRINO_TYPES[c.type]}' for c in table.columns)
-        client.execute(f"CREATE TABLE {table.name} ({columns})")
-        rows = data.get(table.name, [])
-        for start in range(0, len(rows), 500):
-            values = ", ".join(
-                "(" + ", ".join(literal(row[c.name], c.type) for c in table.columns) + ")"
-                for row in rows[start : start + 500]
-            )
-            client.execute(f"INSERT INTO {table.name} VALUES {values}")
-    for name in view_files.VIEW_NAMES:
-        client.execute(f"CREATE VIEW {name} AS {view_files.view_sql(name)}")
+    client = load_planted(trino_server, f"pct_{uuid.uuid4().hex[:10]}", data, literal)
     for name, sql in reference_sql().items():
         client.execute(f"CREATE VIEW {name} AS {sql}")
     return client

@@ -13,33 +13,15 @@ import pytest
 from trino_client import TrinoClient
 
 from iofleet.results import sql as view_files
-from iofleet.results.schema import BY_NAME, TABLES
+from iofleet.results.schema import BY_NAME
 from iofleet.results.warehouse import Warehouse, transpile_view
-from tests.cloud.test_start_skew_trino import TRINO_TYPES, _literal
+from tests.cloud.test_start_skew_trino import load_planted
 from tests.unit.test_decision_query import RUN, planted_rows
 
 
 def _trino(trino_server: Any, unique: str) -> TrinoClient:
-    schema = f"decision_{unique}"
-    trino = TrinoClient(trino_server.endpoint, catalog="memory", schema=schema)
-    trino.execute(f"CREATE SCHEMA memory.{schema}")
-    data = {
-        BY_NAME[name]: [BY_NAME[name].row(**r) for r in rows]
-        for name, rows in planted_rows().items()
-    }
-    for table in TABLES:  # every table the views read exists, most of them empty
-        columns = ", ".join(f'"{c.name}" {TRINO_TYPES[c.type]}' for c in table.columns)
-        trino.execute(f"CREATE TABLE {table.name} ({columns})")
-        rows = data.get(table, [])
-        if rows:
-            values = ", ".join(
-                "(" + ", ".join(_literal(row[c.name], c.type) for c in table.columns) + ")"
-                for row in rows
-            )
-            trino.execute(f"INSERT INTO {table.name} VALUES {values}")
-    for name in view_files.VIEW_NAMES:
-        trino.execute(f"CREATE VIEW {name} AS {view_files.view_sql(name)}")
-    return trino
+    data = {name: [BY_NAME[name].row(**r) for r in rows] for name, rows in planted_rows().items()}
+    return load_planted(trino_server, f"decision_{unique}", data)
 
 
 def test_decision_query_on_trino_equals_duckdb(trino_server: Any, unique: str) -> None:

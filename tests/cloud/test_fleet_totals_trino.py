@@ -16,7 +16,7 @@ from trino_client import TrinoClient
 from iofleet.results import sql as view_files
 from iofleet.results.schema import APP_RUNS, BURST_METRICS, EXPECTATIONS, FIO_RESULTS, SLOTS, Table
 from iofleet.results.warehouse import Warehouse, transpile_view
-from tests.cloud.test_start_skew_trino import TRINO_TYPES, _literal
+from tests.cloud.test_start_skew_trino import load_planted
 
 BASE_US = 1_795_237_921_000_000
 
@@ -108,25 +108,8 @@ def _data() -> dict[Table, list[dict[str, Any]]]:
 
 
 def _trino(trino_server: Any, unique: str) -> TrinoClient:
-    schema = f"fleet_{unique}"
-    trino = TrinoClient(trino_server.endpoint, catalog="memory", schema=schema)
-    trino.execute(f"CREATE SCHEMA memory.{schema}")
-    from iofleet.results.schema import TABLES
-
-    data = _data()
-    for table in TABLES:  # every table the views read exists, most of them empty
-        columns = ", ".join(f'"{c.name}" {TRINO_TYPES[c.type]}' for c in table.columns)
-        trino.execute(f"CREATE TABLE {table.name} ({columns})")
-        rows = data.get(table, [])
-        if rows:
-            values = ", ".join(
-                "(" + ", ".join(_literal(row[c.name], c.type) for c in table.columns) + ")"
-                for row in rows
-            )
-            trino.execute(f"INSERT INTO {table.name} VALUES {values}")
-    for name in view_files.VIEW_NAMES:
-        trino.execute(f"CREATE VIEW {name} AS {view_files.view_sql(name)}")
-    return trino
+    data = {table.name: rows for table, rows in _data().items()}
+    return load_planted(trino_server, f"fleet_{unique}", data)
 
 
 def _duck() -> Warehouse:

@@ -7,6 +7,7 @@ on Trino and transpiled by sqlglot for DuckDB, and their rows must agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -87,6 +88,33 @@ def _literal(value: Any, type_: str) -> str:
     if type_ == "boolean":
         return "true" if value else "false"
     return str(value)
+
+
+def load_planted(
+    trino_server: Any,
+    schema: str,
+    data: Mapping[str, list[dict[str, Any]]],
+    literal: Callable[[Any, str], str] = _literal,
+) -> TrinoClient:
+    """A fresh memory-catalog `schema` with every results table (most of them empty), the
+    planted rows of `data` (table name -> rows) and every view of iofleet/results/sql."""
+    from iofleet.results.schema import TABLES
+
+    trino = TrinoClient(trino_server.endpoint, catalog="memory", schema=schema)
+    trino.execute(f"CREATE SCHEMA memory.{schema}")
+    for table in TABLES:
+        columns = ", ".join(f'"{c.name}" {TRINO_TYPES[c.type]}' for c in table.columns)
+        trino.execute(f"CREATE TABLE {table.name} ({columns})")
+        rows = data.get(table.name, [])
+        for start in range(0, len(rows), 500):
+            values = ", ".join(
+                "(" + ", ".join(literal(row[c.name], c.type) for c in table.columns) + ")"
+                for row in rows[start : start + 500]
+            )
+            trino.execute(f"INSERT INTO {table.name} VALUES {values}")
+    for name in view_files.VIEW_NAMES:
+        trino.execute(f"CREATE VIEW {name} AS {view_files.view_sql(name)}")
+    return trino
 
 
 COLUMNS = (
