@@ -13,9 +13,9 @@ import pytest
 
 from iofleet.aws import cell as cells
 from lambdas.prepare_cell import handler as prepare
-from tests.cloud.localcloud import fsx_lifecycle
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
-from tests.unit.lambdas.test_fleet_handlers import _planned, _seed000, network  # noqa: F401
+from tests.unit.lambdas.test_fleet_handlers import network  # noqa: F401
+from tests.unit.lambdas.test_fsx_handlers import _lifecycle, _run  # noqa: F401 - autouse fixture
 
 ZFS = {
     "type": "fsx-openzfs",
@@ -23,19 +23,6 @@ ZFS = {
     "storage_capacity_gib": 64,
     "throughput_capacity": 64,
 }
-
-
-@pytest.fixture(autouse=True)
-def _lifecycle(moto_endpoint: str) -> None:
-    fsx_lifecycle.install()
-
-
-def _cell(context: FakeLambdaContext, ami: str, storage: dict[str, Any]) -> dict[str, Any]:
-    matrix = _seed000(ami)
-    matrix["storage"] = [storage]
-    matrix["parallelism"] = [1]
-    matrix["workloads"] = [{"fio": "randread-16k-psync-16jobs", "params": {"RUNTIME": 5}}]
-    return _planned(context, matrix)
 
 
 def _poll(context: FakeLambdaContext, run: dict[str, Any], prepared: dict[str, Any]) -> Any:
@@ -53,7 +40,7 @@ def _poll(context: FakeLambdaContext, run: dict[str, Any], prepared: dict[str, A
 def test_a_created_file_system_gets_its_deadline_and_fails_the_cell_past_it(
     cloud: Cloud, network: dict[str, str], context: FakeLambdaContext
 ) -> None:
-    run = _cell(context, network["ami"], ZFS)
+    run = _run(context, network["ami"], ZFS)
     before = datetime.now(UTC)
     prepared = prepare.handler(
         {"action": "prepare", "run_id": run["run_id"], "cell": run["cells"][0]}, context
@@ -91,7 +78,7 @@ def test_an_existing_file_system_has_no_deadline(
         SubnetIds=[network["subnet"]],
         OpenZFSConfiguration={"DeploymentType": "SINGLE_AZ_1", "ThroughputCapacity": 160},
     )["FileSystem"]["FileSystemId"]
-    run = _cell(
+    run = _run(
         context, network["ami"], {"type": "fsx-openzfs", "label": "x", "file_system_id": fs_id}
     )
     prepared = prepare.handler(

@@ -19,9 +19,7 @@ import pickle
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,6 +28,7 @@ from iofleet.report.html import render_html
 from iofleet.results.warehouse import Warehouse
 from lambdas.summarize import handler as summarize
 from tests.unit.lambdas.conftest import Cloud, FakeLambdaContext
+from tests.unit.test_aws_report import Recorder
 from tests.unit.test_report_noise import RUN, write_noise_warehouse
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,20 +42,6 @@ def noise_rows(page: str, heading: str) -> dict[str, list[str]]:
     table = page[start : page.index("</table>", start)]
     rows = [CELL.findall(r) for r in ROW.findall(table)]
     return {cells[0].split()[0]: cells for cells in rows if cells}
-
-
-class Recorder:
-    """The warehouse as a results source, keeping every answer (for the replay)."""
-
-    def __init__(self, wh: Warehouse) -> None:
-        self.wh = wh
-        self.where = wh.where
-        self.calls: dict[tuple[str, tuple[object, ...]], list[dict[str, Any]]] = {}
-
-    def select(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
-        rows = self.wh.select(sql, params)
-        self.calls[(sql, tuple(params))] = rows
-        return rows
 
 
 def test_summarize_report_html_flags_the_configuration_whose_repeats_disagree(
