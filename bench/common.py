@@ -52,8 +52,8 @@ def not_measured(reason: str, **extra: Any) -> dict[str, Any]:
 class Scale:
     """Sizes of one bench run; `smoke()` is the seconds-long CI version."""
 
-    # fidelity: rounds of (bare, bare, iofleet); the RAM-backed device is the primary row
-    fidelity_ram_rounds: int = 12
+    # fidelity: rounds of (bare, bare, iofleet); the RAM-backed target is the primary row
+    fidelity_ram_rounds: int = 20
     fidelity_ram_runtime_s: int = 3
     fidelity_ram_size: str = "64m"
     fidelity_ram_device_mib: int = 256

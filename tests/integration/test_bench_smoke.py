@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+import bench.fidelity
 from bench import report
 from bench.common import ci_within, ratio_ci, stat
-from bench.fidelity import ram_target
+from bench.fidelity import quiet_target, ram_target, tmpfs_target
 from bench.orchestration import run_execution
 from bench.run import main
 
@@ -180,7 +181,7 @@ def test_smoke_run_measures_local_figures_and_writes_json_and_docs(tmp_path: Pat
     results = json.loads(out.read_text())
     for figure in ("fidelity", "overhead", "ingest", "queries"):
         assert results[figure]["status"] == "measured", results[figure]
-    for row in ("ram", "disk"):  # the RAM-backed device needs root and loop devices
+    for row in ("ram", "disk"):  # the RAM-backed target needs tmpfs with O_DIRECT, or loops
         if results["fidelity"][row]["status"] != "measured":
             assert row == "ram" and results["fidelity"][row]["reason"]
             continue
@@ -255,6 +256,70 @@ def test_ram_target_is_a_file_system_on_a_loop_device_over_tmpfs_and_goes_away(
     listed = subprocess.run(["losetup", "-a"], capture_output=True, text=True, check=True).stdout
     assert backing not in listed
     assert not (tmp_path / "ram-mnt" / "target").exists()
+
+
+def _shmem_kib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1])
+    raise AssertionError("no Shmem line in /proc/meminfo")
+
+
+def test_tmpfs_target_holds_fio_direct_reads_in_ram_and_goes_away(tmp_path: Path) -> None:
+    # given / when: the fidelity figure's RAM row target, and fio's O_DIRECT job laid out in it
+    with tmpfs_target(tmp_path) as (target, device):
+        before = _shmem_kib()
+        got = subprocess.run(
+            [
+                "fio",
+                "--name=probe",
+                f"--directory={target}",
+                "--size=16m",
+                "--rw=randread",
+                "--bs=4k",
+                "--ioengine=libaio",
+                "--direct=1",
+                "--number_ios=256",
+                "--output-format=json",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        grown = _shmem_kib() - before
+        laid_out = sorted(p.name for p in target.iterdir())
+        # then: fio accepted O_DIRECT there and read what it asked for
+        assert got.returncode == 0, got.stderr
+        job = json.loads(got.stdout[got.stdout.index("{") :])["jobs"][0]
+        assert job["read"]["total_ios"] == 256
+        # and the file's bytes live in RAM: shared memory grew by the 16 MiB layout
+        assert laid_out and grown >= 15 * 1024
+        assert device["kind"].startswith("tmpfs")
+    # and afterwards the directory and its RAM are gone
+    assert not target.exists()
+    assert _shmem_kib() - before < 15 * 1024
+
+
+def test_quiet_target_falls_back_to_a_loop_device_when_tmpfs_refuses_o_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the fallback's loop device and mount need root")
+    # given: a kernel whose tmpfs refuses O_DIRECT (Linux < 6.6); this one accepts it, so the
+    # probe's answer is replaced (a stand-in: no older kernel on this machine)
+    monkeypatch.setattr(bench.fidelity, "o_direct_accepted", lambda directory: False)
+    # when
+    with quiet_target(tmp_path, 32) as (target, device):
+        source = subprocess.run(
+            ["findmnt", "-n", "-o", "SOURCE", "-T", str(target)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        # then: the rounds run on ext4 over a loop device, and the JSON says why
+        assert source.startswith("/dev/loop")
+        assert device["why_not_tmpfs"] == "tmpfs refuses O_DIRECT here (Linux < 6.6)"
+    assert not list(Path("/dev/shm").glob(f"iofleet-bench-{os.getpid()}-*"))
 
 
 def test_agents_run_between_every_launch_in_flight_and_the_tokens_answered() -> None:
