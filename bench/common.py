@@ -81,7 +81,7 @@ class Scale:
     orchestration_slots: int = 200
     orchestration_repeats: int = 3
     fleet_sizes: tuple[int, ...] = (200, 1000)  # figure fleet_scale
-    fleet_repeats: int = 2
+    fleet_repeats: int = 3
 
     @classmethod
     def smoke(cls) -> Scale:
