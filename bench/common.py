@@ -76,7 +76,7 @@ class Scale:
     trino: bool = True
     trino_runs: int = 10  # Trino's shape: 10 runs x 4 cells x 50 slots (2,000 slots),
     trino_cells_per_run: int = 4  # so a one-run query has 1/10 of the data to itself
-    trino_repeats: int = 2
+    trino_repeats: int = 5
     cold_start_repeats: int = 5
     orchestration_slots: int = 200
     orchestration_repeats: int = 3
