@@ -226,6 +226,13 @@ def _bytes(result: Any) -> dict[str, int]:
 COMPONENTS = ("elapsed_ms", "queued_ms", "analysis_ms", "planning_ms", "execution_ms", "cpu_ms")
 
 
+def _stages(stage: Any) -> int:
+    """Stages in the statement protocol's stage tree (`rootStage` and its `subStages`)."""
+    if not isinstance(stage, dict):
+        return 0
+    return 1 + sum(_stages(s) for s in stage.get("subStages") or [])
+
+
 def _components(client: Any, result: Any) -> dict[str, int]:
     stats = result.stats or {}
     row = client.execute(
@@ -243,12 +250,23 @@ def _components(client: Any, result: Any) -> dict[str, int]:
             0, elapsed - int(stats.get("queuedTimeMillis") or queued) - analysis - planning
         ),
         "cpu_ms": int(stats.get("cpuTimeMillis") or 0),
+        "stages": _stages(stats.get("rootStage")),
     }
 
 
+# the Glue operations Trino's metastore calls per query, counted apart (the rest: glue_other)
+GLUE_OPS = {
+    "AWSGlue.GetTable": "glue_get_table",
+    "AWSGlue.GetPartitions": "glue_get_partitions",
+    "AWSGlue.BatchGetPartition": "glue_batch_get_partition",
+}
+REQUESTS = ("glue_requests", *GLUE_OPS.values(), "glue_other", "s3_requests")
+
+
 class GlueCalls:
-    """Requests moto served (its werkzeug log): Glue is `POST /` (JSON protocol with an
-    X-Amz-Target), S3 is a path under the bucket. Counted per query as a log delta."""
+    """Requests moto served during one query, read from its log as a delta since `mark()`:
+    Glue requests by operation from `bench.motolog`'s `TARGET AWSGlue.<op>` lines, S3
+    requests from werkzeug's access-log lines for a path under the bucket."""
 
     def __init__(self, log_path: Any, bucket: str) -> None:
         self.log_path = log_path
@@ -262,13 +280,14 @@ class GlueCalls:
         with open(self.log_path, "rb") as f:
             f.seek(self.offset)
             text = f.read().decode("utf-8", "replace")
-        glue = s3 = 0
+        got = dict.fromkeys(REQUESTS, 0)
         for line in text.splitlines():
-            if '"POST / HTTP' in line:
-                glue += 1
-            elif f" /{self.bucket}" in line:
-                s3 += 1
-        return {"glue_requests": glue, "s3_requests": s3}
+            if line.startswith("TARGET AWSGlue."):
+                got["glue_requests"] += 1
+                got[GLUE_OPS.get(line.split()[1], "glue_other")] += 1
+            elif f" /{self.bucket}" in line and "HTTP/" in line:
+                got["s3_requests"] += 1
+        return got
 
 
 def glue_call_ms(glue: Any, database: str, table: str, repeats: int = 20) -> dict[str, Any]:
@@ -320,7 +339,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         f"queries/trino: stack synthesized ({len(tables)} Glue tables) in {t_synth.seconds:.0f} s"
     )
     with Timer() as t_start:
-        moto = engines.start_moto()
+        moto = engines.start_moto(module="bench.motolog", cwd=ROOT)
         try:
             trino_engine = engines.start_trino(moto.endpoint)
         except BaseException:
@@ -467,7 +486,7 @@ def measure(ctx: Context) -> dict[str, Any]:
             got_parts = parts[view][kind]
             result[view][key] = {
                 c: stat((p[c] for p in got_parts), "ms" if c.endswith("_ms") else "n", 0)
-                for c in (*COMPONENTS, "glue_requests", "s3_requests")
+                for c in (*COMPONENTS, "stages", *REQUESTS)
             }
             # moto's share: the query's Glue requests at moto's median request time
             result[view][key]["moto_glue_ms_estimate"] = round(

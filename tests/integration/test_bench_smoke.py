@@ -18,7 +18,7 @@ import pytest
 
 import bench.fidelity
 from bench import report
-from bench.common import ci_within, ratio_ci, stat
+from bench.common import ROOT, ci_within, ratio_ci, stat
 from bench.fidelity import quiet_target, ram_target, tmpfs_target
 from bench.orchestration import run_execution
 from bench.run import main
@@ -462,7 +462,7 @@ def test_glue_calls_counts_the_glue_and_s3_requests_moto_served_since_the_mark()
     from bench.trino import GlueCalls, _engines
 
     engines = _engines()
-    moto = engines.start_moto(execute_state_machine=False)
+    moto = engines.start_moto(execute_state_machine=False, module="bench.motolog", cwd=ROOT)
     try:
         aws = {
             "endpoint_url": moto.endpoint,
@@ -477,12 +477,23 @@ def test_glue_calls_counts_the_glue_and_s3_requests_moto_served_since_the_mark()
         calls = GlueCalls(moto.log_path, "bench-calls")
         # given: the requests before the mark are not counted
         calls.mark()
-        # when: three Glue requests and two S3 requests on the bucket
-        for _ in range(3):
-            glue.get_databases()
+        # when: four Glue requests (three operations) and two S3 requests on the bucket
+        glue.get_databases()
+        for _ in range(2):
+            with pytest.raises(glue.exceptions.EntityNotFoundException):
+                glue.get_table(DatabaseName="d", Name="t")
+        with pytest.raises(glue.exceptions.EntityNotFoundException):
+            glue.get_partitions(DatabaseName="d", TableName="t")
         s3.put_object(Bucket="bench-calls", Key="a", Body=b"x")
         s3.get_object(Bucket="bench-calls", Key="a")
         # then: moto logs each request once it has answered it
-        assert calls.since_mark() == {"glue_requests": 3, "s3_requests": 2}
+        assert calls.since_mark() == {
+            "glue_requests": 4,
+            "glue_get_table": 2,
+            "glue_get_partitions": 1,
+            "glue_batch_get_partition": 0,
+            "glue_other": 1,
+            "s3_requests": 2,
+        }
     finally:
         moto.stop()
