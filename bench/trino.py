@@ -219,6 +219,95 @@ def _bytes(result: Any) -> dict[str, int]:
     }
 
 
+# The query's own timing, from Trino: the statement protocol's final stats (elapsed,
+# queued, CPU) and `system.runtime.queries` (analysis and planning, which the protocol
+# does not return). `execution_ms` = elapsed - queued - analysis - planning: scheduling
+# the stages, reading S3, computing, writing the result.
+COMPONENTS = ("elapsed_ms", "queued_ms", "analysis_ms", "planning_ms", "execution_ms", "cpu_ms")
+
+
+def _stages(stage: Any) -> int:
+    """Stages in the statement protocol's stage tree (`rootStage` and its `subStages`)."""
+    if not isinstance(stage, dict):
+        return 0
+    return 1 + sum(_stages(s) for s in stage.get("subStages") or [])
+
+
+def _components(client: Any, result: Any) -> dict[str, int]:
+    stats = result.stats or {}
+    row = client.execute(
+        "SELECT queued_time_ms, analysis_time_ms, planning_time_ms FROM system.runtime.queries "
+        f"WHERE query_id = '{result.query_id}'"
+    ).rows
+    queued, analysis, planning = (int(v or 0) for v in row[0]) if row else (0, 0, 0)
+    elapsed = int(stats.get("elapsedTimeMillis") or 0)
+    return {
+        "elapsed_ms": elapsed,
+        "queued_ms": int(stats.get("queuedTimeMillis") or queued),
+        "analysis_ms": analysis,
+        "planning_ms": planning,
+        "execution_ms": max(
+            0, elapsed - int(stats.get("queuedTimeMillis") or queued) - analysis - planning
+        ),
+        "cpu_ms": int(stats.get("cpuTimeMillis") or 0),
+        "stages": _stages(stats.get("rootStage")),
+    }
+
+
+# the Glue operations Trino's metastore calls per query, counted apart (the rest: glue_other)
+GLUE_OPS = {
+    "AWSGlue.GetTable": "glue_get_table",
+    "AWSGlue.GetPartitions": "glue_get_partitions",
+    "AWSGlue.BatchGetPartition": "glue_batch_get_partition",
+}
+REQUESTS = ("glue_requests", *GLUE_OPS.values(), "glue_other", "s3_requests")
+
+
+class GlueCalls:
+    """Requests moto served during one query, read from its log as a delta since `mark()`:
+    Glue requests by operation from `bench.motolog`'s `TARGET AWSGlue.<op>` lines, S3
+    requests from werkzeug's access-log lines for a path under the bucket."""
+
+    def __init__(self, log_path: Any, bucket: str) -> None:
+        self.log_path = log_path
+        self.bucket = bucket
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = self.log_path.stat().st_size
+
+    def since_mark(self) -> dict[str, int]:
+        with open(self.log_path, "rb") as f:
+            f.seek(self.offset)
+            text = f.read().decode("utf-8", "replace")
+        got = dict.fromkeys(REQUESTS, 0)
+        for line in text.splitlines():
+            if line.startswith("TARGET AWSGlue."):
+                got["glue_requests"] += 1
+                got[GLUE_OPS.get(line.split()[1], "glue_other")] += 1
+            elif f" /{self.bucket}" in line and "HTTP/" in line:
+                got["s3_requests"] += 1
+        return got
+
+
+def glue_call_ms(glue: Any, database: str, table: str, repeats: int = 20) -> dict[str, Any]:
+    """moto's Glue alone: how long one request takes (boto3 against the same moto server,
+    a table's GetTable and its GetPartitions, the two calls Trino's Glue metastore makes per
+    table read), so the queries' Glue request counts can be priced apart from Trino."""
+    import time
+
+    per_call: list[float] = []
+    for _ in range(repeats):
+        for call in (
+            lambda: glue.get_table(DatabaseName=database, Name=table),
+            lambda: glue.get_partitions(DatabaseName=database, TableName=table),
+        ):
+            start = time.perf_counter()
+            call()
+            per_call.append((time.perf_counter() - start) * 1000)
+    return stat(per_call, "ms", 1)
+
+
 def _check_counts(client: Any, sh: dict[str, int], stage: str) -> None:
     """Rows the table views (`t` = `t_parquet UNION ALL t_landing`) give: each run once."""
     for name in TABLES_FROM_DATA:
@@ -250,7 +339,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         f"queries/trino: stack synthesized ({len(tables)} Glue tables) in {t_synth.seconds:.0f} s"
     )
     with Timer() as t_start:
-        moto = engines.start_moto()
+        moto = engines.start_moto(module="bench.motolog", cwd=ROOT)
         try:
             trino_engine = engines.start_trino(moto.endpoint)
         except BaseException:
@@ -312,19 +401,27 @@ def measure(ctx: Context) -> dict[str, Any]:
             v: {"all": [], "one_run": []} for v in VIEWS
         }
         rows_out: dict[str, dict[str, int]] = {v: {} for v in VIEWS}
+        parts: dict[str, dict[str, list[dict[str, int]]]] = {
+            v: {"all": [], "one_run": []} for v in VIEWS
+        }
+        calls = GlueCalls(moto.log_path, bucket)
         for r in range(scale.trino_repeats):
             for view in VIEWS:
                 out = f"memory.default.bench_{view}_{r}"
+                calls.mark()
                 with Timer() as t:
                     got = client.execute(f"CREATE TABLE {out} AS SELECT * FROM {view}")
                 times[view]["all"].append(t.seconds)
                 scanned[view]["all"].append(_bytes(got))
+                parts[view]["all"].append({**_components(client, got), **calls.since_mark()})
                 rows_out[view]["all"] = client.execute(f"SELECT count(*) FROM {out}").scalar()
                 client.execute(f"DROP TABLE {out}")
+                calls.mark()
                 with Timer() as t:
                     got = client.execute(f"SELECT * FROM {view} WHERE run_id = '{one_run}'")
                 times[view]["one_run"].append(t.seconds)
                 scanned[view]["one_run"].append(_bytes(got))
+                parts[view]["one_run"].append({**_components(client, got), **calls.since_mark()})
                 rows_out[view]["one_run"] = len(got.rows)
             ctx.log(
                 f"queries/trino repeat {r + 1}/{scale.trino_repeats}: "
@@ -336,6 +433,7 @@ def measure(ctx: Context) -> dict[str, Any]:
                 )
             )
         version = client.execute("SELECT version()").scalar()
+        glue_ms = glue_call_ms(glue, schema_name, compact.parquet_table("fio_results"))
     finally:
         trino_engine.stop()
         moto.stop()
@@ -363,6 +461,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         "generate_s": round(t_gen.seconds, 1),
         "compact_s": round(t_compact.seconds, 1),
         "rows_out": rows_out,
+        "glue_call_ms": glue_ms,
     }
     result = add_view_times(result, times, TRINO_TARGET_S)
     only_that_run = {}
@@ -381,6 +480,18 @@ def measure(ctx: Context) -> dict[str, Any]:
         only_that_run[view] = whole > 0 and 0 < share <= 1.5 * whole / sh["runs"]
         # how many times the view reads its Parquet bytes (a table read in several branches)
         result[view]["read_amplification"] = round(whole / stored["bytes_total"], 2)
+        # where the time goes, per query kind: Trino's own components (ms) and the
+        # requests moto served during the query (median over the repeats)
+        for kind, key in (("all", "all_runs_parts"), ("one_run", "one_run_parts")):
+            got_parts = parts[view][kind]
+            result[view][key] = {
+                c: stat((p[c] for p in got_parts), "ms" if c.endswith("_ms") else "n", 0)
+                for c in (*COMPONENTS, "stages", *REQUESTS)
+            }
+            # moto's share: the query's Glue requests at moto's median request time
+            result[view][key]["moto_glue_ms_estimate"] = round(
+                result[view][key]["glue_requests"]["median"] * glue_ms["median"]
+            )
     result["met"]["one_run_scans_only_that_run"] = all(only_that_run.values())
     result["one_run_scans_only_that_run"] = only_that_run
     return result

@@ -18,7 +18,7 @@ import pytest
 
 import bench.fidelity
 from bench import report
-from bench.common import ci_within, ratio_ci, stat
+from bench.common import ROOT, ci_within, ratio_ci, stat
 from bench.fidelity import quiet_target, ram_target, tmpfs_target
 from bench.orchestration import run_execution
 from bench.run import main
@@ -453,3 +453,47 @@ def test_fleet_ingest_curates_every_slot_of_a_real_sample(tmp_path: Path) -> Non
     assert got["artifacts"] == 12
     assert got["rows"]["slots"] >= 4 and got["rows"]["fio_results"] >= 4
     assert got["curated_objects"] >= 8
+
+
+def test_glue_calls_counts_the_glue_and_s3_requests_moto_served_since_the_mark() -> None:
+    # the Trino figure's per-query request counts, read from a real moto server's log
+    import boto3
+
+    from bench.trino import GlueCalls, _engines
+
+    engines = _engines()
+    moto = engines.start_moto(execute_state_machine=False, module="bench.motolog", cwd=ROOT)
+    try:
+        aws = {
+            "endpoint_url": moto.endpoint,
+            "region_name": engines.AWS_REGION,
+            "aws_access_key_id": engines.AWS_ACCESS_KEY,
+            "aws_secret_access_key": engines.AWS_SECRET_KEY,
+        }
+        glue = boto3.client("glue", **aws)
+        s3 = boto3.client("s3", **aws)
+        s3.create_bucket(Bucket="bench-calls")
+        glue.create_database(DatabaseInput={"Name": "d"})
+        calls = GlueCalls(moto.log_path, "bench-calls")
+        # given: the requests before the mark are not counted
+        calls.mark()
+        # when: four Glue requests (three operations) and two S3 requests on the bucket
+        glue.get_databases()
+        for _ in range(2):
+            with pytest.raises(glue.exceptions.EntityNotFoundException):
+                glue.get_table(DatabaseName="d", Name="t")
+        with pytest.raises(glue.exceptions.EntityNotFoundException):
+            glue.get_partitions(DatabaseName="d", TableName="t")
+        s3.put_object(Bucket="bench-calls", Key="a", Body=b"x")
+        s3.get_object(Bucket="bench-calls", Key="a")
+        # then: moto logs each request once it has answered it
+        assert calls.since_mark() == {
+            "glue_requests": 4,
+            "glue_get_table": 2,
+            "glue_get_partitions": 1,
+            "glue_batch_get_partition": 0,
+            "glue_other": 1,
+            "s3_requests": 2,
+        }
+    finally:
+        moto.stop()
