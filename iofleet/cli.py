@@ -29,10 +29,10 @@ from iofleet.errors import (
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from iofleet.plan.matrix import build_plan, load_matrix_file, render_plan_table
+    from iofleet.plan.matrix import plan_matrix_file, render_plan_table
 
-    matrix = load_matrix_file(args.matrix)
-    plan = build_plan(matrix, target=args.target)
+    plan = plan_matrix_file(args.matrix, target=args.target)
+    matrix = plan.matrix
     host = None
     if args.target == "aws":  # the OS the instances run and what their bootstrap adds
         from iofleet.plan.hosts import describe, for_matrix
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_parse)
 
     p = sub.add_parser("local", help="run a matrix here against local paths")
-    p.add_argument("matrix")
+    p.add_argument("matrix", help="matrix JSON file ('-' for stdin)")
     p.add_argument("--out", required=True, help="output directory (raw/, warehouse, report)")
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")

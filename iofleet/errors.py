@@ -14,14 +14,25 @@ class Problem(NamedTuple):
 
 
 class ValidationFailed(Exception):
-    """Bad user input. The CLI prints `lines()` and exits 2."""
+    """Bad user input. The CLI prints `lines()` and exits 2.
 
-    def __init__(self, problems: list[Problem]):
+    `file`: the file the problems are in (a matrix); each line then starts with it,
+    `FILE: PATH: message`.
+    """
+
+    def __init__(self, problems: list[Problem], file: str | None = None):
         self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        self.file = file
+        super().__init__("\n".join(self.lines()))
 
     def lines(self) -> list[str]:
-        return [str(p) for p in self.problems]
+        if self.file is None:
+            return [str(p) for p in self.problems]
+        return [f"{self.file}: {p}" for p in self.problems]
+
+    def in_file(self, file: str) -> ValidationFailed:
+        """These problems as found in `file` (unchanged if they already name a file)."""
+        return self if self.file is not None else ValidationFailed(self.problems, file)
 
 
 class UsageError(Exception):

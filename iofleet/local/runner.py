@@ -315,11 +315,11 @@ def run_local(
     run holds --out, EnvironmentProblem when --out cannot be written (full,
     read-only).
     """
-    from iofleet.plan.matrix import build_plan, load_matrix_file
+    from iofleet.plan.matrix import plan_matrix_file
 
     base = (cwd or Path.cwd()).resolve()
-    matrix = load_matrix_file(matrix_path)
-    plan = build_plan(matrix, target="local")
+    plan = plan_matrix_file(matrix_path, target="local")
+    matrix = plan.matrix
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")

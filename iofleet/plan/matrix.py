@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
-from iofleet.errors import Problem, UsageError, ValidationFailed
+from iofleet.errors import Problem, ValidationFailed
 
 # --------------------------------------------------------------------------- bounds
 
@@ -938,21 +938,46 @@ def load_matrix_bytes(data: bytes) -> Matrix:
     return load_matrix_text(text)
 
 
+STDIN_NAME = "<stdin>"  # the file name problems of a matrix read from stdin ("-") start with
+
+
+def matrix_file_name(path: str | Path) -> str:
+    """How problem lines name the matrix file: as given, `<stdin>` for "-"."""
+    return STDIN_NAME if str(path) == "-" else str(path)
+
+
 def load_matrix_file(path: str | Path) -> Matrix:
-    """Load and validate a matrix file; "-" reads stdin. Reads at most the size limit."""
-    if str(path) == "-":
-        return load_matrix_bytes(sys.stdin.buffer.read(MAX_MATRIX_BYTES + 1))
-    p = Path(path)
+    """Load and validate a matrix file; "-" reads stdin. Reads at most the size limit.
+
+    Every problem, the file's own (missing, a directory, unreadable) included, is a
+    ValidationFailed whose lines start with the file (`matrix_file_name`).
+    """
+    name = matrix_file_name(path)
     try:
-        with p.open("rb") as handle:
-            data = handle.read(MAX_MATRIX_BYTES + 1)
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such matrix file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{p}: is a directory, expected a matrix JSON file") from None
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    return load_matrix_bytes(data)
+        if str(path) == "-":
+            return load_matrix_bytes(sys.stdin.buffer.read(MAX_MATRIX_BYTES + 1))
+        p = Path(path)
+        try:
+            with p.open("rb") as handle:
+                data = handle.read(MAX_MATRIX_BYTES + 1)
+        except FileNotFoundError:
+            raise _refuse("no such matrix file") from None
+        except IsADirectoryError:
+            raise _refuse("is a directory, expected a matrix JSON file") from None
+        except OSError as exc:
+            raise _refuse(f"cannot read: {exc.strerror or exc}") from None
+        return load_matrix_bytes(data)
+    except ValidationFailed as exc:
+        raise exc.in_file(name) from None
+
+
+def plan_matrix_file(path: str | Path, target: str = "aws") -> Plan:
+    """`load_matrix_file` then `build_plan`: every problem line starts with the file."""
+    matrix = load_matrix_file(path)
+    try:
+        return build_plan(matrix, target=target)
+    except ValidationFailed as exc:
+        raise exc.in_file(matrix_file_name(path)) from None
 
 
 # --------------------------------------------------------------------------- plan

@@ -66,8 +66,8 @@ def test_bad_matrix_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        "storage[0].iops: gp3 IOPS must be 3000-80000, got 100",
-        "parallelism[0]: must be greater than or equal to 1, got 0",
+        f"{path}: storage[0].iops: gp3 IOPS must be 3000-80000, got 100",
+        f"{path}: parallelism[0]: must be greater than or equal to 1, got 0",
     ]
 
 
@@ -76,28 +76,29 @@ def test_json_syntax_error_exits_2_with_line_and_column(tmp_path: Path) -> None:
     path.write_text('{\n  "name": "x",\n  "storage": [}\n')
     result = iofleet("plan", str(path))
     assert result.returncode == 2
-    assert result.stderr.strip() == "line 3 column 15: Expecting value"
+    assert result.stderr.strip() == f"{path}: line 3 column 15: Expecting value"
 
 
 def test_over_the_instance_limit_exits_2_with_the_count(tmp_path: Path) -> None:
     result = iofleet("plan", "-", stdin=json.dumps(dict(MATRIX, parallelism=[50, 60])))
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "limits.max_instances: plan needs 110 instances, over the limit of 100"
+        "<stdin>: limits.max_instances: plan needs 110 instances, over the limit of 100"
     )
 
 
 def test_missing_file_exits_2_without_traceback(tmp_path: Path) -> None:
     result = iofleet("plan", str(tmp_path / "nope.json"))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"iofleet: {tmp_path / 'nope.json'}: no such matrix file"
+    assert result.stderr.strip() == f"{tmp_path / 'nope.json'}: no such matrix file"
 
 
 def test_local_target_rejects_aws_storage() -> None:
     result = iofleet("plan", "-", "--target", "local", stdin=json.dumps(MATRIX))
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "storage[0].type: 'ebs' storage needs an AWS run; local runs take only 'local' storage"
+        "<stdin>: storage[0].type: 'ebs' storage needs an AWS run; local runs take only 'local' "
+        "storage"
     )
 
 
@@ -143,7 +144,8 @@ def test_bad_matrix_probe_is_refused_with_its_path_and_creates_nothing(
     work.mkdir()
     matrix = tmp_path / "matrix.json"
     matrix.write_bytes(_probe_bytes(name))
-    expected = EXPECTED[name]["stderr"] if name in EXPECTED else [OVERSIZE_LINE]
+    lines = EXPECTED[name]["stderr"] if name in EXPECTED else [OVERSIZE_LINE]
+    expected = [f"{matrix}: {line}" for line in lines]  # every line starts with the file
     target = EXPECTED.get(name, {}).get("target", "aws")
     # when it is planned
     result = _run_in(work, "plan", str(matrix), "--target", target)
@@ -173,4 +175,4 @@ def test_every_example_is_still_accepted_by_plan_and_local_validation(example: P
 
 def test_oversized_stdin_is_refused_without_reading_it_all(tmp_path: Path) -> None:
     result = iofleet("plan", "-", stdin=json.dumps(MATRIX) + " " * (2 * 1024 * 1024))
-    assert (result.returncode, result.stderr.splitlines()) == (2, [OVERSIZE_LINE])
+    assert (result.returncode, result.stderr.splitlines()) == (2, [f"<stdin>: {OVERSIZE_LINE}"])

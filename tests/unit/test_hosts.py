@@ -244,9 +244,9 @@ def test_plan_probe(
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["host"]["release"] == release
     else:
-        # then one line PATH: message, exit 2, nothing created
+        # then one line FILE: PATH: message, exit 2, nothing created
         assert out.returncode == 2, out.stdout + out.stderr
-        assert out.stderr.strip().splitlines() == [error]
+        assert out.stderr.strip().splitlines() == [f"{path}: {error}"]
         assert out.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.json"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from iofleet.errors import UsageError, ValidationFailed
+from iofleet.errors import ValidationFailed
 from iofleet.plan.matrix import load_matrix_file, load_matrix_text, validate_matrix_dict
 
 
@@ -409,14 +409,27 @@ def test_empty_text_is_a_clear_error() -> None:
         load_matrix_text("  \n")
 
 
-def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="no such matrix file"):
+def test_missing_file_is_one_line_starting_with_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ValidationFailed) as info:
         load_matrix_file(tmp_path / "absent.json")
+    assert info.value.lines() == [f"{tmp_path / 'absent.json'}: no such matrix file"]
 
 
-def test_directory_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="is a directory"):
+def test_directory_is_one_line_starting_with_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ValidationFailed) as info:
         load_matrix_file(tmp_path)
+    assert info.value.lines() == [f"{tmp_path}: is a directory, expected a matrix JSON file"]
+
+
+def test_every_problem_line_of_a_file_starts_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(dict(base(), parallelism=[0], repeats=0)))
+    with pytest.raises(ValidationFailed) as info:
+        load_matrix_file(path)
+    assert info.value.lines() == [
+        f"{path}: parallelism[0]: must be greater than or equal to 1, got 0",
+        f"{path}: repeats: must be greater than or equal to 1, got 0",
+    ]
 
 
 def test_matrix_file_loads(tmp_path: Path) -> None:

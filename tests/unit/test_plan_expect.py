@@ -79,7 +79,7 @@ def test_plan_over_budget_is_refused_with_the_estimate(tmp_path: Path, capsys) -
     assert code == 2
     assert out == ""
     [line] = err.strip().splitlines()
-    assert line.startswith("limits.budget_usd: plan estimated at $")
+    assert line.startswith(f"{tmp_path / 'm.json'}: limits.budget_usd: plan estimated at $")
     assert "over the budget of $0.01" in line
 
 
@@ -113,7 +113,7 @@ def test_drain_policy_reaches_the_plan(tmp_path: Path, capsys) -> None:
 def test_unknown_burst_policy_is_a_matrix_error(tmp_path: Path, capsys) -> None:
     code, _, err = plan(tmp_path, capsys, matrix(burst_policy="sometimes"))
     assert code == 2
-    assert err.startswith("burst_policy:")
+    assert err.startswith(f"{tmp_path / 'm.json'}: burst_policy:")
 
 
 def test_unknown_instance_type_plans_with_limited_by_unknown(tmp_path: Path, capsys) -> None:
