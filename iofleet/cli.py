@@ -82,7 +82,7 @@ def _cmd_local(args: argparse.Namespace) -> int:
 
     return run_local(
         Path(args.matrix),
-        Path(args.out),
+        _out_path(args.out),
         quiet=args.quiet,
         report_format=args.format,
     )
@@ -148,8 +148,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from iofleet.results.importer import import_command
 
     return import_command(
-        [Path(f) for f in args.files], Path(args.out), label=args.label, slot_per=args.slot_per
+        [Path(f) for f in args.files], _out_path(args.out), label=args.label, slot_per=args.slot_per
     )
+
+
+def _out_path(value: str) -> Path:
+    """`--out`: an empty value would be the working directory (Path("") is ".")."""
+    if not value.strip():
+        raise UsageError("--out: must not be empty (a directory for raw/, the warehouse)")
+    return Path(value)
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:

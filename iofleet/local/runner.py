@@ -34,7 +34,7 @@ from iofleet.agent.reaper import (
 from iofleet.agent.reaper import record_dead_agent as _record
 from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.results.outdir import environment_problem as _environment
-from iofleet.results.outdir import output_lock
+from iofleet.results.outdir import make_out_dir, not_a_directory, output_lock
 
 BARRIER_TIMEOUT_S = 600
 WAREHOUSE = "warehouse.duckdb"  # in --out
@@ -315,7 +315,7 @@ def run_local(
     run holds --out, EnvironmentProblem when --out cannot be written (full,
     read-only).
     """
-    from iofleet.plan.matrix import plan_matrix_file
+    from iofleet.plan.matrix import matrix_file_name, plan_matrix_file
 
     base = (cwd or Path.cwd()).resolve()
     plan = plan_matrix_file(matrix_path, target="local")
@@ -323,15 +323,71 @@ def run_local(
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
+    made = make_targets(plan, base, matrix_file_name(matrix_path))
+    running = False
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _environment(exc, f"--out {out_dir}") from None
-    with output_lock(out_dir) as lock_fd:
+        make_out_dir(out_dir)
+        with output_lock(out_dir) as lock_fd:
+            running = True
+            try:
+                return _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd)
+            except OSError as exc:
+                raise _environment(exc) from None
+    finally:
+        if not running:  # refused before the run began: it leaves nothing behind
+            remove_made(made)
+
+
+def make_targets(plan: Any, base: Path, file: str) -> list[Path]:
+    """Create every `local` storage path of the plan (and missing parents) before the run
+    creates anything else; returns the directories made, parents first.
+
+    A path that can never be a directory (a file at it or at a parent, a dangling link,
+    a place the kernel makes none) is the matrix's problem: `FILE: storage[i].path: why`,
+    exit 2; a machine that refuses (permission, read-only, full) exits 3. Either way,
+    the directories made so far are removed again.
+    """
+    from iofleet.errors import Problem, ValidationFailed
+
+    targets = [(i, resolve_local_path(s.path, base)) for i, s in enumerate(plan.matrix.storage)]
+    problems = [
+        Problem(f"storage[{i}].path", why)
+        for i, target in targets
+        if (why := not_a_directory(target)) is not None
+    ]
+    if problems:
+        raise ValidationFailed(problems, file=file)
+    made: list[Path] = []
+    try:
+        for i, target in targets:
+            missing = [p for p in (target, *target.parents) if not os.path.lexists(p)]
+            for path in reversed(missing):
+                try:
+                    path.mkdir()
+                except FileExistsError:
+                    continue  # made meanwhile by someone else: not ours to remove
+                except OSError as exc:
+                    why = f"cannot create {path}: {exc.strerror or exc}"
+                    problem = _environment(exc)
+                    if problem is exc:
+                        raise ValidationFailed(
+                            [Problem(f"storage[{i}].path", why)], file=file
+                        ) from None
+                    raise EnvironmentProblem(f"{file}: storage[{i}].path: {why}") from None
+                made.append(path)
+    except BaseException:
+        remove_made(made)
+        raise
+    return made
+
+
+def remove_made(made: list[Path]) -> None:
+    """Remove the directories `make_targets` made, deepest first, if still empty."""
+    for path in reversed(made):
         try:
-            return _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd)
-        except OSError as exc:
-            raise _environment(exc) from None
+            path.rmdir()
+        except OSError:
+            pass
 
 
 def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> int:  # type: ignore[no-untyped-def]

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.errors import EnvironmentProblem, Problem, UsageError, ValidationFailed
-from iofleet.results.outdir import environment_problem, output_lock
+from iofleet.results.outdir import make_out_dir, output_lock
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -353,10 +353,7 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
         raise ValidationFailed(problems or [Problem("FILES", "no file given")])
     for problem in problems:
         print(problem, file=sys.stderr)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise environment_problem(exc, f"--out {out}") from None
+    make_out_dir(out)
     with output_lock(out, "iofleet import"):  # one writer per --out: a second one exits 4
         run_id, warehouse, stats, errors = _import_locked(out, label, slots, workloads)
     for e in errors:  # the parsers accepted every file above: a mismatch is a bug

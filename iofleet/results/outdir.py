@@ -10,11 +10,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from iofleet.errors import EnvironmentProblem, OutputBusy
+from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 
 LOCK_NAME = ".iofleet.lock"
 # errors of the machine, not of the input: exit 3 (EnvironmentProblem)
@@ -63,3 +64,40 @@ def environment_problem(exc: OSError, path: Path | str | None = None) -> Excepti
     if exc.errno in ENVIRONMENT_ERRNOS:
         return EnvironmentProblem(f"{where}: {exc.strerror or exc}")
     return exc
+
+
+def make_out_dir(out_dir: Path) -> None:
+    """Create `--out` (and its parents) if missing. UsageError (exit 2) when the path
+    cannot be a directory (a file in the way, a place no directory can be made);
+    EnvironmentProblem (exit 3) when the machine refuses (permission, read-only, full)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: exists and is not a directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = environment_problem(exc, f"--out {out_dir}")
+        if problem is exc:  # not the machine's: the path itself cannot be a directory
+            raise UsageError(
+                f"--out {out_dir}: cannot create: {not_a_directory(out_dir) or exc.strerror}"
+            ) from None
+        raise problem from None
+
+
+def not_a_directory(path: Path) -> str | None:
+    """Why `path` can never be a directory here (a non-directory at it or at one of its
+    parents), without creating anything; None when it is one or could be made."""
+    for at in (path, *path.parents):
+        try:
+            mode = os.stat(at).st_mode
+        except FileNotFoundError:
+            if os.path.lexists(at):
+                return f"{at} is a symbolic link to nothing"
+            continue
+        except NotADirectoryError:
+            continue  # a parent is not a directory: found further up
+        except OSError:
+            return None  # cannot tell (permission): creating it will say
+        if stat.S_ISDIR(mode):
+            return None
+        return f"{at} exists and is not a directory"
+    return None

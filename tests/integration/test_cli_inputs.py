@@ -1,0 +1,255 @@
+"""Inputs nobody here wrote, through the command line as users run it.
+
+Every refused input must give exit 2 and exactly one stderr line that starts with the
+file (or the option) at fault, no traceback, and create or change nothing: each case
+runs in a sandbox (the working directory, the input files, `TMPDIR`) whose every path
+and file hash is compared before and after, and no loop device may appear backed by a
+file in it (iofleet never makes one; `losetup` is the kernel's list).
+
+Bad matrix *contents* are the probe set of test_plan_cli.py; here: the matrix file
+itself (missing, a directory, unreadable, a dangling link), the machine a local run
+meets (a `local.path` or `--out` that cannot be a directory), the fio job library, and
+the warehouse a reading command is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD: dict[str, object] = {
+    "name": "inputs",
+    "storage": [{"label": "a", "type": "local", "path": "target"}],
+    "workloads": [{"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1, "SIZE": "64k"}}],
+    "parallelism": [1],
+}
+
+
+class Sandbox:
+    """tmp_path laid out as `work/` (the working directory), `in/` (inputs) and `tmp/`
+    (TMPDIR of the command)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.work = root / "work"
+        self.inputs = root / "in"
+        self.tmp = root / "tmp"
+        for d in (self.work, self.inputs, self.tmp):
+            d.mkdir()
+
+    def matrix(self, doc: object, name: str = "m.json") -> Path:
+        path = self.inputs / name
+        path.write_text(json.dumps(doc))
+        return path
+
+    def state(self) -> dict[str, str]:
+        """Every path under the sandbox: a file's SHA-256, 'dir', or a link's target."""
+        out: dict[str, str] = {}
+        for top, dirs, files in os.walk(self.root):
+            for name in dirs + files:
+                path = Path(top) / name
+                rel = str(path.relative_to(self.root))
+                if path.is_symlink():
+                    out[rel] = f"-> {os.readlink(path)}"
+                elif path.is_dir():
+                    out[rel] = "dir"
+                else:
+                    try:
+                        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+                    except PermissionError:
+                        out[rel] = "unreadable"
+        return out
+
+    def loop_devices(self) -> list[str]:
+        """Loop devices backed by a file in the sandbox."""
+        listing = subprocess.run(
+            ["losetup", "--list", "--json", "--output", "NAME,BACK-FILE"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if listing.returncode != 0 or not listing.stdout.strip():
+            return []
+        devices = json.loads(listing.stdout).get("loopdevices", [])
+        return [
+            d["name"] for d in devices if str(d.get("back-file") or "").startswith(str(self.root))
+        ]
+
+    def run(
+        self, *args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(self.tmp), **(env or {})}
+        full_env.pop("IOFLEET_DEBUG", None)
+        return subprocess.run(
+            [*prefix, sys.executable, "-m", "iofleet.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.work,
+            env=full_env,
+        )
+
+    def refused(
+        self, *args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> str:
+        """Run a command that must be refused; returns its one stderr line."""
+        before = self.state()
+        result = self.run(*args, prefix=prefix, env=env)
+        assert result.returncode == 2, (result.returncode, result.stderr)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+        assert result.stdout == ""
+        assert self.state() == before  # nothing created, nothing changed
+        assert self.loop_devices() == []
+        return lines[0]
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Sandbox:
+    return Sandbox(tmp_path)
+
+
+def _local(box: Sandbox, matrix: Path, out: str = "out") -> str:
+    return box.refused("local", str(matrix), "--out", out, "-q")
+
+
+# --- the matrix file itself -----------------------------------------------------------
+
+
+def test_a_missing_matrix_file(box: Sandbox) -> None:
+    path = box.inputs / "absent.json"
+    for command in (("plan",), ("local",)):
+        extra = ("--out", "out") if command == ("local",) else ()
+        assert box.refused(*command, str(path), *extra) == f"{path}: no such matrix file"
+
+
+def test_a_directory_as_the_matrix(box: Sandbox) -> None:
+    line = box.refused("plan", str(box.inputs))
+    assert line == f"{box.inputs}: is a directory, expected a matrix JSON file"
+    assert _local(box, box.inputs) == line
+
+
+def test_a_dangling_link_and_a_link_loop_as_the_matrix(box: Sandbox) -> None:
+    dangling = box.inputs / "dangling.json"
+    dangling.symlink_to(box.root / "nowhere.json")
+    loop = box.inputs / "loop.json"
+    loop.symlink_to(loop)
+    assert box.refused("plan", str(dangling)) == f"{dangling}: no such matrix file"
+    assert box.refused("plan", str(loop)) == (
+        f"{loop}: cannot read: Too many levels of symbolic links"
+    )
+
+
+def test_an_unreadable_matrix(box: Sandbox) -> None:
+    # given a matrix with mode 000; root reads it anyway (CAP_DAC_OVERRIDE), so the
+    # command runs with root's file-permission capabilities dropped
+    path = box.matrix(GOOD)
+    path.chmod(0)
+    no_override = (
+        "setpriv",
+        "--bounding-set=-dac_override,-dac_read_search",
+        "--inh-caps=-dac_override,-dac_read_search",
+    )
+    line = box.refused("plan", str(path), "--target", "local", prefix=no_override)
+    assert line == f"{path}: cannot read: Permission denied"
+    assert _local_as(box, path, no_override) == line
+
+
+def _local_as(box: Sandbox, path: Path, prefix: tuple[str, ...]) -> str:
+    return box.refused("local", str(path), "--out", "out", "-q", prefix=prefix)
+
+
+def test_a_yaml_matrix_is_refused_at_its_first_character(box: Sandbox) -> None:
+    path = box.inputs / "m.yaml"
+    path.write_text("base: &b {type: local}\nstorage:\n  - <<: *b\n    label: a\n")
+    assert box.refused("plan", str(path)) == f"{path}: line 1 column 1: Expecting value"
+
+
+# --- a local run: the storage paths and --out ------------------------------------------
+
+
+def _with_paths(box: Sandbox, *paths: str) -> Path:
+    storage = [{"label": f"s{i}", "type": "local", "path": p} for i, p in enumerate(paths)]
+    return box.matrix(dict(GOOD, storage=storage))
+
+
+def test_a_local_path_that_is_a_file(box: Sandbox) -> None:
+    afile = box.inputs / "afile"
+    afile.write_text("x")
+    matrix = _with_paths(box, str(afile))
+    assert _local(box, matrix) == (
+        f"{matrix}: storage[0].path: {afile} exists and is not a directory"
+    )
+
+
+def test_a_local_path_under_a_file(box: Sandbox) -> None:
+    afile = box.inputs / "afile"
+    afile.write_text("x")
+    matrix = _with_paths(box, f"{afile}/deeper/target")
+    assert _local(box, matrix) == (
+        f"{matrix}: storage[0].path: {afile} exists and is not a directory"
+    )
+
+
+def test_a_local_path_through_a_dangling_link(box: Sandbox) -> None:
+    link = box.inputs / "link"
+    link.symlink_to(box.root / "gone")
+    matrix = _with_paths(box, f"{link}/target")
+    assert _local(box, matrix) == (
+        f"{matrix}: storage[0].path: {link} is a symbolic link to nothing"
+    )
+
+
+def test_a_second_bad_local_path_leaves_the_first_uncreated(box: Sandbox) -> None:
+    # given storage[0] missing (it would be made) and storage[1] a file
+    afile = box.inputs / "afile"
+    afile.write_text("x")
+    matrix = _with_paths(box, "new/a", str(afile))
+    # then the refusal names storage[1] and work/new was never made (state compared)
+    assert _local(box, matrix) == (
+        f"{matrix}: storage[1].path: {afile} exists and is not a directory"
+    )
+
+
+def test_a_local_path_the_kernel_cannot_make_removes_what_was_made(box: Sandbox) -> None:
+    # given storage[0] creatable here and storage[1] in procfs, where no directory can be made
+    matrix = _with_paths(box, "new/a", "/proc/iofleet-no-such/target")
+    # then work/new/a, made first, is gone again (state compared)
+    assert _local(box, matrix) == (
+        f"{matrix}: storage[1].path: cannot create /proc/iofleet-no-such: No such file or directory"
+    )
+
+
+def test_out_under_a_file(box: Sandbox) -> None:
+    afile = box.inputs / "afile"
+    afile.write_text("x")
+    matrix = box.matrix(GOOD)
+    out = f"{afile}/out"
+    assert _local(box, matrix, out) == (
+        f"iofleet: --out {out}: cannot create: {afile} exists and is not a directory"
+    )
+    fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
+    assert box.refused("import", str(fio), "--out", out, "--label", "x") == (
+        f"iofleet: --out {out}: cannot create: {afile} exists and is not a directory"
+    )
+
+
+def test_empty_out_is_refused_not_the_working_directory(box: Sandbox) -> None:
+    matrix = box.matrix(GOOD)
+    assert _local(box, matrix, "") == (
+        "iofleet: --out: must not be empty (a directory for raw/, the warehouse)"
+    )
+    fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
+    assert box.refused("import", str(fio), "--out", "", "--label", "x") == (
+        "iofleet: --out: must not be empty (a directory for raw/, the warehouse)"
+    )
+
