@@ -23,6 +23,7 @@ from iofleet.errors import (
     EXIT_USAGE,
     EnvironmentProblem,
     OutputBusy,
+    Problem,
     UsageError,
     ValidationFailed,
 )
@@ -49,9 +50,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
-    from iofleet.plan.fiojobs import list_jobs
+    from iofleet.plan.fiojobs import JobFileError, list_jobs
 
-    jobs = list_jobs()
+    try:
+        jobs = list_jobs()
+    except JobFileError as exc:  # the message starts with the job file (or the library)
+        raise ValidationFailed([Problem("", str(exc))]) from None
     if args.format == "json":
         print(json.dumps([j.to_dict() for j in jobs], indent=2))
         return 0

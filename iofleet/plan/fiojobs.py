@@ -177,6 +177,8 @@ def load_job_file(path: Path) -> JobFile:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise JobFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise JobFileError(f"{path}: not UTF-8 (byte offset {exc.start})") from None
     first = lines[0] if lines else ""
     if not first.startswith(";") or not first[1:].strip() or "@param" in first:
         raise JobFileError(f"{path}: line 1 must be '; <one-line description>'")
@@ -252,7 +254,7 @@ def list_jobs() -> list[JobFile]:
     """Every job file in the library, sorted by name."""
     directory = jobs_dir()
     if not directory.is_dir():
-        raise JobFileError(f"fio job library not found: {directory}")
+        raise JobFileError(f"{directory}: the fio job library is not a directory")
     return [load_job_file(p) for p in sorted(directory.glob(f"*{SUFFIX}"))]
 
 
@@ -272,6 +274,12 @@ def get_job(name: str) -> JobFile:
 
 
 def _unknown_job(name: str) -> str:
+    directory = jobs_dir()
+    if not directory.is_dir():
+        where = " (IOFLEET_FIO_JOBS)" if os.environ.get("IOFLEET_FIO_JOBS") else ""
+        return (
+            f"unknown fio job {name!r}: the fio job library {directory}{where} is not a directory"
+        )
     known = ", ".join(job_names()) or "none"
     return f"unknown fio job {name!r} (known: {known})"
 
@@ -445,6 +453,8 @@ def param_problems(name: str, params: Mapping[str, object]) -> list[tuple[str, s
         job = get_job(name)
     except KeyError:
         return [("fio", _unknown_job(name))]
+    except JobFileError as exc:  # a job file of the library (the user's own) is malformed
+        return [("fio", f"job {name!r} cannot be used: {exc}")]
     return [(f"params.{key}", message) for key, message in _param_problems(job, params)]
 
 
@@ -466,7 +476,7 @@ def param_seconds(name: str, params: Mapping[str, object]) -> dict[str, float]:
     """The given duration parameters of job `name` in seconds (valid values only)."""
     try:
         job = get_job(name)
-    except KeyError:
+    except (KeyError, JobFileError):
         return {}
     out: dict[str, float] = {}
     for key, value in params.items():

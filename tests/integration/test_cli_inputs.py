@@ -253,3 +253,50 @@ def test_empty_out_is_refused_not_the_working_directory(box: Sandbox) -> None:
         "iofleet: --out: must not be empty (a directory for raw/, the warehouse)"
     )
 
+
+# --- the fio job library (IOFLEET_FIO_JOBS: the user's own job files) ------------------
+
+BAD_JOB_FILES = {
+    "no-description": (b"[x]\ndirectory=${TARGET}\n", "line 1 must be '; <one-line description>'"),
+    "not-utf8": (b"; caf\xe9\n[x]\ndirectory=${TARGET}\n", "not UTF-8 (byte offset 5)"),
+    "undeclared": (
+        b"; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nsize=${SIZE}\n",
+        "${SIZE} is used but has no '; @param' line",
+    ),
+    "empty": (b"", "line 1 must be '; <one-line description>'"),
+}
+
+
+def _library(box: Sandbox, name: str, text: bytes) -> Path:
+    library = box.inputs / "jobs"
+    library.mkdir()
+    for job in (REPO / "fio-jobs").glob("*.fio"):
+        (library / job.name).write_bytes(job.read_bytes())
+    (library / f"{name}.fio").write_bytes(text)
+    return library
+
+
+@pytest.mark.parametrize("name", sorted(BAD_JOB_FILES))
+def test_a_malformed_job_file_is_the_matrix_problem(box: Sandbox, name: str) -> None:
+    text, why = BAD_JOB_FILES[name]
+    library = _library(box, name, text)
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": name}]))
+    expected = (
+        f"{matrix}: workloads[0].fio: job {name!r} cannot be used: {library / name}.fio: {why}"
+    )
+    assert box.refused("plan", str(matrix), "--target", "local", env=env) == expected
+    assert box.refused("local", str(matrix), "--out", "out", "-q", env=env) == expected
+    # and `iofleet jobs` names the file
+    assert box.refused("jobs", env=env) == f"{library / name}.fio: {why}"
+
+
+def test_a_missing_job_library(box: Sandbox) -> None:
+    library = box.inputs / "no-such-library"
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    matrix = box.matrix(GOOD)
+    assert box.refused("plan", str(matrix), "--target", "local", env=env) == (
+        f"{matrix}: workloads[0].fio: unknown fio job 'latency-4k-qd1-randread': the fio job "
+        f"library {library} (IOFLEET_FIO_JOBS) is not a directory"
+    )
+    assert box.refused("jobs", env=env) == f"{library}: the fio job library is not a directory"
