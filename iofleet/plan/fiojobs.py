@@ -295,8 +295,15 @@ def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[st
     """(key as given, message) for every bad parameter."""
     settable = [p for p in job.params if p != TARGET_PARAM]
     problems: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}  # upper-cased name -> the key that set it first
     for key, value in params.items():
         upper = str(key).upper()
+        if upper in seen:  # {"RUNTIME": 1, "runtime": 2}: which one fio would get is a guess
+            problems.append(
+                (str(key), f"same parameter as {seen[upper]!r} (names are case-insensitive)")
+            )
+            continue
+        seen[upper] = str(key)
         if upper == TARGET_PARAM:
             problems.append((str(key), "set from the slot's target, not by params"))
             continue

@@ -543,7 +543,8 @@ def _pydantic_problems(exc: ValidationError, prefix: Loc = ()) -> list[tuple[Loc
     problems: list[tuple[Loc, str]] = []
     for err in exc.errors(include_url=False):
         problem = _problem_from_error(err, prefix)
-        if problem not in problems:
+        # one line per place: a bad key's value is not reported beside the key itself
+        if all(loc != problem[0] for loc, _ in problems):
             problems.append(problem)
     return problems
 
@@ -914,7 +915,10 @@ def load_matrix_text(text: str) -> Matrix:
             parse_constant=_parse_constant,
         )
     except json.JSONDecodeError as exc:
-        raise _refuse(f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        hint = ""
+        if exc.pos == len(text) - len(text.lstrip()) and exc.msg == "Expecting value":
+            hint = " (a matrix is JSON, an object starting with '{': no YAML, no comments)"
+        raise _refuse(f"line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
     except RecursionError:
         raise _refuse(f"nested deeper than {MAX_DEPTH} levels") from None
     return validate_matrix_dict(doc)

@@ -171,7 +171,10 @@ def _local_as(box: Sandbox, path: Path, prefix: tuple[str, ...]) -> str:
 def test_a_yaml_matrix_is_refused_at_its_first_character(box: Sandbox) -> None:
     path = box.inputs / "m.yaml"
     path.write_text("base: &b {type: local}\nstorage:\n  - <<: *b\n    label: a\n")
-    assert box.refused("plan", str(path)) == f"{path}: line 1 column 1: Expecting value"
+    assert box.refused("plan", str(path)) == (
+        f"{path}: line 1 column 1: Expecting value "
+        "(a matrix is JSON, an object starting with '{': no YAML, no comments)"
+    )
 
 
 # --- a local run: the storage paths and --out ------------------------------------------
