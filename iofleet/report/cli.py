@@ -94,10 +94,25 @@ def open_warehouse(path: Path) -> Warehouse:
 
     from iofleet.results.warehouse import Warehouse
 
+    if path.is_dir():
+        raise UsageError(f"--warehouse {path}: is a directory, expected a warehouse.duckdb file")
     if not path.is_file():
         raise UsageError(f"--warehouse {path}: no such file")
     try:
-        return Warehouse(path)
+        # looked at read-only first: opening for writing brings the schema up to date,
+        # which must never happen to a DuckDB file that is not a warehouse
+        with duckdb.connect(str(path), read_only=True) as con:
+            found = con.execute(
+                "SELECT count(DISTINCT table_name) FROM duckdb_columns() "
+                "WHERE database_name = current_database() "
+                "AND table_name IN ('runs', 'slots') AND column_name = 'run_id'"
+            ).fetchone()
+        if not found or found[0] != 2:
+            raise UsageError(
+                f"--warehouse {path}: not an iofleet warehouse (no runs and slots tables "
+                "with a run_id); left as it is"
+            )
+        return Warehouse(path, read_only=True)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3

@@ -145,9 +145,16 @@ class IngestStats:
 class Warehouse:
     """A DuckDB file (or ":memory:") holding the results tables and views."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, read_only: bool = False) -> None:
+        """`read_only`: for reading commands; the file is opened read-only when its schema
+        is up to date (nothing is written to it), else for writing to bring it up to date."""
         self.path = str(path)
         self.where = f"--warehouse {self.path}"  # iofleet.results.source.ResultsSource
+        if read_only:
+            self.con = duckdb.connect(self.path, read_only=True)
+            if self._up_to_date():
+                return
+            self.con.close()
         self.con = duckdb.connect(self.path)
         self._create()
 
@@ -172,12 +179,7 @@ class Warehouse:
         was then (the tables' and views' definitions as DuckDB holds them: an older
         iofleet that replaced the views, or a hand edit, does not match): re-creating
         the views binds every one of them, most of the cost of opening a warehouse."""
-        fingerprint = schema_fingerprint()
-        try:
-            found = self.con.execute(f"SELECT fingerprint, catalog FROM {SCHEMA_MARK}").fetchall()
-        except (duckdb.CatalogException, duckdb.BinderException):  # new, or an older mark
-            found = []
-        if found and found[0][0] == fingerprint and found == [(fingerprint, self._catalog())]:
+        if self._up_to_date():
             return
         for table in TABLES:
             self.con.execute(table.duckdb_ddl())
@@ -196,7 +198,21 @@ class Warehouse:
         self.con.execute(
             f"CREATE OR REPLACE TABLE {SCHEMA_MARK} (fingerprint VARCHAR, catalog VARCHAR)"
         )
-        self.con.execute(f"INSERT INTO {SCHEMA_MARK} VALUES (?, ?)", [fingerprint, self._catalog()])
+        self.con.execute(
+            f"INSERT INTO {SCHEMA_MARK} VALUES (?, ?)", [schema_fingerprint(), self._catalog()]
+        )
+
+    def _up_to_date(self) -> bool:
+        """The warehouse's mark says it was brought up to date with exactly this schema,
+        and its catalog is still what it was then."""
+        fingerprint = schema_fingerprint()
+        try:
+            found = self.con.execute(f"SELECT fingerprint, catalog FROM {SCHEMA_MARK}").fetchall()
+        except (duckdb.CatalogException, duckdb.BinderException):  # new, or an older mark
+            return False
+        return (
+            bool(found) and found[0][0] == fingerprint and found == [(fingerprint, self._catalog())]
+        )
 
     def _catalog(self) -> str:
         """A hash of the definitions of this database's tables and views (but the mark's),

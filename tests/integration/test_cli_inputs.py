@@ -303,3 +303,116 @@ def test_a_missing_job_library(box: Sandbox) -> None:
         f"library {library} (IOFLEET_FIO_JOBS) is not a directory"
     )
     assert box.refused("jobs", env=env) == f"{library}: the fio job library is not a directory"
+
+
+# --- reading commands: the warehouse they are given ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real warehouse: one fio result imported (no fio run needed)."""
+    out = tmp_path_factory.mktemp("imported")
+    fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iofleet.cli",
+            "import",
+            str(fio),
+            "--out",
+            str(out),
+            "--label",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    return out / "warehouse.duckdb"
+
+
+def _duckdb_file(path: Path, *statements: str) -> None:
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        for sql in statements:
+            con.execute(sql)
+
+
+def _bad_warehouse(box: Sandbox, kind: str, real: Path) -> tuple[Path, str]:
+    """(path, what its refusal says after `--warehouse PATH: `)."""
+    path = box.inputs / "warehouse.duckdb"
+    data = real.read_bytes()
+    if kind == "missing":
+        return path, "no such file"
+    if kind == "directory":
+        path.mkdir()
+        return path, "is a directory, expected a warehouse.duckdb file"
+    not_duckdb = f'cannot open: IO Error: The file "{path}" exists, but it is not a valid DuckDB'
+    if kind == "empty":
+        path.write_bytes(b"")
+        return path, not_duckdb
+    if kind == "json":
+        path.write_text('{"runs": []}\n')
+        return path, not_duckdb
+    if kind == "zeros":
+        path.write_bytes(bytes(len(data)))
+        return path, not_duckdb
+    if kind in ("truncated-half", "truncated-4k"):
+        path.write_bytes(data[: len(data) // 2] if kind == "truncated-half" else data[:4096])
+        return path, f'cannot open: IO Error: Could not read enough bytes from file "{path}"'
+    not_ours = "not an iofleet warehouse (no runs and slots tables with a run_id); left as it is"
+    if kind == "blank-duckdb":
+        _duckdb_file(path)
+        return path, not_ours
+    if kind == "foreign-duckdb":  # a user's own database with a `runs` table
+        _duckdb_file(path, "CREATE TABLE runs (a INTEGER)", "INSERT INTO runs VALUES (1)")
+        return path, not_ours
+    raise AssertionError(kind)
+
+
+WAREHOUSE_KINDS = (
+    "missing",
+    "directory",
+    "empty",
+    "json",
+    "zeros",
+    "truncated-half",
+    "truncated-4k",
+    "blank-duckdb",
+    "foreign-duckdb",
+)
+
+
+@pytest.mark.parametrize("kind", WAREHOUSE_KINDS)
+def test_report_and_compare_refuse_a_bad_warehouse_and_leave_it_as_it_was(
+    box: Sandbox, kind: str, warehouse: Path
+) -> None:
+    path, why = _bad_warehouse(box, kind, warehouse)
+    start = f"iofleet: --warehouse {path}: {why}"
+    # (state() compares the file's bytes: a foreign DuckDB file is not given iofleet's schema)
+    assert box.refused("report", "--warehouse", str(path)).startswith(start)
+    assert box.refused("report", "--warehouse", str(path), "--format", "json").startswith(start)
+    assert box.refused("compare", "--warehouse", str(path), "run-a", "run-b").startswith(start)
+
+
+def test_a_read_only_warehouse_is_reported_without_a_write(box: Sandbox, warehouse: Path) -> None:
+    # given a warehouse file of mode 0444, read by root without its override capability
+    path = box.inputs / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    path.chmod(0o444)
+    before = box.state()
+    no_override = (
+        "setpriv",
+        "--bounding-set=-dac_override,-dac_read_search",
+        "--inh-caps=-dac_override,-dac_read_search",
+    )
+    # when it is reported
+    result = box.run("report", "--warehouse", str(path), "--format", "json", prefix=no_override)
+    # then the report is printed and the file (and its directory) is unchanged
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run"]["run_id"].startswith("x-")
+    assert box.state() == before
