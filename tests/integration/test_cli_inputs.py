@@ -416,3 +416,70 @@ def test_a_read_only_warehouse_is_reported_without_a_write(box: Sandbox, warehou
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["run"]["run_id"].startswith("x-")
     assert box.state() == before
+
+
+# --- valid but unusual: it must run ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_unusual_valid_matrix_runs_every_slot(box: Sandbox) -> None:
+    # given a matrix nobody here would write, every part of it valid: the longest name,
+    # odd labels, one directory under three spellings (relative with '+' and a trailing
+    # slash, relative without, through a symbolic link), lower-case parameter names and
+    # whole floats, ioping's smallest count, an app writing non-ASCII, fleet sizes out
+    # of order, repeats, and a description with markup, a right-to-left override and a
+    # newline
+    (box.work / "t+1").mkdir()
+    (box.work / "via-link").symlink_to(box.work / "t+1")
+    doc = {
+        "name": "a" * 47 + "-",
+        "description": "ünïcødé \u202e <script>alert(1)</script>\nline 2",
+        "storage": [
+            {"label": "x.y_z", "type": "local", "path": "./t+1/"},
+            {"label": "0", "type": "local", "path": "t+1"},
+            {"label": "l-", "type": "local", "path": "via-link"},
+        ],
+        "workloads": [
+            {
+                "fio": "latency-4k-qd1-randread",
+                "params": {"runtime": "1s", "size": 65536, "direct": 0},
+            },
+            {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1.0, "SIZE": "64k"}},
+            {"ioping": {"count": 2, "interval_ms": 0}},
+            {"app": {"name": "a..b", "run": "echo 'héllo wörld' > f && test -s f"}},
+        ],
+        "parallelism": [2, 1],
+        "repeats": 2,
+    }
+    matrix = box.matrix(doc)
+    # when it is run
+    result = box.run("local", str(matrix), "--out", "out", "-q", "--format", "json")
+    # then every slot of every cell ran every workload
+    assert result.returncode == 0, result.stderr
+    import duckdb
+
+    with duckdb.connect(str(box.work / "out" / "warehouse.duckdb"), read_only=True) as con:
+        slots = con.execute("SELECT status, count(*) FROM slots GROUP BY status").fetchall()
+        fio = con.execute(
+            "SELECT count(DISTINCT (cell_id, slot_index, workload_index)) "
+            "FROM fio_results WHERE iops > 0"
+        ).fetchone()
+        ioping = con.execute("SELECT count(*) FROM ioping_requests").fetchone()
+        apps = con.execute(
+            "SELECT count(*) FROM app_runs WHERE phase = 'run' AND exit_code = 0"
+        ).fetchone()
+        (run_id, description) = con.execute("SELECT run_id, description FROM runs").fetchone()
+    slot_count = 3 * (2 + 1) * 2
+    assert slots == [("SUCCEEDED", slot_count)]
+    assert fio == (2 * slot_count,)
+    assert ioping == (slot_count,)  # count 2: one timed request after the warm-up
+    assert apps == (slot_count,)
+    assert description == doc["description"]
+    assert run_id.startswith(doc["name"] + "-")
+    # the report shows the description as text, never as markup
+    html = (box.work / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<script>alert(1)" not in html
+    # and nothing is left in the target beyond the directory itself, nothing in TMPDIR
+    assert list((box.work / "t+1").iterdir()) == []
+    assert list(box.tmp.iterdir()) == []
+    assert sorted(p.name for p in box.work.iterdir()) == ["out", "t+1", "via-link"]
