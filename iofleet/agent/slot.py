@@ -520,14 +520,21 @@ def run_slot_file(path: Path) -> int:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PayloadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PayloadError(f"{path}: not UTF-8 (byte offset {exc.start})") from None
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PayloadError(
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise PayloadError(f"{path}: invalid JSON: nested too deeply") from None
     with sigterm_interrupts():
-        return run_slot(payload)
+        try:
+            return run_slot(payload)
+        except PayloadError as exc:  # the payload's own problems, named by its file
+            raise PayloadError(f"{path}: {exc}") from None
 
 
 @contextlib.contextmanager

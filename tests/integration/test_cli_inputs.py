@@ -483,3 +483,23 @@ def test_an_unusual_valid_matrix_runs_every_slot(box: Sandbox) -> None:
     assert list((box.work / "t+1").iterdir()) == []
     assert list(box.tmp.iterdir()) == []
     assert sorted(p.name for p in box.work.iterdir()) == ["out", "t+1", "via-link"]
+
+
+# --- slot payloads (`iofleet agent --slot`) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\xcc\x00{}", "not UTF-8 (byte offset 0)"),
+        (b"[" * 100_000, "invalid JSON: nested too deeply"),
+        (b"{}", "slot payload: "),
+    ],
+    ids=["not-utf8", "deep", "empty-object"],
+)
+def test_a_bad_slot_payload_is_one_line_naming_the_file(
+    box: Sandbox, content: bytes, why: str
+) -> None:
+    path = box.inputs / "slot.json"
+    path.write_bytes(content)
+    assert box.refused("agent", "--slot", str(path)).startswith(f"iofleet: {path}: {why}")
