@@ -169,8 +169,17 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     return run_slot_file(Path(args.slot))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line (`iofleet plan: message (see ...)`),
+    exit 2, like every other bad input (README "Exit status"); argparse prints the usage
+    line first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="iofleet",
         description="Storage benchmarks at fleet scale: plan, run locally, parse, report.",
     )

@@ -503,3 +503,24 @@ def test_a_bad_slot_payload_is_one_line_naming_the_file(
     path = box.inputs / "slot.json"
     path.write_bytes(content)
     assert box.refused("agent", "--slot", str(path)).startswith(f"iofleet: {path}: {why}")
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("local", "m.json"), "iofleet local: the following arguments are required: --out"),
+        (("plan",), "iofleet plan: the following arguments are required: matrix"),
+        (
+            ("plan", "m.json", "--format", "yaml"),
+            "iofleet plan: argument --format: invalid choice: 'yaml' (choose from 'table', 'json')",
+        ),
+        ((), "iofleet: the following arguments are required: COMMAND"),
+    ],
+    ids=["local-no-out", "plan-no-matrix", "plan-bad-format", "no-command"],
+)
+def test_a_bad_command_line_is_one_line(box: Sandbox, args: tuple[str, ...], line: str) -> None:
+    prog = line.split(":", 1)[0]
+    assert box.refused(*args) == f"{line} (see {prog} --help)"
