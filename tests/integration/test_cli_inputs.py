@@ -232,6 +232,24 @@ def test_a_local_path_the_kernel_cannot_make_removes_what_was_made(box: Sandbox)
     )
 
 
+def test_a_local_path_the_machine_refuses_exits_3_and_removes_what_was_made(
+    box: Sandbox,
+) -> None:
+    # given storage[0] creatable here and storage[1] in sysfs, where mkdir is not permitted
+    matrix = _with_paths(box, "new/a", "/sys/iofleet-no-such/target")
+    before = box.state()
+    # when it is run
+    result = box.run("local", str(matrix), "--out", "out", "-q")
+    # then the machine's refusal: exit 3, one line naming the file and the storage item,
+    # and work/new/a, made first, is gone again
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.splitlines() == [
+        f"iofleet: {matrix}: storage[1].path: cannot create /sys/iofleet-no-such: "
+        "Operation not permitted"
+    ]
+    assert box.state() == before
+
+
 def test_out_under_a_file(box: Sandbox) -> None:
     afile = box.inputs / "afile"
     afile.write_text("x")
