@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iofleet.errors import EnvironmentProblem, UsageError
+from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 from iofleet.report.model import ReportData
 
 if TYPE_CHECKING:
@@ -117,6 +118,12 @@ def open_warehouse(path: Path) -> Warehouse:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
             raise EnvironmentProblem(f"--warehouse {path}: cannot open: {first}") from None
+        if "Could not set lock on file" in first:  # another process writes it: exit 4
+            holder = re.search(r"\(PID (\d+)\)", first)
+            raise OutputBusy(
+                f"--warehouse {path}: in use by another process"
+                + (f" (pid {holder[1]})" if holder else "")
+            ) from None
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
 
 

@@ -168,6 +168,16 @@ def _local_as(box: Sandbox, path: Path, prefix: tuple[str, ...]) -> str:
     return box.refused("local", str(path), "--out", "out", "-q", prefix=prefix)
 
 
+def test_device_files_as_the_matrix(box: Sandbox) -> None:
+    assert box.refused("plan", "/dev/null") == (
+        "/dev/null: the matrix is empty (expected a JSON object)"
+    )
+    # an endless file is read only up to the size limit
+    assert box.refused("plan", "/dev/zero") == (
+        "/dev/zero: the matrix is over the 1048576 byte limit"
+    )
+
+
 def test_a_yaml_matrix_is_refused_at_its_first_character(box: Sandbox) -> None:
     path = box.inputs / "m.yaml"
     path.write_text("base: &b {type: local}\nstorage:\n  - <<: *b\n    label: a\n")
@@ -415,6 +425,28 @@ def test_report_and_compare_refuse_a_bad_warehouse_and_leave_it_as_it_was(
     assert box.refused("report", "--warehouse", str(path)).startswith(start)
     assert box.refused("report", "--warehouse", str(path), "--format", "json").startswith(start)
     assert box.refused("compare", "--warehouse", str(path), "run-a", "run-b").startswith(start)
+
+
+def test_a_warehouse_another_process_writes_is_busy(box: Sandbox, warehouse: Path) -> None:
+    import duckdb
+
+    # given a warehouse held open for writing by another process (here: this one)
+    path = box.inputs / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    before = box.state()
+    # (state() is not taken while the connection is open: closing any descriptor of the
+    # file would drop this process's POSIX lock on it, DuckDB's lock)
+    with duckdb.connect(str(path)):
+        for args in (("report",), ("compare", "run-a", "run-b")):
+            # when a reading command opens it
+            result = box.run(*args, "--warehouse", str(path))
+            # then exit 4 (busy, README "Exit status"), one line
+            assert result.returncode == 4, result.stderr
+            assert result.stderr.splitlines() == [
+                f"iofleet: --warehouse {path}: in use by another process (pid {os.getpid()})"
+            ]
+    # and nothing was changed
+    assert box.state() == before
 
 
 def test_a_read_only_warehouse_is_reported_without_a_write(box: Sandbox, warehouse: Path) -> None:
