@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -154,6 +155,13 @@ def open_source(
         yield wh
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return a.resolve() == b.resolve()
+
+
 def report_command(
     warehouse: Path | None,
     run_id: str | None,
@@ -188,6 +196,8 @@ def report_command(
         from iofleet.results.decide import parse_target
 
         parse_target(target)  # a bad target is refused before anything is read
+    if html and warehouse is not None and _same_file(Path(html), Path(warehouse)):
+        raise UsageError(f"--html {html}: is the warehouse being read (give another path)")
     with nullcontext(opened) if opened is not None else open_source(warehouse, **source) as src:
         if run_id is None:
             known = read.run_ids(src)

@@ -449,6 +449,20 @@ def test_a_warehouse_another_process_writes_is_busy(box: Sandbox, warehouse: Pat
     assert box.state() == before
 
 
+def test_html_over_the_warehouse_being_read_is_refused(box: Sandbox, warehouse: Path) -> None:
+    # given a warehouse, and a link to it
+    path = box.inputs / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    link = box.inputs / "report.html"
+    link.symlink_to(path)
+    # then writing the HTML report over it, by its name or through the link, is refused
+    # (the warehouse was overwritten with HTML) and it keeps its bytes (state compared)
+    for html in (path, link):
+        assert box.refused("report", "--warehouse", str(path), "--html", str(html)) == (
+            f"iofleet: --html {html}: is the warehouse being read (give another path)"
+        )
+
+
 def test_a_read_only_warehouse_is_reported_without_a_write(box: Sandbox, warehouse: Path) -> None:
     # given a warehouse file of mode 0444, read by root without its override capability
     path = box.inputs / "warehouse.duckdb"
