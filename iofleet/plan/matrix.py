@@ -429,6 +429,8 @@ class Matrix(_Model):
     cell_concurrency: int = Field(default=1, ge=1, le=MAX_CELL_CONCURRENCY)
     slot_timeout_s: int = Field(default=7200, ge=1, le=MAX_SLOT_TIMEOUT_S)
     burst_policy: Literal["as-is", "refill", "drain"] = "as-is"
+    # rates laid over data/prices.json for the plan's cost (iofleet/plan/prices.py)
+    prices: dict[str, Any] | None = None
 
 
 _TAG_CLASSES: dict[str, type[BaseModel]] = {
@@ -719,6 +721,10 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
     ]
     problems += _duplicates(raw, "instance_types", hashable, "instance type")
     problems += _duplicates(raw, "parallelism", hashable, "fleet size")
+    if isinstance(raw.get("prices"), dict):
+        from iofleet.plan.prices import problems as price_problems
+
+        problems += [(("prices", *loc), msg) for loc, msg in price_problems(raw["prices"])]
     if matrix is not None and not problems:
         problems += _timeout_problems(raw, matrix)
         from iofleet.plan.mountpoint import matrix_problems  # workloads Mountpoint cannot run
