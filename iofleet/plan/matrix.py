@@ -38,6 +38,7 @@ from pydantic import (
 
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, UsageError, ValidationFailed
+from iofleet.plan.limits import INSTANCE_TYPE_RE
 
 # --------------------------------------------------------------------------- bounds
 
@@ -66,11 +67,6 @@ _APP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _FS_ID_RE = re.compile(r"^fs-[0-9a-f]{8,17}$")
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# family (letters, a generation digit, options; "-flex" and friends) "." size
-_INSTANCE_TYPE_RE = re.compile(
-    r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
-    r"(nano|micro|small|medium|large|xlarge|[0-9]+xlarge|metal|metal-[0-9]+xl)$"
-)
 
 
 def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
@@ -111,7 +107,7 @@ Label = Annotated[
 InstanceType = Annotated[
     str,
     Field(max_length=40),
-    _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)"),
+    _matches(INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)"),
 ]
 FileSystemId = Annotated[str, _matches(_FS_ID_RE, "a file system id like fs-0123456789abcdef0")]
 AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id like ami-0123456789abcdef0")]

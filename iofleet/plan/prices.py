@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from iofleet.plan.limits import INSTANCE_TYPE_RE
+
 Loc = tuple[str | int, ...]
 
 # Leaf kinds
@@ -34,10 +36,6 @@ COUNT = "count"  # an included quantity: an integer >= 0
 TIERS = "tiers"  # [[up_to or null, rate or null], ...], up_to increasing, the last null
 
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")
-_INSTANCE_TYPE_RE = re.compile(
-    r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
-    r"(nano|micro|small|medium|large|xlarge|[0-9]+xlarge|metal|metal-[0-9]+xl)$"
-)
 
 
 class Names:
@@ -88,7 +86,7 @@ def _ebs_types() -> list[str]:
 
 
 SHAPE: dict[str, Any] = {
-    "ec2_hourly": Names("an EC2 instance type like m6i.large", _INSTANCE_TYPE_RE, RATE),
+    "ec2_hourly": Names("an EC2 instance type like m6i.large", INSTANCE_TYPE_RE, RATE),
     "ebs": Names(
         "an EBS volume type",
         _ebs_types,
