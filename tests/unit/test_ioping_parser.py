@@ -264,6 +264,20 @@ def test_other_ioping_outputs_are_refused_with_their_reason(name: str, message: 
     assert "\n" not in str(caught.value)
 
 
+def test_a_cut_short_output_with_an_unquoted_path_says_it_was_cut_short() -> None:
+    text = _fixture("versions/v1.3/path-backslash-quote-c3.json")
+    cut = text[: text.index('"io": {', text.index('"io": {') + 1)]  # inside the 2nd request
+
+    with pytest.raises(ParseError) as caught:
+        parse_ioping(cut)
+
+    # the end of the text, not the path on line 5 that ioping did not escape
+    assert str(caught.value).startswith(
+        f"invalid ioping JSON at line {cut.rstrip().count(chr(10)) + 1} "
+    )
+    assert "escape" not in str(caught.value)
+
+
 def test_an_interrupted_request_is_not_a_timed_row() -> None:
     # hand-edited real output: no engine makes pread return EINTR on demand. ioping 1.3
     # prints it as a timed request of size -1 (ret_size), 1.2 as (unsigned long)-1

@@ -146,14 +146,12 @@ def _requote(text: str) -> str:
 def _loads(text: str) -> object:
     try:
         return json.loads(text)
-    except json.JSONDecodeError as first:
+    except json.JSONDecodeError:
         repaired = _requote(text)
-        if repaired != text:
-            try:
-                return json.loads(repaired)
-            except json.JSONDecodeError:
-                pass
-        raise first from None
+        if repaired == text:
+            raise
+    # the same lines, so a problem left (e.g. the output cut short) keeps its line number
+    return json.loads(repaired)
 
 
 def _decode(text: str) -> list:
