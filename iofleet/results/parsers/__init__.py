@@ -19,13 +19,13 @@ def detect_kind(text: str) -> str:
     stripped = text.lstrip()
     if stripped.startswith("["):
         return "ioping"
+    if '"fio version"' in text:
+        return "fio"
     if not stripped.startswith("{"):
         from iofleet.results.parsers.ioping import non_json_kind
 
         if non_json_kind(text):  # ioping's -B or human-readable output: refused by its parser
             return "ioping"
-    if '"fio version"' in text:
-        return "fio"
     if stripped.startswith("{"):
         try:
             doc = json.loads(stripped)

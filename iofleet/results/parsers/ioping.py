@@ -120,10 +120,10 @@ def non_json_kind(text: str) -> str | None:
     stripped = text.strip()
     if _LEADING_WARNINGS.match(stripped):
         return "json"
-    lines = [line.strip() for line in stripped.splitlines() if line.strip()]
+    lines = [line.strip() for line in stripped[:65536].splitlines()[:50] if line.strip()]
     if lines and all(_BATCH_LINE.match(line) for line in lines):
         return "batch"
-    if any(_HUMAN_LINE.search(line) for line in lines[:50]):
+    if any(_HUMAN_LINE.search(line) for line in lines):
         return "human"
     return None
 
@@ -162,8 +162,10 @@ def _decode(text: str) -> list:
     if warnings:
         stripped = stripped[warnings.end() :]
     kind = non_json_kind(stripped) if not stripped.startswith("[") else None
-    if kind:
-        raise ParseError(f"{_NOT_JSON[kind]}: iofleet reads ioping -J output (ioping 1.2 or later)")
+    if kind in _NOT_JSON:
+        raise ParseError(
+            f"{_NOT_JSON[str(kind)]}: iofleet reads ioping -J output (ioping 1.2 or later)"
+        )
     try:
         doc = _loads(stripped)
     except json.JSONDecodeError as exc:
