@@ -201,6 +201,21 @@ def ioping_argv(w: Workload, target: str, raw_device: bool) -> list[str]:
     return argv + [target]
 
 
+# ioping's own messages (err/errx, getopt): "ioping: ..."; a bad option is followed
+# by the whole usage text, whose last line says nothing about the failure
+_IOPING_MESSAGE = re.compile(r"^(?:\S*/)?ioping: .+$", re.MULTILINE)
+
+
+def _ioping_complaint(stderr: str) -> str | None:
+    lines = _IOPING_MESSAGE.findall(stderr)
+    if not lines:
+        return None
+    line = lines[-1].strip()[:300]
+    if re.search(r"option (?:-- )?'-?J'", line):  # ioping 1.1 and older print no JSON
+        line += " (iofleet runs ioping -J: ioping 1.2 or later)"
+    return line
+
+
 def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
     from iofleet.results.parsers.ioping import parse_ioping
 
@@ -209,6 +224,9 @@ def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
     result = run_child(argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline)
     artifact = ctx.put(f"w{w.index:02d}-ioping.json", result.stdout) if result.stdout else None
     status, error = _child_failure("ioping", result)
+    complaint = _ioping_complaint(result.stderr_tail)
+    if status == FAILED and result.returncode and not result.error and complaint:
+        error = f"ioping exited with status {result.returncode}: {complaint}"
     if status == SUCCEEDED:
         try:
             parse_ioping(result.stdout)

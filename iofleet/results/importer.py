@@ -135,14 +135,14 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
 
 def _ioping_piece(path: Path, text: str) -> Piece:
     from iofleet.results.parsers import ParseError
-    from iofleet.results.parsers.ioping import parse_ioping
+    from iofleet.results.parsers.ioping import no_timed_request, parse_ioping
 
     try:
         out = parse_ioping(text)
     except ParseError as exc:
-        raise ValueError(f"ioping -J output: {exc}") from None
+        raise ValueError(f"ioping output: {exc}") from None
     if not out.requests:
-        raise ValueError("ioping output holds no timed request (only the warm-up?)")
+        raise ValueError(f"ioping output: {no_timed_request(out)}")
     stamps = [r["ts"] for r in out.requests if isinstance(r.get("ts"), int | float)]
     started = datetime.fromtimestamp(min(stamps), UTC) if stamps else None
     return Piece(path=path, kind="ioping", name="ioping", text=text, started=started)

@@ -21,6 +21,11 @@ def detect_kind(text: str) -> str:
         return "ioping"
     if '"fio version"' in text:
         return "fio"
+    if not stripped.startswith("{"):
+        from iofleet.results.parsers.ioping import non_json_kind
+
+        if non_json_kind(text):  # ioping's -B or human-readable output: refused by its parser
+            return "ioping"
     if stripped.startswith("{"):
         try:
             doc = json.loads(stripped)
