@@ -330,6 +330,11 @@ def _param_text(value: str | int | float) -> str:
     return str(value)
 
 
+# one ioping -J artifact of 100,000 requests is 31 MB, and parsing it into rows peaks at
+# about 190 MiB; 1,000,000 took 1.68 GB in a full ingest: more than the ingest Lambda has
+AWS_IOPING_MAX_COUNT = 100_000
+
+
 class IopingSettings(_Model):
     count: int = Field(default=100, ge=1, le=1_000_000)
     interval_ms: int = Field(default=1000, ge=0, le=3_600_000)
@@ -1053,6 +1058,17 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                     (
                         ("storage", i, "type"),
                         "'local' storage is for local runs only (iofleet local)",
+                    )
+                )
+        for i, w in enumerate(matrix.workloads):
+            if isinstance(w, IopingWorkload) and w.ioping.count > AWS_IOPING_MAX_COUNT:
+                problems.append(
+                    (
+                        ("workloads", i, "ioping", "count"),
+                        f"at most {AWS_IOPING_MAX_COUNT:,} requests on AWS, got "
+                        f"{w.ioping.count:,}: ioping -J writes about 310 bytes per request "
+                        "and the ingest Lambda (1024 MB) reads the artifact whole "
+                        "(local runs take up to 1,000,000)",
                     )
                 )
     elif target == "local":
