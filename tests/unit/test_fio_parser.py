@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from iofleet.cli import main
@@ -87,6 +88,42 @@ def test_bin_rule_smallest_bin_reaching_the_ceiling() -> None:
     assert percentile_from_bins(bins, 51) == 300
     assert percentile_from_bins(bins, 90) == 300
     assert percentile_from_bins(bins, 100) == 400
+
+
+def _fio_long_double_percentile(bins: dict[int, int], p: float) -> int:
+    """fio's calc_clat_percentiles (stat.c) for one percentile, ported literally: the first
+    bin whose running sum is >= (long double) p / 100.0 * N."""
+    threshold = np.longdouble(p) / np.longdouble(100.0) * np.longdouble(sum(bins.values()))
+    running = 0
+    for value in sorted(bins):
+        running += bins[value]
+        if np.longdouble(running) >= threshold:
+            return value
+    raise AssertionError("no bin reaches the threshold")
+
+
+@pytest.mark.parametrize("total", [33_000, 66_000, 132_000, 2_100_000])
+def test_bin_rule_threshold_is_exact_like_fios_long_double(total: int) -> None:
+    # given a histogram whose 99.9% point falls exactly between two bins: in doubles
+    # 99.9 / 100.0 * 33000 rounds to 32967.0, but fio computes in long double, where
+    # the value (of the double 99.9) stays above 32967: fio needs sample 32968
+    below = round(0.999 * total)
+    bins = {100: below, 200: total - below}
+    expected = _fio_long_double_percentile(bins, 99.9)
+    assert expected == 200
+    # when / then
+    assert percentile_from_bins(bins, 99.9) == expected
+    assert percentiles_from_bins(bins, [50.0, 99.9]) == [100, expected]
+
+
+def test_bin_rule_agrees_with_fios_long_double_on_every_total_up_to_20000() -> None:
+    # every warehouse percentile, many totals, the bin edge at the percentile's sample:
+    # the sample fio needs is the sample iofleet needs
+    for _, p in PERCENTILES:
+        for total in range(2, 20_001, 7):
+            edge = min(max(round(p * total / 100), 1), total - 1)
+            bins = {1: edge, 2: total - edge}
+            assert percentile_from_bins(bins, p) == _fio_long_double_percentile(bins, p), (p, total)
 
 
 def test_bin_rule_accepts_pairs_and_ignores_empty_bins() -> None:

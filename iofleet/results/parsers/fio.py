@@ -9,7 +9,8 @@ latencies, so its error code reaches the tables instead of vanishing.
 
 Completion-latency percentiles are exact, never interpolated:
 - from json+ histogram bins when present: the smallest bin value whose cumulative
-  count reaches ceil(p/100 x total) (`percentile_from_bins`, the rule fio itself uses);
+  count reaches ceil(p/100 x total), computed exactly as fio's long double does
+  (`percentile_from_bins`, the rule fio itself uses);
 - else from fio's `percentile` list when it holds exactly that percentile;
 - else null.
 
@@ -171,9 +172,13 @@ def percentile_from_bins(
     """The smallest bin value whose cumulative count reaches ceil(p/100 x total).
 
     `bins` maps a bin value (ns, as fio reports it) to its count; bins from several
-    jobs or slots can be merged by adding counts first. The threshold is computed
-    with the same double arithmetic as fio (p / 100.0 * total), so the result equals
-    fio's own percentile figure. None when there are no samples.
+    jobs or slots can be merged by adding counts first. fio (calc_clat_percentiles,
+    stat.c) compares the running count with `(long double) p / 100.0 * N`; here the
+    threshold is the exact value of p / 100 x total for the double p (see
+    `_samples_needed`), which is what fio's long double gives for the warehouse's
+    percentiles, so the result equals fio's own percentile figure there. A double
+    computation would not: 99.9 / 100.0 * 33000 rounds to 32967.0 in doubles, where
+    fio needs sample 32968. None when there are no samples.
     """
     return percentiles_from_bins(bins, (p,))[0]
 
@@ -202,9 +207,20 @@ def _percentiles_of_sorted(
         return [None] * len(ps)
     total = cumulative[-1]
     last = len(values) - 1
-    return [
-        values[min(bisect_left(cumulative, max(1, math.ceil(p / 100.0 * total))), last)] for p in ps
-    ]
+    return [values[min(bisect_left(cumulative, _samples_needed(p, total)), last)] for p in ps]
+
+
+def _samples_needed(p: float, total: int) -> int:
+    """ceil(p / 100 x total), exactly, for p as the double fio parsed (at least 1).
+
+    fio computes the threshold in long double (80-bit on x86-64, 128-bit on arm64).
+    For the warehouse's percentiles (PERCENTILES) both give this exact ceiling (checked
+    for every sample count up to 3 million); a double computation does not. For some
+    other percentiles fio itself differs by platform: x86-64 rounds 30.0 / 100 x 50 to
+    just above 15 and needs sample 16, arm64 (and this function) sample 15.
+    """
+    num, den = float(p).as_integer_ratio()
+    return max(1, -(-num * total // (den * 100)))
 
 
 def _quote(text: str) -> str:
