@@ -104,10 +104,11 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
             hosts.setdefault(host if isinstance(host, str) and host else "?", []).append(entry)
         if not hosts:
             raise ValueError("client_stats holds no per-host entries")
-        texts = {
-            host: json.dumps({"fio version": version, "timestamp": stamp, "jobs": entries})
-            for host, entries in hosts.items()
-        }
+        # global options stay beside the jobs: the parser reads options from both
+        common = {"fio version": version, "timestamp": stamp}
+        if isinstance(doc.get("global options"), dict):
+            common["global options"] = doc["global options"]
+        texts = {host: json.dumps({**common, "jobs": entries}) for host, entries in hosts.items()}
     else:
         texts = {None: text}  # type: ignore[dict-item]
     pieces = []

@@ -1,6 +1,6 @@
 """fio's JSON across its versions, on output made by those fio releases.
 
-tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0
+tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0, 3.1, 3.12
 (built from fio's git tags) and 3.33; tests/fixtures/fio/published/ holds output
 published by PerfKitBenchmarker (fio 2.1.4 and 2.17). Their READMEs say which fio
 and which command made each file. Every check compares iofleet's figure with an
@@ -20,6 +20,7 @@ from iofleet.results.parsers import ParseError
 from iofleet.results.parsers.fio import (
     ALL_CLIENTS,
     CLIENT_RECORD_KEYS,
+    PERCENTILES,
     RECORD_KEYS,
     FioOutput,
     _decode,
@@ -148,6 +149,49 @@ def test_index_keyed_bins_without_fios_constants_are_refused() -> None:
     bins["FIO_IO_U_PLAT_VAL"] = 100  # not 1 << FIO_IO_U_PLAT_BITS
     with pytest.raises(ParseError, match="not fio's layout"):
         parse_fio(json.dumps(doc))
+
+
+def test_fio_3_12_lists_total_latency_percentiles_under_clat_ns() -> None:
+    # the premise, in fio's own output: with lat_percentiles=1, fio 3.1 to 3.12 put the
+    # percentile list under clat_ns, but it is the one its total-latency (lat_ns) bins
+    # give (stat.c before fio commit e5eb6fbf, fio 3.13)
+    doc = _doc("fio-3.12-jsonplus-lat-percentiles.json")
+    stats = doc["jobs"][0]["read"]
+    assert "bins" not in stats["clat_ns"] and "bins" in stats["lat_ns"]
+    listed = {float(p): v for p, v in stats["clat_ns"]["percentile"].items()}
+    assert percentiles_from_bins(stats["lat_ns"]["bins"].items(), list(listed)) == list(
+        listed.values()
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fio-3.1-jsonplus-lat-percentiles.json",  # clat_ns holds lat's percentiles and bins
+        "fio-3.12-jsonplus-lat-percentiles.json",  # clat_ns holds lat's percentiles
+        "fio-3.12-json-lat-percentiles.json",
+        "fio-3.12-json-clat-percentiles-off.json",  # clat_percentiles=0 turns lat's on
+    ],
+)
+def test_total_latency_percentiles_are_never_reported_as_clat(name: str) -> None:
+    # given fio 3.1-3.12 output of a job with total-latency percentiles
+    out = _parse(name)
+    (record,) = out.records
+    # then its completion latency keeps fio's clat figures, its clat percentiles are null
+    # (never lat's), no histogram is kept, and a warning says why
+    clat = _doc(name)["jobs"][0]["read"]["clat_ns"]
+    assert (record["clat_min_ns"], record["clat_max_ns"]) == (clat["min"], clat["max"])
+    assert {record[key] for key, _ in PERCENTILES} == {None}
+    assert not out.histograms
+    assert any("total-latency" in w for w in out.warnings), out.warnings
+
+
+def test_fio_3_12_without_lat_percentiles_keeps_its_clat_percentiles() -> None:
+    doc = _doc("fio-3.12-jsonplus-randread.json")
+    clat = doc["jobs"][0]["read"]["clat_ns"]
+    (record,) = _parse("fio-3.12-jsonplus-randread.json").records
+    assert record["clat_p50_ns"] == clat["percentile"]["50.000000"]
+    assert record["clat_p99_ns"] == clat["percentile"]["99.000000"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in VERSIONS.glob("*-unified-randrw.json")))

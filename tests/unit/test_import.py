@@ -243,3 +243,29 @@ def test_an_import_into_an_out_that_another_run_holds_exits_4_and_writes_nothing
     assert after == before
     runs = _db(out).execute("SELECT run_id FROM runs").fetchall()
     assert [r for (r,) in runs if r.startswith("io2-")] == []
+
+
+def test_a_client_hosts_artifact_keeps_the_global_options_its_figures_depend_on(
+    tmp_path: Path,
+) -> None:
+    # given fio 3.12 --client output whose [global] section set lat_percentiles=1 (made
+    # by hand from the real 3.12 job entry: fio 3.1-3.12 list total-latency percentiles
+    # under clat_ns then, which only the global options reveal)
+    from iofleet.results.importer import read_pieces
+
+    doc = json.loads((FIO / "versions" / "fio-3.12-json-lat-percentiles.json").read_text())
+    [entry] = doc["jobs"]
+    del entry["job options"]["lat_percentiles"]
+    entry["hostname"] = "10.0.0.7"
+    client = {
+        "fio version": doc["fio version"],
+        "global options": {"lat_percentiles": "1"},
+        "client_stats": [entry],
+    }
+    path = tmp_path / "clients.json"
+    path.write_text(json.dumps(client))
+    # when it is split into one artifact per host
+    [piece] = read_pieces(path)
+    # then that artifact still says so, and its clat percentiles are null, not lat's
+    [record] = parse_fio(piece.text).records
+    assert record["clat_p50_ns"] is None and record["clat_p99_ns"] is None

@@ -23,6 +23,10 @@ tests/fixtures/fio/versions/README.md):
 - json+ `bins` (fio 2.2.12+): fio 2.2.12 to 2.19 key them by histogram index, with
   the FIO_IO_U_PLAT_BITS / _VAL / _NR constants beside them; each index decodes to
   fio's own bucket value (`plat_idx_to_val` of stat.c). fio 2.20+ key them by value.
+- lat_percentiles (fio 3.1+; in fio 3.1-3.12 also turned on by clat_percentiles=0 alone):
+  fio 3.1 to 3.12 write the total-latency percentile list under clat_ns (fio 3.1 its
+  json+ bins too), so those jobs get null clat percentiles and no histogram, with a
+  warning; fio 3.13+ put them under lat_ns, where they belong.
 - unified_rw_reporting: every I/O is reported under `mixed` (direction "mixed");
   with `unified_rw_reporting=both` (fio 3.27+) `mixed` comes beside read and write.
 - a direction with I/O but no completion-latency samples (disable_clat, ...) has null
@@ -470,6 +474,7 @@ def _direction_record(
     error: int,
     host: str | None | _NoHost = _NO_HOST,
     where: str = "",
+    total_latency_percentiles: bool = False,
 ) -> None:
     where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
@@ -493,6 +498,13 @@ def _direction_record(
             "samples; clat left null"
         )
         clat, bins, mean = {}, Bins([], []), None
+    elif total_latency_percentiles:
+        out.warnings.append(
+            f"job {job!r} (jobs[{index}]) {direction}: fio {out.fio_version} lists total-latency "
+            "(lat) percentiles under clat_ns for a job with lat_percentiles (or "
+            "clat_percentiles=0); completion-latency percentiles left null"
+        )
+        bins = Bins([], [])
     record: dict[str, object] = {
         "job": job,
         "job_index": index,
@@ -510,7 +522,7 @@ def _direction_record(
     if bins:
         found = _percentiles_of_sorted(bins.values, bins.counts, _PERCENTILE_VALUES)
         record.update(zip((key for key, _ in PERCENTILES), found, strict=True))
-    elif not sampled:
+    elif not sampled or total_latency_percentiles:
         record.update((key, None) for key, _ in PERCENTILES)
     else:
         for key, p in PERCENTILES:
@@ -542,6 +554,7 @@ def parse_fio(text: str) -> FioOutput:
     key = "client_stats" if client else "jobs"
     version = doc.get("fio version")
     out = FioOutput(warnings=around, fio_version=version if isinstance(version, str) else None)
+    release = _release(out.fio_version)
     if not jobs:
         out.warnings.append("fio reported no jobs")
     for index, entry in enumerate(jobs):
@@ -552,6 +565,7 @@ def parse_fio(text: str) -> FioOutput:
             raise ParseError(f"{key}[{index}]: no jobname")
         error = _int(entry.get("error", 0), f"{key}[{index}].error")
         host = _client_host(entry, name, f"{key}[{index}]") if client else _NO_HOST
+        total_latency = release is not None and _lat_in_clat(release, entry, doc)
         before = len(out.records)
         for direction in DIRECTIONS:
             stats = entry.get(direction)
@@ -565,7 +579,9 @@ def parse_fio(text: str) -> FioOutput:
             else:  # very old fio: no total_ios; did the direction move any bytes?
                 ios = _int(stats.get("io_bytes", stats.get("io_kbytes", 0)), f"{where}.io_bytes")
             if ios > 0:
-                _direction_record(out, name, index, direction, stats, error, host, where)
+                _direction_record(
+                    out, name, index, direction, stats, error, host, where, total_latency
+                )
         if error and len(out.records) == before:
             out.warnings.append(
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
@@ -671,6 +687,46 @@ def _job_option(entry: Mapping, doc: Mapping, name: str) -> str | None:
         if isinstance(options, Mapping) and isinstance(options.get(name), str):
             return str(options[name])
     return None
+
+
+_RELEASE = re.compile(r"fio-(\d+)\.(\d+)")
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a "fio version" string: "fio-3.12" and "fio-3.12-8-gabcdef" give
+    (3, 12); None when it says no release."""
+    m = _RELEASE.match(version or "")
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def _flag(value: str) -> bool:
+    """A boolean fio option's value as fio reads it (an integer, "0x" hex allowed; a bare
+    option is on)."""
+    m = re.match(r"\s*(0[xX][0-9a-fA-F]+|\d+)", value)
+    return int(m[1], 0) != 0 if m else True
+
+
+def _lat_in_clat(release: tuple[int, int], entry: Mapping, doc: Mapping) -> bool:
+    """Are this job's clat_ns `percentile` (and fio 3.1's json+ `bins`) total latency?
+
+    fio 3.1 added lat_percentiles: with it on, fio puts total-latency samples in the
+    histogram its percentiles come from, and until fio 3.12 writes that percentile list
+    under clat_ns (fio 3.1 its json+ bins too; fio 3.2 moved the bins to lat_ns, fio
+    3.13 the list). fio 3.1-3.12 (init.c) also turn lat_percentiles on when only
+    clat_percentiles=0 is given. Job options override the global ones.
+    """
+    if not (3, 0) <= release <= (3, 12):
+        return False
+    options: dict[str, object] = {}
+    for scope in (doc.get("global options"), entry.get("job options")):
+        if isinstance(scope, Mapping):
+            options.update(scope)
+    lat, clat = options.get("lat_percentiles"), options.get("clat_percentiles")
+    if isinstance(lat, str):
+        return _flag(lat)
+    if isinstance(clat, str):
+        return not _flag(clat)
+    return False
 
 
 def _failed_record(job: str, index: int, direction: str, error: int) -> dict[str, object]:
