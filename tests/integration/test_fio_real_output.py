@@ -191,3 +191,17 @@ def test_the_percentile_port_agrees_with_every_figure_fio_listed(case: str, tmp_
                     assert fio_percentile(lat["bins"], float(key)) == value, (direction, kind, key)
                     checked += 1
     assert checked or case in ("clat-percentiles-off", "disable-clat")
+
+
+def test_a_tab_in_a_job_description_costs_nothing(tmp_path: Path) -> None:
+    # fio's JSON printer escapes only '"' and '\\' (json.c): a tab stays a raw control
+    # character inside the string, which strict JSON refuses
+    stdout = _run_fio(
+        tmp_path,
+        ["--rw=randread", "--description=first\tsecond", "--output-format=json+"],
+    )
+    assert "first\tsecond" in stdout
+    doc = fio_document(stdout)
+    out = parse_fio(stdout)
+    assert [(r["job_index"], r["direction"]) for r in out.records] == [(0, "read")]
+    assert out.records[0]["iops"] == doc["jobs"][0]["read"]["iops"]

@@ -36,6 +36,8 @@ tests/fixtures/fio/versions/README.md):
   all-sub-microsecond run looks the same and is also left null).
 - client/server (`fio --client`): `client_stats` instead of `jobs`, each entry a
   job of one server (`host` = hostname:port) and a last "All clients" total (host null).
+- strings: fio escapes only '"' and '\\' in them, so raw control characters (a tab in a
+  job's description) are accepted.
 Anything else that is not fio's JSON is a ParseError with a one-line reason.
 
 Stdlib only; orjson, when installed, decodes the common case (the document runs to
@@ -254,7 +256,9 @@ def _decode(text: str) -> tuple[dict, list[str]]:
                     return doc, _text_lines(text[: head.start()])
     # candidate starts are found lazily: the first one nearly always decodes
     starts = (m.start() for m in _JSON_START.finditer(text))
-    decoder = json.JSONDecoder()
+    # strict=False: fio's JSON printer (json.c) escapes only '"' and '\\', so a tab in a
+    # job name, description or option value reaches the output as a raw control character
+    decoder = json.JSONDecoder(strict=False)
     first_error: json.JSONDecodeError | None = None
     for start in starts:
         try:
