@@ -82,7 +82,7 @@ CASES: dict[str, list[str]] = {
 }
 
 
-def _run_fio(tmp_path: Path, args: list[str]) -> str:
+def _run_fio(tmp_path: Path, args: list[str], succeed: bool = True) -> str:
     data = tmp_path / "data.bin"
     argv = ["fio", "--name=job", f"--filename={data}", *SMALL]
     # later jobs (--name=...) get the same file and size
@@ -91,7 +91,7 @@ def _run_fio(tmp_path: Path, args: list[str]) -> str:
         if arg.startswith("--name="):
             argv += [f"--filename={data}", *SMALL]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert (result.returncode == 0) == succeed, result.stdout + result.stderr
     return result.stdout
 
 
@@ -205,3 +205,50 @@ def test_a_tab_in_a_job_description_costs_nothing(tmp_path: Path) -> None:
     out = parse_fio(stdout)
     assert [(r["job_index"], r["direction"]) for r in out.records] == [(0, "read")]
     assert out.records[0]["iops"] == doc["jobs"][0]["read"]["iops"]
+
+
+@pytest.mark.parametrize(
+    ("unified", "directions"),
+    [("0", ["read", "write"]), ("1", ["mixed"]), ("both", ["read", "write", "mixed"])],
+)
+def test_a_job_failing_before_any_io_keeps_its_error_in_fios_directions(
+    unified: str, directions: list[str], tmp_path: Path
+) -> None:
+    # given a job fio cannot start (the sg engine on a regular file: EINVAL)
+    stdout = _run_fio(
+        tmp_path,
+        [
+            "--ioengine=sg",
+            "--rw=randrw",
+            f"--unified_rw_reporting={unified}",
+            "--output-format=json",
+        ],
+        succeed=False,
+    )
+    job = fio_document(stdout)["jobs"][0]
+    assert job["error"] != 0
+    # then its error reaches one record per direction fio reports, with zero I/O
+    out = parse_fio(stdout)
+    assert [r["direction"] for r in out.records] == directions
+    assert [d for d in ("read", "write", "mixed") if d in job and d in directions] == directions
+    for record in out.records:
+        assert (record["error"], record["io_bytes"], record["iops"]) == (job["error"], 0, 0.0)
+
+
+def test_a_job_that_did_no_io_is_named_in_a_warning(tmp_path: Path) -> None:
+    # given two jobs, the second unable to create its file's directory: fio reports it
+    # with error 0 and no I/O in any direction (and exits 1)
+    argv = ["fio", "--name=job", f"--filename={tmp_path / 'data.bin'}", *SMALL, "--rw=read"]
+    argv += ["--name=broken", "--filename=/proc/no-such-dir/data", *SMALL, "--rw=read"]
+    result = subprocess.run(
+        [*argv, "--output-format=json+"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    stdout = result.stdout
+    jobs = fio_document(stdout)["jobs"]
+    assert [(j["jobname"], j["error"], j["read"]["total_ios"]) for j in jobs][1] == ("broken", 0, 0)
+    # when
+    out = parse_fio(stdout)
+    # then the good job's figures are kept and the other is named, not silently dropped
+    assert [(r["job"], r["direction"]) for r in out.records] == [("job", "read")]
+    assert any("'broken' (jobs[1])" in w and "no I/O" in w for w in out.warnings), out.warnings

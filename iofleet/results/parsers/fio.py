@@ -4,8 +4,11 @@ fio may print text before its JSON document (notes such as "note: both iodepth
 >= 1 and synchronous I/O engine...", and "fio: pid=..., err=..." error lines) and,
 rarely, after it; that text is kept as warnings. A direction with total_ios == 0
 gives no record, except for a job that failed (error != 0) before doing any I/O:
-it gets one record per direction its `rw` asked for, with zero I/O and null
-latencies, so its error code reaches the tables instead of vanishing.
+it gets one record per direction its `rw` asked for (`mixed` under
+unified_rw_reporting, as fio reports it), with zero I/O and null latencies, so its
+error code reaches the tables instead of vanishing. A job with no I/O and no error
+(fio could not create its file) is named in a warning. fio's `sync` direction
+(fsync/fdatasync latency) is not a data direction and gives no record.
 
 Completion-latency percentiles are exact, never interpolated:
 - from json+ histogram bins when present: the smallest bin value whose cumulative
@@ -591,11 +594,19 @@ def parse_fio(text: str) -> FioOutput:
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
             )
             rw = _job_option(entry, doc, "rw") or "read"
-            for direction in _RW_DIRECTIONS.get(rw.split(":")[0], ("read",)):
+            directions = _RW_DIRECTIONS.get(rw.split(":")[0], ("read",))
+            if "mixed" in entry:  # unified_rw_reporting: 1/mixed alone, or both beside read
+                directions = (*directions, "mixed") if "read" in entry else ("mixed",)
+            for direction in directions:
                 record = _failed_record(name, index, direction, error)
                 if host is not _NO_HOST:
                     record["host"] = host
                 out.records.append(record)
+        elif len(out.records) == before:
+            # e.g. fio could not create the job's file: fio says error 0 (and exits 1)
+            out.warnings.append(
+                f"job {name!r} ({key}[{index}]) did no I/O, though fio reports no error for it"
+            )
     _check_columns(out)
     return out
 
