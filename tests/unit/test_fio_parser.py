@@ -386,7 +386,8 @@ def test_empty_jobs_array_is_a_warning() -> None:
 
 
 def test_fio_2_usec_clat_is_converted_to_ns() -> None:
-    # given an fio 2.x style direction: clat in usec, bw in KiB/s, no bw_bytes
+    # given an fio 2.x style direction: clat in usec, io_bytes in KiB, bw in KiB/s,
+    # no bw_bytes
     doc = {
         "fio version": "fio-2.2.10",
         "jobs": [
@@ -394,7 +395,7 @@ def test_fio_2_usec_clat_is_converted_to_ns() -> None:
                 "jobname": "old",
                 "error": 0,
                 "read": {
-                    "io_bytes": 4096,
+                    "io_bytes": 4,
                     "bw": 4,
                     "iops": 1.0,
                     "runtime": 1000,
@@ -412,7 +413,7 @@ def test_fio_2_usec_clat_is_converted_to_ns() -> None:
         6000,
         6000.0,
     )
-    assert record["bw_bytes"] == 4096
+    assert (record["io_bytes"], record["bw_bytes"]) == (4096, 4096)
 
 
 # --- iofleet parse ----------------------------------------------------------------

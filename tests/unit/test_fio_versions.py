@@ -80,6 +80,23 @@ def test_io_bytes_matches_fios_own_counts_in_every_version(name: str) -> None:
             assert record["io_bytes"] == stats["total_ios"] * bs, (name, record)
 
 
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_bw_bytes_is_fios_own_byte_rate_in_every_version(name: str) -> None:
+    # fio 3.2+ writes bw_bytes = 1000 x io_bytes / runtime_ms (integer arithmetic; 0 for
+    # no runtime) and bw = bw_bytes / 1024; older fio only bw, in KiB/s
+    text = (VERSIONS / name).read_text(encoding="utf-8")
+    doc = _decode(text)[0]
+    for record in parse_fio(text).records:
+        stats = _entries(doc)[record["job_index"]][record["direction"]]
+        if "bw_bytes" in stats:
+            assert record["bw_bytes"] == stats["bw_bytes"], (name, record)
+            continue
+        runtime = stats["runtime"]
+        expected = 1000 * record["io_bytes"] // runtime if runtime > 0 else 0
+        assert record["bw_bytes"] == expected, (name, record)
+        assert record["bw_bytes"] // 1024 == stats["bw"], (name, record)  # fio's own KiB/s
+
+
 def _block_size(doc: dict, entry: dict) -> int | None:
     for options in (entry.get("job options", {}), doc.get("global options", {})):
         if "bs" in options:

@@ -22,7 +22,8 @@ tests/fixtures/fio/versions/README.md):
 - fio 3.0+ reports completion latency as `clat_ns` (ns); fio 2.x as `clat` (usec).
 - fio before 2.21 writes `io_bytes` in KiB (no `io_kbytes` key; fio commit c12d597a
   made it bytes and added `io_kbytes`); `bw` is KiB/s in every version, `bw_bytes`
-  exists from fio 3.2.
+  exists from fio 3.2; before, bw_bytes is computed as fio 3.2+ does (1000 x io_bytes
+  / runtime ms, integer arithmetic), not bw x 1024, which lost up to 1023 B/s.
 - json+ `bins` (fio 2.2.12+): fio 2.2.12 to 2.19 key them by histogram index, with
   the FIO_IO_U_PLAT_BITS / _VAL / _NR constants beside them; each index decodes to
   fio's own bucket value (`plat_idx_to_val` of stat.c). fio 2.20+ key them by value.
@@ -487,16 +488,20 @@ def _direction_record(
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
     listed = _listed(clat, scale, clat_where)
-    if "bw_bytes" in stats:
-        bw_bytes = _int(stats["bw_bytes"], f"{where}.bw_bytes")
-    else:  # fio 2.x: KiB/s
-        bw_bytes = _int(stats.get("bw", 0), f"{where}.bw") * 1024
     if "io_bytes" in stats and "io_kbytes" in stats:  # fio 2.21+: bytes
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes")
     elif "io_bytes" in stats:  # fio before 2.21: io_bytes is in KiB
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes") * 1024
     else:
         io_bytes = _int(stats.get("io_kbytes", 0), f"{where}.io_kbytes") * 1024
+    runtime = _int(stats.get("runtime", 0), f"{where}.runtime")
+    if "bw_bytes" in stats:
+        bw_bytes = _int(stats["bw_bytes"], f"{where}.bw_bytes")
+    elif "io_bytes" in stats or "io_kbytes" in stats:
+        # fio before 3.2 writes only bw, KiB/s truncated: computed as fio 3.2+ does
+        bw_bytes = 1000 * io_bytes // runtime if runtime > 0 else 0
+    else:
+        bw_bytes = _int(stats.get("bw", 0), f"{where}.bw") * 1024
     mean = clat.get("mean")
     sampled = _has_samples(clat, bins, clat_where)
     if not sampled:
@@ -519,7 +524,7 @@ def _direction_record(
         "iops": _float(stats.get("iops", 0), f"{where}.iops"),
         "bw_bytes": bw_bytes,
         "io_bytes": io_bytes,
-        "runtime_ms": _int(stats.get("runtime", 0), f"{where}.runtime"),
+        "runtime_ms": runtime,
         "error": error,
         "clat_min_ns": _optional_int(clat, "min", clat_where, scale),
         "clat_max_ns": _optional_int(clat, "max", clat_where, scale),
