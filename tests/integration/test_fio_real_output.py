@@ -69,6 +69,23 @@ CASES: dict[str, list[str]] = {
     "fsync": ["--rw=randwrite", "--fsync=4", "--output-format=json+"],
     "fdatasync": ["--rw=randwrite", "--fdatasync=4", "--output-format=json+"],
     "disable-clat": ["--rw=randwrite", "--disable_clat=1", "--output-format=json+"],
+    # trims need a device that takes them: the null engine does
+    "trim-null-engine": ["--ioengine=null", "--rw=randtrim", "--output-format=json+"],
+    "trimwrite-unified-both": [
+        "--ioengine=null",
+        "--rw=trimwrite",
+        "--unified_rw_reporting=both",
+        "--output-format=json+",
+    ],
+    "steadystate": [
+        "--rw=randread",
+        "--number_ios=0",
+        "--time_based",
+        "--runtime=1",
+        "--ss=iops:50%",
+        "--ss_dur=1",
+        "--output-format=json+",
+    ],
     "stonewall-groups": [
         "--rw=randread",
         "--name=second",
