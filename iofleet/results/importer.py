@@ -74,7 +74,7 @@ def _workload_name(jobnames: Sequence[str]) -> str:
 
 def _fio_pieces(path: Path, text: str) -> list[Piece]:
     from iofleet.results.parsers import ParseError
-    from iofleet.results.parsers.fio import _decode, parse_fio
+    from iofleet.results.parsers.fio import _decode, _global_options, parse_fio
 
     documents = len(_FIO_DOCUMENT.findall(text))
     if documents > 1:
@@ -104,11 +104,15 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
             hosts.setdefault(host if isinstance(host, str) and host else "?", []).append(entry)
         if not hosts:
             raise ValueError("client_stats holds no per-host entries")
-        # global options stay beside the jobs: the parser reads options from both
-        common = {"fio version": version, "timestamp": stamp}
-        if isinstance(doc.get("global options"), dict):
-            common["global options"] = doc["global options"]
-        texts = {host: json.dumps({**common, "jobs": entries}) for host, entries in hosts.items()}
+        # global options stay beside the jobs (the parser reads options from both): one
+        # object, or with several servers one per server (client.c), that host's
+        texts = {}
+        for host, entries in hosts.items():
+            piece: dict[str, Any] = {"fio version": version, "timestamp": stamp}
+            options = _global_options(entries[0], doc)
+            if options:
+                piece["global options"] = options
+            texts[host] = json.dumps({**piece, "jobs": entries})
     else:
         texts = {None: text}  # type: ignore[dict-item]
     pieces = []

@@ -309,3 +309,28 @@ def test_cli_parse_prints_mixed_and_client_records(capsys: pytest.CaptureFixture
         (ALL_CLIENTS, "read"),
         (ALL_CLIENTS, "write"),
     ]
+
+
+def test_per_server_global_options_of_client_output_apply_to_that_servers_jobs() -> None:
+    # fio's client.c writes "global options" as an array of per-server objects (each
+    # with hostname and port) when it talks to several servers; made by hand from the
+    # real fio 3.12 job entry: server A's [global] set lat_percentiles=1, B's did not
+    doc = _doc("fio-3.12-json-lat-percentiles.json")
+    [entry] = doc["jobs"]
+    del entry["job options"]["lat_percentiles"]
+    a = {**json.loads(json.dumps(entry)), "hostname": "10.0.0.1", "port": 8765}
+    b = {**json.loads(json.dumps(entry)), "hostname": "10.0.0.2", "port": 8765}
+    client = {
+        "fio version": doc["fio version"],
+        "global options": [
+            {"hostname": "10.0.0.2", "port": 8765, "bs": "4k"},
+            {"hostname": "10.0.0.1", "port": 8765, "lat_percentiles": "1"},
+        ],
+        "client_stats": [a, b],
+    }
+    by_host = {r["host"]: r for r in parse_fio(json.dumps(client)).records}
+    assert by_host["10.0.0.1:8765"]["clat_p50_ns"] is None
+    assert (
+        by_host["10.0.0.2:8765"]["clat_p50_ns"]
+        == entry["read"]["clat_ns"]["percentile"]["50.000000"]
+    )

@@ -703,10 +703,27 @@ _RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
 
 def _job_option(entry: Mapping, doc: Mapping, name: str) -> str | None:
     """A job's option as fio reports it: its own `job options`, else `global options`."""
-    for options in (entry.get("job options"), doc.get("global options")):
+    for options in (entry.get("job options"), _global_options(entry, doc)):
         if isinstance(options, Mapping) and isinstance(options.get(name), str):
             return str(options[name])
     return None
+
+
+def _global_options(entry: Mapping, doc: Mapping) -> Mapping:
+    """The `global options` that applied to a job. fio --client output talking to several
+    servers holds one object per server (with its hostname and port: client.c)."""
+    options = doc.get("global options")
+    if isinstance(options, Mapping):
+        return options
+    if isinstance(options, list):
+        for server in options:
+            if (
+                isinstance(server, Mapping)
+                and server.get("hostname") == entry.get("hostname")
+                and server.get("port") == entry.get("port")
+            ):
+                return server
+    return {}
 
 
 _RELEASE = re.compile(r"fio-(\d+)\.(\d+)")
@@ -738,7 +755,7 @@ def _lat_in_clat(release: tuple[int, int], entry: Mapping, doc: Mapping) -> bool
     if not (3, 0) <= release <= (3, 12):
         return False
     options: dict[str, object] = {}
-    for scope in (doc.get("global options"), entry.get("job options")):
+    for scope in (_global_options(entry, doc), entry.get("job options")):
         if isinstance(scope, Mapping):
             options.update(scope)
     lat, clat = options.get("lat_percentiles"), options.get("clat_percentiles")
