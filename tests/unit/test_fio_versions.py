@@ -334,3 +334,28 @@ def test_per_server_global_options_of_client_output_apply_to_that_servers_jobs()
         by_host["10.0.0.2:8765"]["clat_p50_ns"]
         == entry["read"]["clat_ns"]["percentile"]["50.000000"]
     )
+
+
+def test_before_fio_3_14_percentiles_follow_the_exact_rule_over_fios_bins() -> None:
+    # fio before 3.14 compared the running count with p / 100.0 * N in double, built
+    # with -ffast-math (fio's Makefile); where p x N / 100 is an integer it can then
+    # list the next sample (fio commit 298d751e, "use long doubles to identify latency
+    # percentiles"). Here 35 writes: fio lists p20 at the 8th sample, not the 7th.
+    doc = _doc("fio-3.12-jsonplus-randrw.json")
+    clat = doc["jobs"][0]["write"]["clat_ns"]
+    values = sorted(int(v) for v in clat["bins"])
+    counts = [clat["bins"][str(v)] for v in values]
+    assert sum(counts) == 35
+    seventh = next(v for i, v in enumerate(values) if sum(counts[: i + 1]) >= 7)
+    assert clat["percentile"]["20.000000"] > seventh
+    # iofleet keeps the exact rule over the bins it stores, so a record agrees with
+    # every percentile recomputed from fio_latency_bins, whatever fio's version
+    (write,) = (
+        r for r in _parse("fio-3.12-jsonplus-randrw.json").records if r["direction"] == "write"
+    )
+    (hist,) = (
+        h for _, _, d, h in _parse("fio-3.12-jsonplus-randrw.json").histograms if d == "write"
+    )
+    assert percentiles_from_bins(hist, [20.0])[0] == seventh
+    assert write["clat_p50_ns"] == percentiles_from_bins(hist, [50.0])[0]
+    assert write["clat_p90_ns"] == percentiles_from_bins(hist, [90.0])[0]

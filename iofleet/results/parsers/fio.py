@@ -16,6 +16,9 @@ Completion-latency percentiles are exact, never interpolated:
   (`percentile_from_bins`, the rule fio itself uses);
 - else from fio's `percentile` list when it holds exactly that percentile;
 - else null.
+fio 3.14+ lists the figures the bin rule gives. Earlier fio computed p / 100.0 x N in
+double under -ffast-math and, where that product is an integer, can list the next
+sample (fio commit 298d751e); iofleet keeps the exact rule over the bins it stores.
 
 fio's format across its versions (each shape has a fixture made by that fio,
 tests/fixtures/fio/versions/README.md):
