@@ -155,7 +155,7 @@ def _ioping_piece(path: Path, text: str) -> Piece:
 
 def read_pieces(path: Path) -> list[Piece]:
     """The workloads one file holds; ValueError with a one-line reason if it cannot be imported."""
-    from iofleet.results.parsers import detect_kind
+    from iofleet.results.parsers import decode_text, detect_kind
 
     if path.is_dir():
         raise ValueError("is a directory (give the files)")
@@ -164,9 +164,11 @@ def read_pieces(path: Path) -> list[Piece]:
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text (fio JSON or ioping -J output expected)") from None
+        text = decode_text(raw)  # UTF-8, or what a byte-order mark names (UTF-16, ...)
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"not {exc.encoding.upper()} text (fio JSON or ioping -J output expected)"
+        ) from None
     if not text.strip():
         raise ValueError("empty file")
     kind = detect_kind(text)

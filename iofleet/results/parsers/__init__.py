@@ -5,6 +5,7 @@ Stdlib only (the ingest Lambda and `iofleet parse` share them).
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,29 @@ from pathlib import Path
 
 class ParseError(Exception):
     """A raw artifact that cannot be parsed; the message is one line."""
+
+
+# a byte-order mark names the encoding: fio's output saved by Windows PowerShell 5.1
+# (`fio ... > out.json`) is UTF-16 LE with a BOM. UTF-32 LE's BOM starts with UTF-16
+# LE's: it is looked for first.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode_text(raw: bytes, errors: str = "strict") -> str:
+    """An output file's text: the encoding its byte-order mark names, else UTF-8.
+
+    UnicodeDecodeError (with errors="strict") when the bytes are not that encoding.
+    """
+    for bom, codec in _BOMS:
+        if raw.startswith(bom):
+            return raw.decode(codec, errors)
+    return raw.decode("utf-8", errors)
 
 
 def detect_kind(text: str) -> str:
@@ -44,7 +68,7 @@ def parse_file(
     fio's notes and error lines printed before its JSON go to `warn`.
     """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = decode_text(path.read_bytes(), errors="replace")
     except OSError as exc:
         raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if kind == "auto":
