@@ -45,7 +45,7 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 SLOT_PER = ("file", "dir")
 ALL_CLIENTS = "All clients"
-_FIO_DOCUMENT = re.compile(r'^\{\s*"fio version"\s*:', re.MULTILINE)
+_FIO_DOCUMENT = re.compile(r'(?:^|(?<=\r))\{\s*"fio version"\s*:', re.MULTILINE)
 
 
 @dataclass

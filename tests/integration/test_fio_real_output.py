@@ -33,6 +33,16 @@ CASES: dict[str, list[str]] = {
     "json,normal": ["--rw=randread", "--output-format=json,normal"],
     "normal,json+": ["--rw=randread", "--output-format=normal,json+"],
     "terse,json+": ["--rw=randread", "--output-format=terse,json+"],
+    # fio's progress lines end in a carriage return, the last one just before the "{"
+    "json+,normal-with-eta": [
+        "--rw=randread",
+        "--number_ios=0",
+        "--time_based",
+        "--runtime=1",
+        "--eta=always",
+        "--eta-interval=250ms",
+        "--output-format=json+,normal",
+    ],
     "numjobs-grouped": [
         "--rw=randread",
         "--numjobs=3",
@@ -107,9 +117,11 @@ def _run_fio(tmp_path: Path, args: list[str], succeed: bool = True) -> str:
         argv.append(arg)
         if arg.startswith("--name="):
             argv += [f"--filename={data}", *SMALL]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    assert (result.returncode == 0) == succeed, result.stdout + result.stderr
-    return result.stdout
+    # bytes, decoded here: text mode would turn fio's carriage returns into newlines
+    result = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    stdout = result.stdout.decode("utf-8")
+    assert (result.returncode == 0) == succeed, stdout + result.stderr.decode()
+    return stdout
 
 
 def fio_document(stdout: str) -> dict:

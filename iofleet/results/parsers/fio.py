@@ -2,7 +2,8 @@
 
 fio may print text before its JSON document (notes such as "note: both iodepth
 >= 1 and synchronous I/O engine...", and "fio: pid=..., err=..." error lines) and,
-rarely, after it; that text is kept as warnings. A direction with total_ios == 0
+rarely, after it; that text is kept as warnings, except fio's progress lines ("Jobs:
+1 (f=1): ...", ended by carriage returns, with --eta=always). A direction with total_ios == 0
 gives no record, except for a job that failed (error != 0) before doing any I/O:
 it gets one record per direction its `rw` asked for (`mixed` under
 unified_rw_reporting, as fio reports it), with zero I/O and null latencies, so its
@@ -105,7 +106,10 @@ BIN_KEYS = ("job", "job_index", "direction", "bin_ns", "count")
 CLIENT_RECORD_KEYS = (*RECORD_KEYS, "host")
 ALL_CLIENTS = "All clients"  # the jobname of fio's summed entry in client_stats
 
-_JSON_START = re.compile(r"^\{", re.MULTILINE)
+# the document starts a line; fio's progress (ETA) lines end in a carriage return, and
+# with --eta=always and a normal output format beside json the last one precedes "{"
+_JSON_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
+_ETA_LINE = re.compile(r"Jobs: \d+ \(")
 _MAX_QUOTE = 120
 
 
@@ -242,7 +246,9 @@ def _quote(text: str) -> str:
 
 
 def _text_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    """The notes around the document: non-empty lines, fio's progress lines left out."""
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not _ETA_LINE.match(line)]
 
 
 def _decode(text: str) -> tuple[dict, list[str]]:
