@@ -346,6 +346,18 @@ def test_truncated_output_is_a_parse_error() -> None:
     assert message.startswith("truncated fio JSON at line ")
 
 
+@pytest.mark.parametrize("name", ["jsonplus-two-jobs.json", "jsonplus-note-before.json"])
+def test_output_cut_anywhere_inside_the_document_is_called_truncated(name: str) -> None:
+    # given real fio output cut at every byte inside its document (a copy that stopped
+    # early: inside a string, a number, between keys)
+    text = _text(name)
+    start, end = text.index("{"), text.rindex("}")
+    for cut in range(start + 1, end):
+        # when / then one line saying so, whatever the cut
+        message = _one_line_error(text[:cut])
+        assert message.startswith("truncated fio JSON at line "), (cut, message)
+
+
 def test_invalid_json_is_a_parse_error() -> None:
     message = _one_line_error('{\n  "jobs": [,]\n}\n')
     assert message.startswith("invalid fio JSON at line 2 column")

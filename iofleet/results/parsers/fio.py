@@ -295,7 +295,11 @@ def _decode(text: str) -> tuple[dict, list[str]]:
     if first_error is None:  # no line starts with "{"
         first = _text_lines(text)[0]
         raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
-    kind = "truncated" if first_error.pos >= len(text.rstrip()) else "invalid"
+    # cut short: the decoder stopped at the end of the text, or a string or number
+    # ran into it ("0." then the end: "Expecting ',' delimiter" at the ".")
+    rest = text[first_error.pos :].strip()
+    cut = len(rest) <= 2 and "\n" not in rest
+    kind = "truncated" if cut or first_error.msg.startswith("Unterminated string") else "invalid"
     raise ParseError(
         f"{kind} fio JSON at line {first_error.lineno} column {first_error.colno}: "
         f"{first_error.msg}"
