@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -281,3 +283,52 @@ def test_a_job_that_did_no_io_is_named_in_a_warning(tmp_path: Path) -> None:
     # then the good job's figures are kept and the other is named, not silently dropped
     assert [(r["job"], r["direction"]) for r in out.records] == [("job", "read")]
     assert any("'broken' (jobs[1])" in w and "no I/O" in w for w in out.warnings), out.warnings
+
+
+def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_costs_none(
+    tmp_path: Path,
+) -> None:
+    # given real outputs of several option sets, and one of them cut short (a copy that
+    # stopped early), each a file: one slot each
+    cases = ["json,normal", "json+,normal-with-eta", "randrw-unified-both", "numjobs-grouped"]
+    cases += ["odd-percentile-list", "lat-percentiles"]
+    files, expected = [], []
+    for i, case in enumerate(cases):
+        work = tmp_path / f"run{i}"
+        work.mkdir()
+        stdout = _run_fio(work, CASES[case])
+        path = tmp_path / f"{i}-{case}.json"
+        path.write_bytes(stdout.encode())
+        files.append(path)
+        expected += list(expected_records(fio_document(stdout)).values())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(files[0].read_bytes()[:2000])
+    out = tmp_path / "out"
+    # when
+    argv = [sys.executable, "-m", "iofleet.cli", "import", *map(str, [*files, cut])]
+    result = subprocess.run(
+        [*argv, "--out", str(out), "--label", "real"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    # then the cut file is refused in one line naming it, and the others are imported
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    refused = [line for line in lines if line.startswith(f"{cut}: ")]
+    assert len(refused) == 1 and "truncated fio JSON" in refused[0], result.stderr
+    assert not [line for line in lines if any(str(f) in line for f in files)], result.stderr
+    # and every figure fio printed for the others is a row of the warehouse
+    db = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    rows = db.execute(
+        "SELECT job, iops, io_bytes, bw_bytes, clat_p50_ns, clat_p99_ns, clat_p99_9_ns "
+        "FROM fio_results"
+    ).fetchall()
+    want = [
+        (r["job"], r["iops"], r["io_bytes"], r["bw_bytes"])
+        + (r["clat_p50_ns"], r["clat_p99_ns"], r["clat_p99_9_ns"])
+        for r in expected
+    ]
+    assert sorted(rows, key=repr) == sorted(want, key=repr)
+    assert db.execute("SELECT count(*) FROM slots").fetchone() == (len(files),)
