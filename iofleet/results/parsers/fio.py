@@ -2,9 +2,10 @@
 
 fio may print text before its JSON document (notes such as "note: both iodepth
 >= 1 and synchronous I/O engine...", and "fio: pid=..., err=..." error lines) and,
-rarely, after it; that text is kept as warnings, except fio's progress lines ("Jobs:
-1 (f=1): ...", ended by carriage returns, with --eta=always). A direction with total_ios == 0
-gives no record, except for a job that failed (error != 0) before doing any I/O:
+rarely, after it; that text is kept as warnings, except fio's progress lines
+("Jobs: 1 (f=1): ...", ended by carriage returns, with --eta=always). A direction
+with total_ios == 0 gives no record, except for a job that failed (error != 0) before
+doing any I/O:
 it gets one record per direction its `rw` asked for (`mixed` under
 unified_rw_reporting, as fio reports it), with zero I/O and null latencies, so its
 error code reaches the tables instead of vanishing. A job with no I/O and no error
@@ -43,7 +44,8 @@ tests/fixtures/fio/versions/README.md):
   min = max = mean = 0 (fio's no-sample output; in fio 2.x's microseconds an
   all-sub-microsecond run looks the same and is also left null).
 - client/server (`fio --client`): `client_stats` instead of `jobs`, each entry a
-  job of one server (`host` = hostname:port) and a last "All clients" total (host null).
+  job of one server (`host` = hostname:port) and a last "All clients" total (host null);
+  `global options` is one object, or one per server (with its hostname and port).
 - strings: fio escapes only '"' and '\\' in them, so raw control characters (a tab in a
   job's description) are accepted.
 Anything else that is not fio's JSON is a ParseError with a one-line reason.
