@@ -16,18 +16,24 @@ The guard (`claim_device`) asks the kernel, not a parser (docs/decisions.md #4):
    with O_EXCL, so they still can); for a filesystem target it is released
    just before mkfs, which opens O_EXCL itself, and mount claims the device
    again (the window and what it allows are in decisions #4).
-3. A device (or partition) another process merely has open (seen in
+3. A device with no capacity (0 bytes: an unattached loop device, no medium) or that
+   is read-only, or has a read-only partition (the kernel's ro flag: BLKROGET, sysfs
+   `ro`; losetup -r, blockdev --setro, a write-protected medium) is refused: writes
+   would fail mid-run on a device someone protected.
+4. A device (or partition) another process merely has open (seen in
    /proc/*/fd, as fuser does, or mapped in /proc/*/maps) or that backs a loop
    device (/sys/block/loop*/loop/backing_file: the kernel holds it without a
    claim) is refused.
-4. Unless this run created the volume: no signature libblkid knows
+5. Unless this run created the volume: no signature libblkid knows
    (`blkid -p`, at offset 0 and at every MiB boundary where data is found)
    and no non-zero byte in the sampled blocks: the whole first and last MiB,
    and the first 8 KiB and the 8 KiB at +64 KiB of every MiB up to 1 GiB and
    of evenly spaced points beyond (where filesystems, RAID and LVM
-   superblocks sit in a partition that starts there). A volume this run
-   created may carry anything (a filesystem from an earlier attempt), but the
-   kernel rules 1-3 hold for it too.
+   superblocks sit in a partition that starts there), and no partition the
+   kernel lists (a table wiped under the kernel leaves its partitions, whose
+   data may sit between the samples). A volume this run created may carry
+   anything (a filesystem from an earlier attempt), but the kernel rules 1-4
+   hold for it too.
 
 Every refusal is one line, `refusing DEVICE: reason`. Stdlib only (runs as
 root on the instance).
@@ -236,7 +242,7 @@ def sample_plan(size: int) -> list[tuple[int, int]]:
             if boundary + at + length <= size:
                 plan.append((boundary + at, length))
     tail = max(size - MIB, 0) // 4096 * 4096
-    if tail > 0:
+    if size > MIB:  # (a device just over 1 MiB: the tail read starts at 0 and covers it all)
         plan.append((tail, size - tail))
     return plan
 
@@ -490,13 +496,67 @@ def claim_device(
         raise DeviceRefused(f"refusing {device}: cannot open: {exc.strerror or exc}") from None
     claim = DeviceClaim(device, fd, os.lseek(fd, 0, os.SEEK_END))
     try:
+        if claim.size == 0:
+            raise DeviceRefused(
+                f"refusing {device}: it has no capacity (0 bytes: no medium, or a loop "
+                "device with nothing attached)"
+            )
+        _refuse_if_read_only(device, fd, sys_class_block)
         _refuse_if_open(device, sys_class_block)
         if not created_by_run:
-            _refuse_unless_blank(device, claim.size)
+            _refuse_unless_blank(device, claim.size, sys_class_block)
     except BaseException:
         claim.release()
         raise
     return claim
+
+
+BLKROGET = 0x125E  # linux/fs.h _IO(0x12, 94): the kernel's read-only flag of a block device
+
+
+def _read_only(fd: int) -> bool:
+    import fcntl  # not at module level: the agent's imports stay light
+
+    flag = bytearray(4)
+    try:
+        fcntl.ioctl(fd, BLKROGET, flag)
+    except OSError:
+        return False  # not a block device ioctl here: sysfs below still answers
+    return int.from_bytes(flag, "little") != 0
+
+
+def _refuse_if_read_only(device: Path, fd: int, sys_class_block: Path) -> None:
+    """A read-only device (losetup -r, blockdev --setro, a write-protected medium) or one
+    with a read-only partition: someone protected it, and writes to it would fail mid-run."""
+    name = device.resolve().name
+    if _read_only(fd) or _sysfs_flag(sys_class_block / name / "ro"):
+        raise DeviceRefused(f"refusing {device}: it is read-only (the kernel's ro flag is set)")
+    protected = [
+        p for p in partitions_of(device, sys_class_block) if _sysfs_flag(sys_class_block / p / "ro")
+    ]
+    if protected:
+        raise DeviceRefused(
+            f"refusing {device}: its partition {', '.join(protected)} is read-only "
+            "(the kernel's ro flag is set)"
+        )
+
+
+def _sysfs_flag(path: Path) -> bool:
+    try:
+        return path.read_text().strip() not in ("", "0")
+    except OSError:
+        return False
+
+
+def _refuse_if_partitioned(device: Path, sys_class_block: Path) -> None:
+    """Partitions the kernel knows mean a partition table was read from the device, even if
+    it has since been wiped: their data may sit anywhere (beyond what the scan samples)."""
+    parts = partitions_of(device, sys_class_block)
+    if parts:
+        raise DeviceRefused(
+            f"refusing {device}: the kernel lists partitions on it ({', '.join(parts)}); "
+            "only blank volumes or volumes created by this run are used"
+        )
 
 
 def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
@@ -515,13 +575,14 @@ def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
         raise DeviceRefused(f"refusing {device}: it backs loop device {', '.join(backed)}")
 
 
-def _refuse_unless_blank(device: Path, size: int) -> None:
+def _refuse_unless_blank(device: Path, size: int, sys_class_block: Path) -> None:
     found = signatures_of(device)
     if found:
         raise DeviceRefused(
             f"refusing {device}: it carries a signature ({', '.join(found)}); "
             "only blank volumes or volumes created by this run are used"
         )
+    _refuse_if_partitioned(device, sys_class_block)
     data = nonzero_offsets(device, size)
     if not data:
         return

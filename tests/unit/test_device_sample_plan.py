@@ -34,3 +34,10 @@ def test_plan_beyond_a_gib_is_bounded_even_on_a_huge_volume() -> None:
 
 def test_plan_of_a_tiny_device_stays_inside_it() -> None:
     assert sample_plan(512 * 1024) == [(0, 512 * 1024)]
+
+
+@pytest.mark.parametrize("size", [MIB + 512, MIB + 2048, MIB + 4095])
+def test_plan_of_a_device_just_over_a_mib_reads_to_its_end(size: int) -> None:
+    # the tail read rounds its start down to 4 KiB: here that is 0, and it must still be made
+    plan = sample_plan(size)
+    assert max(at + length for at, length in plan) == size
