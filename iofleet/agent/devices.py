@@ -159,6 +159,28 @@ def device_bytes(device: Path) -> int:
         os.close(fd)
 
 
+BLKSSZGET = 0x1268  # linux/fs.h _IO(0x12, 104): logical block size, what O_DIRECT aligns to
+
+
+def logical_block_size(device: Path) -> int:
+    """The device's logical block size in bytes (512, or 4096 on a 4Kn device): the unit an
+    O_DIRECT I/O's offset and length must be a multiple of. DeviceError if it cannot tell."""
+    import fcntl
+
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise DeviceError(f"{device}: cannot open: {exc.strerror or exc}") from None
+    try:
+        out = bytearray(4)
+        fcntl.ioctl(fd, BLKSSZGET, out)
+    except OSError as exc:
+        raise DeviceError(f"{device}: no logical block size: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return int.from_bytes(out, "little")
+
+
 def partitions_of(device: Path, sys_class_block: Path = SYS_CLASS_BLOCK) -> list[str]:
     """Kernel names of the device's partitions (e.g. ['loop3p1'])."""
     base = sys_class_block / device.resolve().name

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,13 @@ import pytest
 import iofleet.agent.slot as slot_module
 from iofleet.agent.slot import run_slot
 from iofleet.plan.fiojobs import fio_size_bytes, list_jobs, raw_plan_problem
-from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
+from tests.integration.test_device_guard import (
+    _REASON,
+    EBS_LINK,
+    VOLUME_ID,
+    Loops,
+    free_loop_name,
+)
 
 pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])
 
@@ -140,42 +147,74 @@ class RawRun:
         return code, sum(r for r, _ in self.child_io), sum(w for _, w in self.child_io)
 
 
+def _raw_run(
+    kit: Loops,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    sector_size: int | None = None,
+    name: str | None = None,
+    relative_link: bool = False,
+) -> RawRun:
+    """A blank loop device named as the slot's EBS volume, with the agent's children and
+    cleanup watched (see RawRun)."""
+    backing = kit.image(DEVICE_MIB)
+    device = kit.attach(backing, sector_size=sector_size, name=name)
+    assert _nonzero_chunks(backing) == []
+    by_id = tmp_path / "by-id"
+    by_id.mkdir()
+    # udev's by-id links are relative (`../../nvme1n1`); the guard's tests use absolute ones
+    target = os.path.relpath(device, by_id) if relative_link else device
+    (by_id / EBS_LINK).symlink_to(target)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    seen: list[set[str]] = []
+    real_cleanup = slot_module.cleanup_target
+
+    def spy_cleanup(target):  # type: ignore[no-untyped-def]
+        seen.append(_regular_files(target.workdir))  # what the workloads left behind
+        return real_cleanup(target)
+
+    child_io: list[tuple[int, int]] = []
+    real_run_child = slot_module.run_child
+
+    def counting_run_child(*args, **kwargs):  # type: ignore[no-untyped-def]
+        read0, written0 = _sectors(device)
+        try:
+            return real_run_child(*args, **kwargs)
+        finally:
+            read1, written1 = _sectors(device)
+            child_io.append((read1 - read0, written1 - written0))
+
+    monkeypatch.setattr(slot_module, "cleanup_target", spy_cleanup)
+    monkeypatch.setattr(slot_module, "run_child", counting_run_child)
+    return RawRun(device, backing, by_id, tmp_path, cwd, seen, child_io)
+
+
 @pytest.fixture
 def raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
     kit = Loops(tmp_path)
     try:
-        device = kit.device(size_mib=DEVICE_MIB)
-        backing = tmp_path / "disk0.img"
-        assert _nonzero_chunks(backing) == []
-        by_id = tmp_path / "by-id"
-        by_id.mkdir()
-        (by_id / EBS_LINK).symlink_to(device)
-        cwd = tmp_path / "cwd"
-        cwd.mkdir()
-        monkeypatch.chdir(cwd)
-        seen: list[set[str]] = []
-        real_cleanup = slot_module.cleanup_target
-
-        def spy_cleanup(target):  # type: ignore[no-untyped-def]
-            seen.append(_regular_files(target.workdir))  # what the workloads left behind
-            return real_cleanup(target)
-
-        child_io: list[tuple[int, int]] = []
-        real_run_child = slot_module.run_child
-
-        def counting_run_child(*args, **kwargs):  # type: ignore[no-untyped-def]
-            read0, written0 = _sectors(device)
-            try:
-                return real_run_child(*args, **kwargs)
-            finally:
-                read1, written1 = _sectors(device)
-                child_io.append((read1 - read0, written1 - written0))
-
-        monkeypatch.setattr(slot_module, "cleanup_target", spy_cleanup)
-        monkeypatch.setattr(slot_module, "run_child", counting_run_child)
-        yield RawRun(device, backing, by_id, tmp_path, cwd, seen, child_io)
+        yield _raw_run(kit, tmp_path, monkeypatch)
     finally:
         kit.release()
+
+
+@pytest.fixture
+def raw_4kn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    """A 4Kn device: 4096-byte logical blocks (losetup --sector-size 4096)."""
+    kit = Loops(tmp_path)
+    try:
+        run = _raw_run(kit, tmp_path, monkeypatch, sector_size=4096)
+        assert _logical_block(run.device) == 4096
+        yield run
+    finally:
+        kit.release()
+
+
+def _logical_block(device: Path) -> int:
+    return int((Path("/sys/block") / device.name / "queue" / "logical_block_size").read_text())
 
 
 def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
@@ -195,7 +234,33 @@ def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("name", JOBS)
 def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> None:
-    fio = {"kind": "fio", "name": name, "params": _params(name)}
+    _job_does_its_io_on_the_device(raw, name, _params(name))
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_every_library_job_does_its_io_on_a_4kn_device(raw_4kn: RawRun, name: str) -> None:
+    _job_does_its_io_on_the_device(raw_4kn, name, _params(name))
+
+
+@pytest.mark.parametrize("fixture", ["raw", "raw_4kn"])
+def test_regions_start_on_whole_blocks_whatever_the_size(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    # given a SIZE that is no whole number of 4 KiB blocks (nor of 512-byte sectors): before
+    # the fix clone 1 started at byte 4000000 and the kernel refused its first O_DIRECT write
+    run: RawRun = request.getfixturevalue(fixture)
+    params = {"RUNTIME": "1", "SIZE": "4000000", "NUM_JOBS": "2"}
+
+    doc = _job_does_its_io_on_the_device(run, "randwrite-16k-psync-16jobs", params)
+
+    increment = int(doc["global options"]["offset_increment"])
+    assert increment % 4096 == 0 and 4000000 <= increment < 4000000 + 4096
+
+
+def _job_does_its_io_on_the_device(raw: RawRun, name: str, params: dict[str, str]) -> dict:
+    """Run library job `name` on the raw device and prove where its I/O landed; its fio
+    JSON (or {} when the job is one a raw volume refuses)."""
+    fio = {"kind": "fio", "name": name, "params": params}
     # a job the plan refuses on a raw volume (e.g. Mountpoint's own job, with its
     # filename_format) is refused by the agent too, for the same reason, and writes nothing
     refused = raw_plan_problem(name, fio["params"], raw.backing.stat().st_size)
@@ -207,7 +272,7 @@ def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> 
         entry = raw.slot_json()["workloads"][0]
         assert entry["status"] == "FAILED" and refused in entry["error"]
         assert _nonzero_chunks(raw.backing) == []
-        return
+        return {}
     assert code == 0, raw.slot_json()["error"]
     doc = raw.artifact(f"w00-fio-{name}.json")
     assert doc["global options"]["filename"] == str(raw.device)
@@ -220,7 +285,7 @@ def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> 
     written = _nonzero_chunks(raw.backing)
     if write_bytes == 0:
         assert written == [], "a read-only job changed the device"
-        return
+        return doc
     # writes: every writing job process left data in its own region, and nothing outside them
     regions = _regions(doc, "write")
     assert len(regions) >= 2 if "NUM_JOBS" in fio["params"] else len(regions) == 1
@@ -228,6 +293,7 @@ def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> 
         assert any(start <= at < end for at in written), f"no data in [{start}, {end})"
     stray = [at for at in written if not any(s <= at < e for s, e in regions)]
     assert stray == [], f"data outside the job regions at {stray[:5]}"
+    return doc
 
 
 def test_regions_that_do_not_fit_on_the_device_fail_before_writing(raw: RawRun) -> None:
@@ -278,3 +344,103 @@ def test_ioping_writes_and_reads_the_device(raw: RawRun) -> None:
     assert sectors_written * SECTOR >= 8 * 4096
     assert len(_nonzero_chunks(raw.backing)) >= 1  # ioping writes random data at random offsets
     assert sectors_read * SECTOR >= 8 * 4096
+
+
+def test_ioping_direct_below_the_logical_block_fails_before_it_runs(raw_4kn: RawRun) -> None:
+    # given a 4Kn device: the kernel refuses O_DIRECT requests of 512 bytes (EINVAL), so
+    # ioping -D -s 512 could only fail with "request failed: Invalid argument"
+    small = {"kind": "ioping", "count": 4, "interval_ms": 0, "size": "512", "direct": True}
+
+    code, _, _ = raw_4kn.run([{**small, "write": True}, small])
+
+    assert code == 1
+    errors = [w["error"] for w in raw_4kn.slot_json()["workloads"]]
+    assert (
+        errors
+        == [
+            f"ioping size 512 on {raw_4kn.device}: direct I/O needs whole logical blocks of "
+            "4096 bytes (the kernel would refuse it); use a multiple of 4096"
+        ]
+        * 2
+    )
+    assert raw_4kn.child_io == []  # ioping never started
+    assert _nonzero_chunks(raw_4kn.backing) == []
+
+
+def test_ioping_direct_in_whole_blocks_writes_a_4kn_device(raw_4kn: RawRun) -> None:
+    writes = {"kind": "ioping", "count": 8, "interval_ms": 0, "size": "4k", "direct": True}
+
+    code, _, sectors_written = raw_4kn.run([{**writes, "write": True}])
+
+    assert code == 0, raw_4kn.slot_json()["error"]
+    assert sectors_written * SECTOR >= 8 * 4096
+    assert _nonzero_chunks(raw_4kn.backing) != []
+
+
+@pytest.fixture
+def raw_loop_123(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    """A device with a large number (/dev/loop123 or the next free one), found through a
+    relative by-id link as udev makes them."""
+    kit = Loops(tmp_path)
+    try:
+        yield _raw_run(kit, tmp_path, monkeypatch, name=free_loop_name(123), relative_link=True)
+    finally:
+        kit.release()
+
+
+def test_a_large_device_number_behind_a_relative_link_gets_the_io(raw_loop_123: RawRun) -> None:
+    run = raw_loop_123
+    assert int(run.device.name.removeprefix("loop")) >= 123
+    assert not os.readlink(run.by_id / EBS_LINK).startswith("/")
+
+    doc = _job_does_its_io_on_the_device(run, "seq-write-1m-qd32", _params("seq-write-1m-qd32"))
+
+    assert doc["global options"]["filename"] == str(run.device)
+    manifest = json.loads((run.slot_dir() / "manifest.json").read_text())
+    assert manifest["target_device"] == str(run.device)
+
+
+@pytest.fixture
+def raw_high(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    """A device numbered 300 or more: once detached, its number is one `losetup --find`
+    in another session is unlikely to hand out while this test still points at it."""
+    kit = Loops(tmp_path)
+    try:
+        yield _raw_run(kit, tmp_path, monkeypatch, name=free_loop_name(300))
+    finally:
+        kit.release()
+
+
+def test_a_device_detached_while_the_slot_holds_it_stays_until_the_slot_ends(
+    raw_high: RawRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = raw_high
+    # given `losetup -d` on the device after the guard claimed it, just before fio starts:
+    # the kernel only marks a loop device that is open for autoclear (LOOP_CLR_FD on a busy
+    # device), so fio's I/O still lands on it, and the device goes when the slot lets go
+    detached: list[int] = []
+    counting = slot_module.run_child
+
+    def detach_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not detached:
+            detached.append(subprocess.run(["losetup", "--detach", str(raw.device)]).returncode)
+        return counting(*args, **kwargs)
+
+    monkeypatch.setattr(slot_module, "run_child", detach_first)
+    fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+
+    code, _, sectors_written = raw.run([fio])
+
+    assert detached == [0]
+    assert code == 0, raw.slot_json()["error"]
+    assert sectors_written > 0 and _nonzero_chunks(raw.backing) != []
+    assert not (Path("/sys/block") / raw.device.name / "loop").exists()  # now it is gone
+
+    # and the next slot on that volume finds the empty node and refuses it in one line
+    code, _, _ = raw.run([fio])
+
+    assert code == 1
+    assert raw.slot_json()["error"] == (
+        f"target: refusing {raw.device}: it has no capacity (0 bytes: no medium, or a loop "
+        "device with nothing attached)"
+    )
