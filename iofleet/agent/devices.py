@@ -35,6 +35,9 @@ The guard (`claim_device`) asks the kernel, not a parser (docs/decisions.md #4):
    anything (a filesystem from an earlier attempt), but the kernel rules 1-4
    hold for it too.
 
+The device's partitions, holders and sysfs flags are looked up by its kernel name,
+found from its device number (a node may carry any file name).
+
 Every refusal is one line, `refusing DEVICE: reason`. Stdlib only (runs as
 root on the instance).
 """
@@ -181,9 +184,29 @@ def logical_block_size(device: Path) -> int:
     return int.from_bytes(out, "little")
 
 
+def kernel_name(device: Path, sys_class_block: Path = SYS_CLASS_BLOCK) -> str:
+    """The kernel's name of the block device behind `device` (e.g. `loop3`), found by its
+    device number in sysfs: a node may carry any file name (a udev NAME rule, a container's
+    own /dev, a node made with mknod), and sysfs knows the device only by its kernel name.
+    The node's own name when sysfs does not list the number."""
+    number = _rdev(device)
+    if number is not None:
+        wanted = f"{os.major(number)}:{os.minor(number)}"
+        name = device.resolve().name
+        if _sysfs_dev(name, sys_class_block) == wanted:
+            return name
+        try:
+            return _sys_dev(number).resolve(strict=True).name
+        except OSError:
+            for dev_file in sys_class_block.glob("*/dev"):
+                if _sysfs_dev(dev_file.parent.name, sys_class_block) == wanted:
+                    return dev_file.parent.name
+    return device.resolve().name
+
+
 def partitions_of(device: Path, sys_class_block: Path = SYS_CLASS_BLOCK) -> list[str]:
     """Kernel names of the device's partitions (e.g. ['loop3p1'])."""
-    base = sys_class_block / device.resolve().name
+    base = sys_class_block / kernel_name(device, sys_class_block)
     try:
         children = sorted(base.iterdir())
     except OSError:
@@ -402,7 +425,7 @@ def loop_backers(numbers: set[int], sys_block: Path = SYS_BLOCK) -> list[str]:
 def _family(device: Path, sys_class_block: Path) -> dict[str, tuple[int, str]]:
     """Kernel name -> (device number, role) for the device, its partitions and what holds
     either (md, dm); role is "device", "partition" or "holder"."""
-    name = device.resolve().name
+    name = kernel_name(device, sys_class_block)
     roles = {name: "device"}
     for part in partitions_of(device, sys_class_block):
         roles[part] = "partition"
@@ -410,11 +433,11 @@ def _family(device: Path, sys_class_block: Path) -> dict[str, tuple[int, str]]:
         for holder in holders_of(member, sys_class_block):
             roles.setdefault(holder, "holder")
     members: dict[str, tuple[int, str]] = {}
-    for kernel_name, role in roles.items():
-        number = _sysfs_dev(kernel_name, sys_class_block)
+    for member, role in roles.items():
+        number = _sysfs_dev(member, sys_class_block)
         if number and number.count(":") == 1:
             major, minor = number.split(":")
-            members[kernel_name] = (os.makedev(int(major), int(minor)), role)
+            members[member] = (os.makedev(int(major), int(minor)), role)
     return members
 
 
@@ -424,7 +447,8 @@ def _why_busy(device: Path, sys_class_block: Path, swaps: Path) -> str:
     mounts carry an anonymous number), active swap, sysfs holders."""
     family = _family(device, sys_class_block)
     by_number = {f"{os.major(n)}:{os.minor(n)}": k for k, (n, _) in family.items()}
-    by_path = {f"/dev/{k}": k for k in family} | {str(device): device.resolve().name}
+    name = kernel_name(device, sys_class_block)
+    by_path = {f"/dev/{k}": k for k in family} | {str(device): name, str(device.resolve()): name}
     seen_ns: set[str] = set()
     where: list[str] = []
     own_ns = _mnt_ns("self")
@@ -550,7 +574,7 @@ def _read_only(fd: int) -> bool:
 def _refuse_if_read_only(device: Path, fd: int, sys_class_block: Path) -> None:
     """A read-only device (losetup -r, blockdev --setro, a write-protected medium) or one
     with a read-only partition: someone protected it, and writes to it would fail mid-run."""
-    name = device.resolve().name
+    name = kernel_name(device, sys_class_block)
     if _read_only(fd) or _sysfs_flag(sys_class_block / name / "ro"):
         raise DeviceRefused(f"refusing {device}: it is read-only (the kernel's ro flag is set)")
     protected = [

@@ -365,7 +365,9 @@ def _sha256(path: Path) -> str:
 
 def _sectors_written(device: Path) -> int:
     """Sectors the block layer has written to the device (/sys/block/<dev>/stat, field 7)."""
-    return int((Path("/sys/block") / device.name / "stat").read_text().split()[6])
+    number = os.stat(device).st_rdev  # by number: the node may have another name
+    stat_file = Path(f"/sys/dev/block/{os.major(number)}:{os.minor(number)}/stat")
+    return int(stat_file.read_text().split()[6])
 
 
 # -- the probe set: one table of device kinds ----------------------------------------
@@ -510,6 +512,20 @@ def _large_number(loops: Loops) -> Path:
     device = loops.attach(loops.image(), name=free_loop_name(123))
     assert int(device.name.removeprefix("loop")) >= 123
     return device
+
+
+def _under_another_name(make: Maker) -> Maker:
+    """The same device through a node of another name (as a udev NAME rule or a container's
+    own /dev makes them): sysfs knows it only by its kernel name."""
+
+    def make_renamed(loops: Loops) -> Path:
+        device = make(loops)
+        node = loops.tmp_path / "xvdf"
+        os.mknod(node, 0o600 | stat.S_IFBLK, os.stat(device).st_rdev)
+        loops.nodes.append(node)
+        return node
+
+    return make_renamed
 
 
 def _partition_held_exclusively(loops: Loops) -> Path:
@@ -819,6 +835,19 @@ KINDS: dict[str, Kind] = {
     "partition held exclusively by another process, created by run": Kind(
         _partition_held_exclusively, True, IN_USE
     ),
+    "held open by another process, node of another name": Kind(
+        _under_another_name(_held_open("os.O_RDONLY")),
+        False,
+        r"^refusing /\S+/xvdf: open by another process \(pid \d+",
+    ),
+    "partition read-only, node of another name, created by run": Kind(
+        _under_another_name(_partition_read_only),
+        True,
+        r"^refusing /\S+/xvdf: its partition loop\d+p1 is read-only",
+    ),
+    "partition mounted, node of another name, created by run": Kind(
+        _under_another_name(_partitions(mounted=True)), True, r"in use, .*loop\d+p1 mounted on"
+    ),
     "regular file": Kind(_regular_file, True, r"^refusing \S+: not a block device$"),
     "root disk": Kind(_root_disk, True, r"^refusing /dev/\S+: it backs the root filesystem \(/\)$"),
 }
@@ -1025,6 +1054,8 @@ REFUSED_IN_THE_AGENT = {
     "data in the last bytes of a device just over 1 MiB": "not blank",
     "4Kn with ext4": "TYPE=ext4",
     "partition held exclusively by another process, created by run": "in use",
+    "held open by another process, node of another name": "open by another process",
+    "partition read-only, node of another name, created by run": "is read-only",
 }
 
 
