@@ -324,6 +324,10 @@ def nonzero_offsets(device: Path, size: int) -> list[int]:
     return found
 
 
+def _mib(size: int) -> str:
+    return f"{size / MIB:.6g} MiB"
+
+
 def _rdev(path: Path) -> int | None:
     try:
         st = os.stat(path)
@@ -496,10 +500,40 @@ class DeviceClaim:
         self.device = device
         self.size = size
         self._fd: int | None = fd
+        self.number = os.fstat(fd).st_rdev
 
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    def change(self) -> str | None:
+        """What became of the device since it was claimed (one line), None if nothing: its
+        node gone or naming another device (an EBS volume detached, another attached under
+        its name), its size changed, or it turned read-only. The agent asks before each
+        workload on a raw device (a node that names another device is one the guard never
+        checked) and after one fails (to say why)."""
+        if self._fd is None:
+            return None
+        since = "since the guard claimed it"
+        try:
+            now = os.stat(self.device).st_rdev
+        except OSError as exc:
+            return f"{self.device} is gone {since} ({exc.strerror or exc})"
+        if now != self.number:
+            return (
+                f"{self.device} names another device {since} "
+                f"({os.major(now)}:{os.minor(now)}, not {os.major(self.number)}:"
+                f"{os.minor(self.number)})"
+            )
+        try:
+            size = os.lseek(self._fd, 0, os.SEEK_END)
+        except OSError as exc:
+            return f"{self.device} cannot be read {since} ({exc.strerror or exc})"
+        if size != self.size:
+            return f"{self.device} changed size {since} ({_mib(self.size)} -> {_mib(size)})"
+        if _read_only(self._fd):
+            return f"{self.device} turned read-only {since}"
+        return None
 
     def release(self) -> None:
         if self._fd is not None:

@@ -477,10 +477,18 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
                 outcome = Outcome(SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached")
             else:
                 running = w.index
-                phase = None if target.error else _burst_phase(ctx, w)
-                if phase is not None:
-                    phases.append(phase)
-                outcome = _run_workload(ctx, w)
+                moved = target.device_change()  # raw: the device the guard claimed, still?
+                if moved:
+                    outcome = Outcome(FAILED, f"not run: {moved}")
+                else:
+                    phase = None if target.error else _burst_phase(ctx, w)
+                    if phase is not None:
+                        phases.append(phase)
+                    outcome = _run_workload(ctx, w)
+                    moved = target.device_change()  # fio caps its I/O to a shrunk device
+                    if moved:  # silently: its figures are not about the device claimed
+                        outcome.status = FAILED
+                        outcome.error = f"{outcome.error}; {moved}" if outcome.error else moved
             entries.append(_entry(w, outcome))
     except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
         interrupted = True

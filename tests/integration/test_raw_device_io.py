@@ -15,8 +15,11 @@ device guard tests.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import stat
+import struct
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -444,3 +447,100 @@ def test_a_device_detached_while_the_slot_holds_it_stays_until_the_slot_ends(
         f"target: refusing {raw.device}: it has no capacity (0 bytes: no medium, or a loop "
         "device with nothing attached)"
     )
+
+
+LOOP_SET_STATUS64, LOOP_GET_STATUS64 = 0x4C04, 0x4C05  # linux/loop.h
+LO_SIZELIMIT_AT = 32  # struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit
+
+
+def _shrink(device: Path, size_limit: int) -> None:
+    """Cut a bound loop device to `size_limit` bytes under its openers (LOOP_SET_STATUS64 with
+    lo_sizelimit): the block device shrinks at once, as a volume that goes away does."""
+    fd = os.open(device, os.O_RDONLY)
+    try:
+        info = bytearray(232)  # sizeof(struct loop_info64)
+        fcntl.ioctl(fd, LOOP_GET_STATUS64, info)
+        struct.pack_into("<Q", info, LO_SIZELIMIT_AT, size_limit)
+        fcntl.ioctl(fd, LOOP_SET_STATUS64, info)
+    finally:
+        os.close(fd)
+
+
+def test_a_device_that_shrinks_under_the_slot_fails_its_workloads_with_the_reason(
+    raw: RawRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a slot of three workloads whose device shrinks to 4 KiB once the agent has laid
+    # out the second (the region fitted then) and just before fio opens it
+    children: list[list[str]] = []
+    counting = slot_module.run_child
+
+    def shrink_before_the_second(argv, **kwargs):  # type: ignore[no-untyped-def]
+        children.append(argv)
+        if len(children) == 2:
+            _shrink(raw.device, 4096)
+        return counting(argv, **kwargs)
+
+    monkeypatch.setattr(slot_module, "run_child", shrink_before_the_second)
+    fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+    ioping = {"kind": "ioping", "count": 4, "interval_ms": 0, "write": True}
+
+    code, _, _ = raw.run([fio, fio, ioping])
+
+    # then the first workload's results stand, the second fails saying what happened to the
+    # device, and the third is not run on it
+    assert code == 1
+    entries = raw.slot_json()["workloads"]
+    assert entries[0]["status"] == "SUCCEEDED" and raw.artifact("w00-fio-seq-write-1m-qd32.json")
+    change = f"{raw.device} changed size since the guard claimed it (64 MiB -> 0.00390625 MiB)"
+    # (fio itself reports success: it caps its I/O to the shrunk device without a word)
+    assert (entries[1]["status"], entries[1]["error"]) == ("FAILED", change)
+    assert (entries[2]["status"], entries[2]["error"]) == ("FAILED", f"not run: {change}")
+    assert len(children) == 2  # ioping never started
+    assert any(at < 4 << 20 for at in _nonzero_chunks(raw.backing))  # the first fio's data
+
+
+def test_a_node_that_names_another_device_is_never_written(
+    raw: RawRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given the volume's link points at a node (as /dev/nvme1n1 is) that, between two
+    # workloads, comes to name another device: an EBS volume detached and another attached
+    # under the same name, which the guard never checked
+    node = tmp_path / "xvdf"
+    os.mknod(node, 0o600 | stat.S_IFBLK, os.stat(raw.device).st_rdev)
+    (raw.by_id / EBS_LINK).unlink()
+    (raw.by_id / EBS_LINK).symlink_to(node)
+    other_kit = Loops(tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    try:
+        other = other_kit.device(size_mib=DEVICE_MIB)
+        other_backing = other_kit.images[-1]
+        written_before = _sectors(other)[1]
+        recorded = slot_module._entry
+
+        def swap_after_the_first(w, outcome):  # type: ignore[no-untyped-def]
+            # (_entry records a finished workload: after it, before the next one starts)
+            if w.index == 0:
+                node.unlink()
+                os.mknod(node, 0o600 | stat.S_IFBLK, os.stat(other).st_rdev)
+            return recorded(w, outcome)
+
+        monkeypatch.setattr(slot_module, "_entry", swap_after_the_first)
+        ioping = {"kind": "ioping", "count": 4, "interval_ms": 0, "write": True}
+        fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+
+        code, _, _ = raw.run([ioping, fio])
+
+        # then the first workload ran on the claimed device, the second on nothing
+        assert code == 1
+        entries = raw.slot_json()["workloads"]
+        assert entries[0]["status"] == "SUCCEEDED"
+        a, b = os.stat(raw.device).st_rdev, os.stat(other).st_rdev
+        assert entries[1]["error"] == (
+            f"not run: {node} names another device since the guard claimed it "
+            f"({os.major(b)}:{os.minor(b)}, not {os.major(a)}:{os.minor(a)})"
+        )
+        assert _sectors(other)[1] == written_before
+        assert _nonzero_chunks(other_backing) == []
+    finally:
+        node.unlink(missing_ok=True)
+        other_kit.release()
