@@ -235,6 +235,8 @@ class Loops:
         argv += ["--sector-size", str(sector_size)] if sector_size else []
         argv += ["--read-only"] if read_only else []
         argv += [name] if name else ["--find"]
+        if name and not (Path("/sys/block") / Path(name).name).exists():
+            self.added.append(int(Path(name).name.removeprefix("loop")))  # losetup adds it
         proc = subprocess.run(argv + [str(image)], capture_output=True, text=True)
         if proc.returncode != 0:
             pytest.skip(f"cannot attach a loop device: {proc.stderr.strip()}")
