@@ -27,7 +27,7 @@ The guard (`claim_device`) asks the kernel, not a parser (docs/decisions.md #4):
 5. Unless this run created the volume: no signature libblkid knows
    (`blkid -p`, at offset 0 and at every MiB boundary where data is found)
    and no non-zero byte in the sampled blocks: the whole first and last MiB,
-   and the first 8 KiB and the 8 KiB at +64 KiB of every MiB up to 1 GiB and
+   and the first 8 KiB and the 8 KiB at +64 KiB of every MiB up to 8 GiB and
    of evenly spaced points beyond (where filesystems, RAID and LVM
    superblocks sit in a partition that starts there), and no partition the
    kernel lists (a table wiped under the kernel leaves its partitions, whose
@@ -269,7 +269,8 @@ def signatures_of(device: Path, offset: int = 0) -> list[str]:
 
 
 MIB = 1 << 20
-HEAD_SCAN_BYTES = 1 << 30  # every MiB boundary is sampled up to here
+HEAD_SCAN_BYTES = 8 << 30  # every MiB boundary is sampled up to here (partition starts)
+SCAN_THREADS = 16  # sampled reads in flight at once (an EBS volume serves them in parallel)
 MAX_FAR_SAMPLES = 1024  # beyond it, at most this many evenly spaced boundaries
 MAX_NAMED_PROBES = 16  # blkid runs to name data found at boundaries (the refusal stands anyway)
 _WINDOWS = ((0, 8192), (65536, 8192))  # at a boundary: ext, xfs, LVM, md 1.2, swap; btrfs
@@ -308,20 +309,26 @@ def nonzero_offsets(device: Path, size: int) -> list[int]:
         fd = os.open(device, flags | getattr(os, "O_DIRECT", 0))
     except OSError:
         fd = os.open(device, flags)
-    found = []
+    from concurrent.futures import ThreadPoolExecutor  # reads overlap: QD>1 on a volume
+
+    def first_nonzero(block: tuple[int, int]) -> int | None:
+        offset, length = block
+        try:
+            data = _read_at(fd, offset, length)
+        except OSError as exc:
+            raise DeviceRefused(
+                f"refusing {device}: cannot read it at offset {offset}: {exc.strerror or exc}"
+            ) from None
+        if data.strip(b"\0"):
+            return offset + (len(data) - len(data.lstrip(b"\0")))
+        return None
+
     try:
-        for offset, length in sample_plan(size):
-            try:
-                data = _read_at(fd, offset, length)
-            except OSError as exc:
-                raise DeviceRefused(
-                    f"refusing {device}: cannot read it at offset {offset}: {exc.strerror or exc}"
-                ) from None
-            if data.strip(b"\0"):
-                found.append(offset + (len(data) - len(data.lstrip(b"\0"))))
+        with ThreadPoolExecutor(max_workers=SCAN_THREADS) as pool:
+            hits = list(pool.map(first_nonzero, sample_plan(size)))
     finally:
         os.close(fd)
-    return found
+    return [at for at in hits if at is not None]
 
 
 def _mib(size: int) -> str:

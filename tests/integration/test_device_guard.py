@@ -412,9 +412,9 @@ def _fs(fs: str, *, mounted: bool = False, options: tuple[str, ...] = ()) -> Mak
     return make
 
 
-def _fs_at_offset(fs: str, offset: int) -> Maker:
+def _fs_at_offset(fs: str, offset: int, size_mib: int = 320) -> Maker:
     def make(loops: Loops) -> Path:
-        image = loops.image(320)
+        image = loops.image(size_mib)
         _fs_at(loops, image, fs, offset)
         return loops.attach(image)
 
@@ -460,11 +460,12 @@ def _unattached_loop_device(loops: Loops) -> Path:
 
 
 def _partitions_known_table_wiped(loops: Loops) -> Path:
-    """ext4 on a partition that starts at 1.5 GiB of a 4 GiB device, then the partition
+    """ext4 on a partition that starts at 9.5 GiB of a 12 GiB device, then the partition
     table zeroed under the kernel (as `dd if=/dev/zero count=1` does): the kernel still
-    lists loopNp1, and no sampled block of the whole device holds its superblock."""
-    image = loops.image(4096)
-    start, end = 3 * (1 << 30) // 2 // 512, 4096 * MIB // 512
+    lists loopNp1, and no sampled block of the whole device holds its superblock (beyond
+    the head the scan samples 1 GiB apart)."""
+    image = loops.image(12288)
+    start, end = 9728 * MIB // 512, 12288 * MIB // 512
     mbr = bytearray(512)
     mbr[446:462] = struct.pack("<B3sB3sII", 0, b"\0\0\0", 0x83, b"\0\0\0", start, end - start)
     mbr[510:512] = b"\x55\xaa"
@@ -474,7 +475,7 @@ def _partitions_known_table_wiped(loops: Loops) -> Path:
     _mkfs("ext4", Path(f"{device}p1"))
     with image.open("r+b") as handle:
         handle.write(bytes(512))
-    assert devices.nonzero_offsets(device, 4096 * MIB) == []  # the scan alone sees nothing
+    assert devices.nonzero_offsets(device, 12288 * MIB) == []  # the scan alone sees nothing
     return device
 
 
@@ -782,6 +783,21 @@ KINDS: dict[str, Kind] = {
     "btrfs at 100 MiB, no partition table": Kind(
         _fs_at_offset("btrfs", 100 * MIB), False, r"signature at offset 104857600 \(TYPE=btrfs\)"
     ),
+    "ext4 at 1.5 GiB of 4 GiB, no partition table": Kind(
+        _fs_at_offset("ext4", 1536 * MIB, 4096),
+        False,
+        r"signature at offset 1610612736 \(TYPE=ext4\)",
+    ),
+    "xfs at 1 GiB + 1 MiB of 4 GiB, no partition table": Kind(
+        _fs_at_offset("xfs", 1025 * MIB, 4096),
+        False,
+        r"signature at offset 1074790400 \(TYPE=xfs\)",
+    ),
+    "btrfs at 6 GiB + 513 MiB of 8 GiB, no partition table": Kind(
+        _fs_at_offset("btrfs", 6657 * MIB, 8192),
+        False,
+        r"signature at offset 6980370432 \(TYPE=btrfs\)",
+    ),
     "unknown data at 5 MiB": Kind(
         _junk_at(5 * MIB), False, r"it is not blank \(non-zero data at offset \d+\)"
     ),
@@ -820,7 +836,7 @@ KINDS: dict[str, Kind] = {
     ),
     "empty backing file (0 bytes)": Kind(_empty_backing_file, True, NO_CAPACITY),
     "loop device with nothing attached": Kind(_unattached_loop_device, True, NO_CAPACITY),
-    "partitions the kernel lists, table wiped, fs at 1.5 GiB": Kind(
+    "partitions the kernel lists, table wiped, fs at 9.5 GiB": Kind(
         _partitions_known_table_wiped,
         False,
         r"^refusing /dev/\S+: the kernel lists partitions on it \(loop\d+p1\); only blank",
@@ -1050,7 +1066,7 @@ REFUSED_IN_THE_AGENT = {
     "read-only (losetup -r), created by run": "it is read-only",
     "partition read-only (blockdev --setro), created by run": "partition",
     "empty backing file (0 bytes)": "it has no capacity",
-    "partitions the kernel lists, table wiped, fs at 1.5 GiB": "the kernel lists partitions",
+    "partitions the kernel lists, table wiped, fs at 9.5 GiB": "the kernel lists partitions",
     "ext4 on a partition only": "PTTYPE=dos",
     "md RAID member, v0.90 superblock at the end": "TYPE=linux_raid_member",
     "data in the last bytes of a device just over 1 MiB": "not blank",
@@ -1058,6 +1074,7 @@ REFUSED_IN_THE_AGENT = {
     "partition held exclusively by another process, created by run": "in use",
     "held open by another process, node of another name": "open by another process",
     "partition read-only, node of another name, created by run": "is read-only",
+    "ext4 at 1.5 GiB of 4 GiB, no partition table": "signature at offset 1610612736",
 }
 
 
