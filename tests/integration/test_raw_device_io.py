@@ -21,6 +21,7 @@ import os
 import stat
 import struct
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import pytest
 import iofleet.agent.slot as slot_module
 from iofleet.agent.slot import run_slot
 from iofleet.plan.fiojobs import fio_size_bytes, list_jobs, raw_plan_problem
+from tests.integration.proctable import wait_for
 from tests.integration.test_device_guard import (
     _REASON,
     EBS_LINK,
@@ -544,3 +546,82 @@ def test_a_node_that_names_another_device_is_never_written(
     finally:
         node.unlink(missing_ok=True)
         other_kit.release()
+
+
+def test_a_device_that_shrinks_while_fio_runs_fails_its_slot_and_spares_the_other(
+    tmp_path: Path,
+) -> None:
+    # given two slots of one cell running at once as separate agents, each on its own volume
+    kit = Loops(tmp_path)
+    agents: list[subprocess.Popen] = []
+    try:
+        devices_, payloads = [], []
+        for slot in (0, 1):
+            device = kit.device(size_mib=DEVICE_MIB)
+            by_id = tmp_path / f"by-id-{slot}"
+            by_id.mkdir()
+            (by_id / EBS_LINK).symlink_to(device)
+            payload = {
+                "version": 1,
+                "run_id": RUN_ID,
+                "cell": {"cell_id": CELL_ID, "cell_index": 0, "fleet_size": 2, "repeat": 1},
+                "slot_index": slot,
+                "target": {
+                    "kind": "block",
+                    "volume_id": VOLUME_ID,
+                    "by_id_dir": str(by_id),
+                    "filesystem": "raw",
+                },
+                "workloads": [
+                    {
+                        "kind": "fio",
+                        "name": "seq-write-1m-qd32",
+                        "params": {"RUNTIME": "4", "SIZE": "8m", "IO_DEPTH": "4", "DIRECT": "1"},
+                    }
+                ],
+                "results": {"kind": "directory", "root": str(tmp_path / "raw")},
+                "time_limit_s": 120,
+            }
+            path = tmp_path / f"slot-{slot}.json"
+            path.write_text(json.dumps(payload))
+            devices_.append(device)
+            payloads.append(path)
+        written0 = [_sectors(d)[1] for d in devices_]
+        for path in payloads:
+            argv = [sys.executable, "-m", "iofleet.cli", "agent", "--slot", str(path)]
+            agents.append(
+                subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+
+        # when slot 0's device shrinks to 4 KiB once fio is writing to both (a volume going away)
+        wait_for(
+            lambda: all(_sectors(d)[1] > w for d, w in zip(devices_, written0, strict=True)),
+            60,
+            "fio writing to both devices",
+        )
+        _shrink(devices_[0], 4096)
+        codes = [agent.wait(timeout=120) for agent in agents]
+
+        # then slot 0 failed saying what happened to its device, and slot 1 ran to the end on its
+        # own device, its results intact
+        slots = tmp_path / "raw" / RUN_ID / CELL_ID
+        first = json.loads((slots / "slot-0000" / "slot.json").read_text())
+        second = json.loads((slots / "slot-0001" / "slot.json").read_text())
+        assert codes == [1, 0]
+        assert first["workloads"][0]["status"] == "FAILED"
+        assert first["workloads"][0]["error"].endswith(
+            f"{devices_[0]} changed size since the guard claimed it (64 MiB -> 0.00390625 MiB)"
+        )
+        assert second["workloads"][0]["status"] == "SUCCEEDED"
+        text = (slots / "slot-0001" / "w00-fio-seq-write-1m-qd32.json").read_text()
+        doc = json.loads(text[text.index("{") :])
+        assert doc["global options"]["filename"] == str(devices_[1])
+        written = sum(job["write"]["io_bytes"] for job in doc["jobs"])
+        assert (_sectors(devices_[1])[1] - written0[1]) * SECTOR >= written > 0
+        assert _nonzero_chunks(kit.images[1])[:1] == [0]  # slot 1's data on its device
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+        kit.release()
