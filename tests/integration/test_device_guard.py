@@ -60,6 +60,7 @@ MIB = 1 << 20
 LOOP_CTL_ADD, LOOP_CTL_REMOVE = 0x4C80, 0x4C81  # linux/loop.h
 TOOLS = (
     "losetup",
+    "blockdev",
     "partx",
     "mount",
     "blkid",
