@@ -150,7 +150,7 @@ def _raw_leftovers(ctx: _Context, what: str) -> str | None:
 
 
 def _run_fio(ctx: _Context, w: Workload) -> Outcome:
-    from iofleet.agent.devices import device_bytes
+    from iofleet.agent.devices import device_bytes, logical_block_size
     from iofleet.plan.fiojobs import render_command
 
     raw = ctx.target.raw_device
@@ -162,6 +162,7 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
                 str(ctx.target.workdir),
                 device=str(raw),
                 device_bytes=device_bytes(raw),
+                device_block_bytes=logical_block_size(raw),
             )
         else:
             argv, job_env = render_command(w.name, w.params, str(ctx.target.workdir))
@@ -216,10 +217,37 @@ def _ioping_complaint(stderr: str) -> str | None:
     return line
 
 
+_IOPING_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}  # ioping's suffixes
+
+
+def _ioping_direct_problem(raw: Path, size: str) -> str | None:
+    """ioping -D on a device issues requests of `size` at multiples of `size`; the kernel
+    rejects (EINVAL) O_DIRECT requests that are not whole logical blocks (a 4Kn device and
+    -s 512): say so before ioping runs."""
+    from iofleet.agent.devices import DeviceError, logical_block_size
+
+    try:
+        block = logical_block_size(raw)
+    except DeviceError as exc:
+        return str(exc)
+    unit = size[-1].lower() if size[-1:].isalpha() else ""
+    nbytes = int(size[: len(size) - len(unit)]) * _IOPING_UNITS[unit]
+    if nbytes % block:
+        return (
+            f"ioping size {size} on {raw}: direct I/O needs whole logical blocks of {block} "
+            f"bytes (the kernel would refuse it); use a multiple of {block}"
+        )
+    return None
+
+
 def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
     from iofleet.results.parsers.ioping import parse_ioping
 
     raw = ctx.target.raw_device
+    if raw is not None and w.direct:
+        problem = _ioping_direct_problem(raw, w.size or "4k")
+        if problem:
+            return Outcome(FAILED, problem)
     argv = ioping_argv(w, str(raw or ctx.target.workdir), raw is not None)
     result = run_child(argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline)
     artifact = ctx.put(f"w{w.index:02d}-ioping.json", result.stdout) if result.stdout else None
@@ -467,10 +495,18 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
                 outcome = Outcome(SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached")
             else:
                 running = w.index
-                phase = None if target.error else _burst_phase(ctx, w)
-                if phase is not None:
-                    phases.append(phase)
-                outcome = _run_workload(ctx, w)
+                moved = target.device_change()  # raw: the device the guard claimed, still?
+                if moved:
+                    outcome = Outcome(FAILED, f"not run: {moved}")
+                else:
+                    phase = None if target.error else _burst_phase(ctx, w)
+                    if phase is not None:
+                        phases.append(phase)
+                    outcome = _run_workload(ctx, w)
+                    moved = target.device_change()  # fio caps its I/O to a shrunk device
+                    if moved:  # silently: its figures are not about the device claimed
+                        outcome.status = FAILED
+                        outcome.error = f"{outcome.error}; {moved}" if outcome.error else moved
             entries.append(_entry(w, outcome))
     except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
         interrupted = True
