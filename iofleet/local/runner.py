@@ -11,6 +11,7 @@ Athena, a file barrier instead of DynamoDB.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -99,7 +100,9 @@ def resolve_local_path(raw: str, base: Path) -> Path:
 
 
 class Progress:
-    """One status line per change; redrawn in place on a terminal."""
+    """One status line per change; redrawn in place on a terminal. A display only: a
+    stream that cannot be written any more (the terminal hung up: EIO) is given up,
+    never an error of the run."""
 
     def __init__(self, stream: TextIO, quiet: bool):
         self.stream = stream
@@ -107,26 +110,28 @@ class Progress:
         self.tty = stream.isatty()
         self._last = ""
 
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # gone (EIO after a hang-up, EPIPE), or closed
+            self.quiet = True
+
     def line(self, text: str, key: str | None = None) -> None:
         """Show `text`; off a terminal, only when `key` (default: text) changed."""
         if self.quiet:
             return
         key = text if key is None else key
         if self.tty:
-            self.stream.write("\r\033[K" + text)
-            self.stream.flush()
+            self._write("\r\033[K" + text)
         elif key != self._last:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            self._write(text + "\n")
         self._last = key
 
     def done(self, text: str) -> None:
         if self.quiet:
             return
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        self._write(("\r\033[K" if self.tty else "") + text + "\n")
         self._last = ""
 
 
@@ -343,7 +348,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
             progress = Progress(sys.stderr, quiet)
             raw_root = out_dir / "raw"
             for line in recover_interrupted(out_dir, raw_root):
-                print(line, file=sys.stderr, flush=True)
+                _say(line.removeprefix("iofleet: "))
             plan_doc = plan.to_dict()
             raw_root.mkdir(parents=True, exist_ok=True)
             while True:  # the run's raw folder is created exclusively: its id is ours alone
@@ -640,9 +645,14 @@ def _finish(
             raise
         progress.done(f"ingested into {warehouse_path}: {stats}")
         html = out_dir / "report.html"
-        rc = report_command(
-            warehouse_path, run_id=run_id, fmt=report_format, html=str(html), opened=wh
-        )
+        try:
+            rc = report_command(
+                warehouse_path, run_id=run_id, fmt=report_format, html=str(html), opened=wh
+            )
+        except OSError as exc:  # the table, after report.html: stdout is gone
+            if summary.interrupted is None or exc.errno not in (errno.EIO, errno.EPIPE):
+                raise
+            rc = 0  # a hung-up terminal (SIGHUP): the report is in report.html
     progress.done(f"report: {html}")
     if summary.failed:
         progress.done(
@@ -660,8 +670,11 @@ def _finish(
 
 
 def _say(line: str) -> None:
-    """One line on stderr, quiet or not."""
-    print(f"iofleet: {line}", file=sys.stderr, flush=True)
+    """One line on stderr, quiet or not; none when stderr is gone (a hung-up terminal)."""
+    try:
+        print(f"iofleet: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _left_for_next_run(

@@ -316,6 +316,37 @@ def test_sigterm_during_fio_keeps_the_finished_workloads_and_the_next_run_ingest
     assert _query(tmp_path, "SELECT count(*) FROM runs") == [(2,)]
 
 
+# --- while fio lays its file out, before its timed phase ----------------------------
+
+
+def test_sigint_while_fio_lays_out_its_file_removes_it(tmp_path: Path) -> None:
+    # given a slot whose fio lays out an 8 GiB file (several seconds of writes)
+    layout = {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 60, "SIZE": "8g"}}
+    run = Run(tmp_path, _matrix(tmp_path, [layout], [1]))
+    try:
+        wait_for(
+            lambda: (
+                any(comm(p) == "fio" for p in run.look())
+                and list((tmp_path / "target").glob("iofleet-*/*/slot-0000/randread*"))
+            ),
+            120,
+            "fio to start laying out its file",
+        )
+        # when
+        run.signal(signal.SIGINT)
+        code = run.finish()
+    finally:
+        run.finish()
+    # then: 130, one line, the file and everything else gone, the slot FAILED, no fio row
+    assert code == 130, run.stderr()
+    _the_line(run, "SIGINT")
+    assert_nothing_left(tmp_path, run)
+    assert _query(tmp_path, "SELECT status, error FROM slots") == [
+        ("FAILED", "slot interrupted by a signal")
+    ]
+    assert _query(tmp_path, "SELECT count(*) FROM fio_results") == [(0,)]
+
+
 # --- while ioping runs -------------------------------------------------------------
 
 
@@ -337,6 +368,67 @@ def test_sighup_during_ioping_keeps_the_fio_results(tmp_path: Path) -> None:
     assert _query(tmp_path, "SELECT count(*) > 0 FROM fio_results") == [(True,)]
     assert _query(tmp_path, "SELECT count(*) FROM ioping_requests") == [(0,)]
     assert _query(tmp_path, "SELECT status FROM slots") == [("FAILED",)]
+
+
+# --- the terminal hangs up: SIGHUP, and stdout and stderr are gone ----------------
+
+
+def test_a_hang_up_with_the_terminal_gone_still_cleans_up_and_ingests(tmp_path: Path) -> None:
+    # given a run writing its progress to a terminal (a pty), its slot in a long fio
+    master, slave = os.openpty()
+    matrix = _matrix(tmp_path, [IOPING, _long_fio()], [1])
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out"],
+            cwd=tmp_path,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
+    finally:
+        os.close(slave)
+    os.set_blocking(master, False)
+    seen: dict[int, int] = {}
+    try:
+        wait_for(
+            lambda: (
+                _drain(master)
+                or seen.update(tree(run.pid))
+                or sum(comm(p) == "fio" for p in seen) >= 3
+            ),
+            120,
+            "the slot's fio",
+        )
+        # when: the terminal goes away (writes to it now fail with EIO) and SIGHUP comes
+        os.close(master)
+        master = -1
+        seen.update(tree(run.pid))
+        os.killpg(run.pid, signal.SIGHUP)
+        code = run.wait(timeout=180)
+    finally:
+        if master >= 0:
+            os.close(master)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    # then: 129, nothing left, and what was measured is ingested
+    assert code == 129
+    assert alive(seen) == []
+    assert _under(tmp_path) == []
+    assert list((tmp_path / "target").iterdir()) == []
+    assert _query(tmp_path, "SELECT status FROM runs") == [("ABORTED",)]
+    assert _query(tmp_path, "SELECT count(*) FROM ioping_requests") == [(2,)]
+    assert (tmp_path / "out" / "report.html").is_file()
+
+
+def _drain(fd: int) -> None:
+    """Read what the run wrote to the terminal so far, as a terminal would."""
+    try:
+        while os.read(fd, 65536):
+            pass
+    except BlockingIOError:  # nothing more for now
+        pass
 
 
 # --- between cells: one cell done, the next one's agents starting ------------------
