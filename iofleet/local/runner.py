@@ -412,13 +412,14 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
                 set_subreaper(False)
                 run_doc.update(finished_at=iso(utc_now()), status=summary.status)
                 _write_json(raw_root / run_id / "run.json", run_doc)
+        hurried = stops.hurry  # a second signal while stopping: no ingest, no report
         try:
-            if stops.hurry:  # a second signal: the ingest is left to the next run
+            if hurried:
                 raise Interrupted(stops.received[1])
             with stops.interruptible():
                 return _finish(out_dir, raw_root, run_id, summary, report_format, progress, stops)
         except Interrupted as exc:  # the warehouse's transaction was rolled back
-            return _left_for_next_run(out_dir, run_id, summary, exc, stops.hurry)
+            return _left_for_next_run(out_dir, run_id, summary, exc, hurried)
 
 
 def _run_cell(  # type: ignore[no-untyped-def]

@@ -508,6 +508,41 @@ def test_a_signal_during_ingest_leaves_the_warehouse_as_it_was(
     ]
 
 
+def test_a_second_signal_while_ingesting_a_stopped_run_leaves_it_to_the_next_run(
+    tmp_path: Path,
+) -> None:
+    # given a run stopped by Ctrl-C during its fio, now ingesting what it measured
+    mark = tmp_path / "ingesting"
+    run = Run(
+        tmp_path,
+        _matrix(tmp_path, [IOPING, _long_fio()], [1]),
+        driver={"SIG_AT": "ingest", "SIG_MARK": str(mark)},
+    )
+    try:
+        wait_for(lambda: sum(comm(p) == "fio" for p in run.look()) >= 3, 120, "the slot's fio")
+        run.signal(signal.SIGINT)
+        wait_for(mark.exists, 120, "the ingest")
+        # when: SIGTERM while it ingests
+        run.signal(signal.SIGTERM)
+        code = run.finish()
+    finally:
+        run.finish()
+    # then: the first signal's status, one line naming both, nothing left, no row of it
+    assert code == 130, run.stderr()
+    line = _the_line(run, "SIGINT")
+    assert "then by SIGTERM while ingesting" in line
+    assert_nothing_left(tmp_path, run)
+    assert _query(tmp_path, "SELECT count(*) FROM runs") == [(0,)]
+    # and the next run ingests it: ABORTED, its slot FAILED, its ioping kept
+    (run_id,) = _run_ids(tmp_path)
+    _next_run(tmp_path)
+    assert _query(tmp_path, f"SELECT status FROM runs WHERE run_id = '{run_id}'") == [("ABORTED",)]
+    assert _query(tmp_path, f"SELECT status FROM slots WHERE run_id = '{run_id}'") == [("FAILED",)]
+    assert _query(tmp_path, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{run_id}'") == [
+        (2,)
+    ]
+
+
 # --- while the report is written ---------------------------------------------------
 
 
