@@ -370,6 +370,41 @@ def test_sighup_during_ioping_keeps_the_fio_results(tmp_path: Path) -> None:
     assert _query(tmp_path, "SELECT status FROM slots") == [("FAILED",)]
 
 
+# --- while a slot cleans up after its last workload --------------------------------
+
+
+def test_sigterm_while_a_slot_cleans_up_keeps_its_own_record(tmp_path: Path) -> None:
+    # given a slot whose only workload leaves 30,000 files to remove from the target
+    many = {
+        "app": {
+            "name": "many",
+            "run": "python3 -c \"[open(f'f{i}', 'w').close() for i in range(30000)]\"",
+        }
+    }
+    run = Run(tmp_path, _matrix(tmp_path, [many], [1]))
+    try:
+        wait_for(
+            lambda: list((tmp_path / "out" / "raw").glob("*/*/slot-0000/w00-app-many.json")),
+            120,
+            "the app's timing (its workload done)",
+        )
+        # when: SIGTERM as the slot removes its files
+        run.signal(signal.SIGTERM)
+        code = run.finish()
+    finally:
+        run.finish()
+    # then: 143, nothing left, and the slot, whose workload ran, recorded itself whole
+    assert code == 143, run.stderr()
+    _the_line(run, "SIGTERM")
+    assert_nothing_left(tmp_path, run)
+    (record,) = (tmp_path / "out" / "raw").glob("*/*/slot-0000/slot.json")
+    doc = json.loads(record.read_text())
+    assert "recorded_by" not in doc
+    assert [w["status"] for w in doc["workloads"]] == ["SUCCEEDED"]
+    assert _query(tmp_path, "SELECT status FROM slots") == [("SUCCEEDED",)]
+    assert _query(tmp_path, "SELECT count(*) FROM app_runs") == [(1,)]
+
+
 # --- the terminal hangs up: SIGHUP, and stdout and stderr are gone ----------------
 
 
