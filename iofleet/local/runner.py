@@ -539,9 +539,10 @@ def _stop_cell(
 ) -> None:
     """A cell cut short (a signal, an error): stop its agents (`_stop_all`), kill what
     they left, record every slot that started and did not record itself FAILED, and
-    remove the cell's files from the target: the slots' working directories and its
-    populate data (`shared`), then the cell and run directories once empty. Later
-    signals do not cut this short (`StopSignals`); a second one only makes it hurry."""
+    remove the cell's files from the target: the slots' working directories, the
+    populate step's and its data (`shared`), then the cell and run directories once
+    empty. Later signals do not cut this short (`StopSignals`); a second one only
+    makes it hurry."""
     from iofleet.agent.target import remove_workdir
 
     with stops.shielded() if stops is not None else contextlib.nullcontext():
@@ -556,7 +557,8 @@ def _stop_cell(
                 record_dead_agent(slot, run_id, target, f"{why}: {death}")
             else:  # never got as far as its manifest: nothing to record
                 remove_workdir(target, run_id, cell_id, f"slot-{slot.slot_index:04d}")
-        remove_workdir(target, run_id, cell_id, "shared")
+        for subdir in ("populate", "shared"):  # a populate step cut in its own cleanup
+            remove_workdir(target, run_id, cell_id, subdir)
 
 
 # What `_finish` imports (ingest, the report), in the order `prepare_finish` loads them.

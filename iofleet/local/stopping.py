@@ -71,10 +71,6 @@ class StopSignals:
         self._previous.clear()
 
     @property
-    def first(self) -> Interrupted | None:
-        return Interrupted(self.received[0]) if self.received else None
-
-    @property
     def hurry(self) -> bool:
         """A second signal came: stop the slots now, leave ingest to the next run."""
         return len(self.received) > 1
@@ -125,8 +121,8 @@ class StopSignals:
     def interrupting(self, interrupt: Callable[[], None]) -> Iterator[None]:
         """Inside, a stop signal also calls `interrupt` at once, from a thread. A Python
         signal handler runs only between bytecodes, and DuckDB looks for signals only
-        now and then while a statement runs (a long one can run on for minutes after
-        Ctrl-C): `interrupt` is the connection's `interrupt()`, which stops the
+        now and then while a statement runs (one ran on past a test's 180 s bound
+        after Ctrl-C): `interrupt` is the connection's `interrupt()`, which stops the
         statement; the handler then raises in the main thread as usual."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)
