@@ -317,9 +317,9 @@ def _run(args: argparse.Namespace) -> int:
     except OutputBusy as exc:
         print(f"iofleet: {exc}", file=sys.stderr)
         return EXIT_BUSY
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # `iofleet local` names the signal (local.stopping)
         print("iofleet: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return int(getattr(exc, "exit_status", EXIT_INTERRUPTED))
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback by default

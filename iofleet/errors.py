@@ -46,7 +46,7 @@ EXIT_USAGE = 2  # bad input: matrix, command line, payload, a file given to pars
 EXIT_ENVIRONMENT = 3  # the machine, not the input: --out not writable or full, a tool missing
 EXIT_BUSY = 4  # --out is in use by another run
 EXIT_INTERNAL = 70  # a bug in iofleet (EX_SOFTWARE); IOFLEET_DEBUG=1 shows the traceback
-EXIT_INTERRUPTED = 130  # SIGINT / SIGTERM / SIGHUP
+EXIT_INTERRUPTED = 130  # SIGINT; `iofleet local` exits 128 + the signal (local.stopping)
 
 
 class EnvironmentProblem(Exception):

@@ -16,18 +16,27 @@ The guard (`claim_device`) asks the kernel, not a parser (docs/decisions.md #4):
    with O_EXCL, so they still can); for a filesystem target it is released
    just before mkfs, which opens O_EXCL itself, and mount claims the device
    again (the window and what it allows are in decisions #4).
-3. A device (or partition) another process merely has open (seen in
+3. A device with no capacity (0 bytes: an unattached loop device, no medium) or that
+   is read-only, or has a read-only partition (the kernel's ro flag: BLKROGET, sysfs
+   `ro`; losetup -r, blockdev --setro, a write-protected medium) is refused: writes
+   would fail mid-run on a device someone protected.
+4. A device (or partition) another process merely has open (seen in
    /proc/*/fd, as fuser does, or mapped in /proc/*/maps) or that backs a loop
    device (/sys/block/loop*/loop/backing_file: the kernel holds it without a
    claim) is refused.
-4. Unless this run created the volume: no signature libblkid knows
+5. Unless this run created the volume: no signature libblkid knows
    (`blkid -p`, at offset 0 and at every MiB boundary where data is found)
    and no non-zero byte in the sampled blocks: the whole first and last MiB,
-   and the first 8 KiB and the 8 KiB at +64 KiB of every MiB up to 1 GiB and
+   and the first 8 KiB and the 8 KiB at +64 KiB of every MiB up to 8 GiB and
    of evenly spaced points beyond (where filesystems, RAID and LVM
-   superblocks sit in a partition that starts there). A volume this run
-   created may carry anything (a filesystem from an earlier attempt), but the
-   kernel rules 1-3 hold for it too.
+   superblocks sit in a partition that starts there), and no partition the
+   kernel lists (a table wiped under the kernel leaves its partitions, whose
+   data may sit between the samples). A volume this run created may carry
+   anything (a filesystem from an earlier attempt), but the kernel rules 1-4
+   hold for it too.
+
+The device's partitions, holders and sysfs flags are looked up by its kernel name,
+found from its device number (a node may carry any file name).
 
 Every refusal is one line, `refusing DEVICE: reason`. Stdlib only (runs as
 root on the instance).
@@ -153,9 +162,51 @@ def device_bytes(device: Path) -> int:
         os.close(fd)
 
 
+BLKSSZGET = 0x1268  # linux/fs.h _IO(0x12, 104): logical block size, what O_DIRECT aligns to
+
+
+def logical_block_size(device: Path) -> int:
+    """The device's logical block size in bytes (512, or 4096 on a 4Kn device): the unit an
+    O_DIRECT I/O's offset and length must be a multiple of. DeviceError if it cannot tell."""
+    import fcntl
+
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise DeviceError(f"{device}: cannot open: {exc.strerror or exc}") from None
+    try:
+        out = bytearray(4)
+        fcntl.ioctl(fd, BLKSSZGET, out)
+    except OSError as exc:
+        raise DeviceError(f"{device}: no logical block size: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return int.from_bytes(out, "little")
+
+
+def kernel_name(device: Path, sys_class_block: Path = SYS_CLASS_BLOCK) -> str:
+    """The kernel's name of the block device behind `device` (e.g. `loop3`), found by its
+    device number in sysfs: a node may carry any file name (a udev NAME rule, a container's
+    own /dev, a node made with mknod), and sysfs knows the device only by its kernel name.
+    The node's own name when sysfs does not list the number."""
+    number = _rdev(device)
+    if number is not None:
+        wanted = f"{os.major(number)}:{os.minor(number)}"
+        name = device.resolve().name
+        if _sysfs_dev(name, sys_class_block) == wanted:
+            return name
+        try:
+            return _sys_dev(number).resolve(strict=True).name
+        except OSError:
+            for dev_file in sys_class_block.glob("*/dev"):
+                if _sysfs_dev(dev_file.parent.name, sys_class_block) == wanted:
+                    return dev_file.parent.name
+    return device.resolve().name
+
+
 def partitions_of(device: Path, sys_class_block: Path = SYS_CLASS_BLOCK) -> list[str]:
     """Kernel names of the device's partitions (e.g. ['loop3p1'])."""
-    base = sys_class_block / device.resolve().name
+    base = sys_class_block / kernel_name(device, sys_class_block)
     try:
         children = sorted(base.iterdir())
     except OSError:
@@ -218,7 +269,8 @@ def signatures_of(device: Path, offset: int = 0) -> list[str]:
 
 
 MIB = 1 << 20
-HEAD_SCAN_BYTES = 1 << 30  # every MiB boundary is sampled up to here
+HEAD_SCAN_BYTES = 8 << 30  # every MiB boundary is sampled up to here (partition starts)
+SCAN_THREADS = 16  # sampled reads in flight at once (an EBS volume serves them in parallel)
 MAX_FAR_SAMPLES = 1024  # beyond it, at most this many evenly spaced boundaries
 MAX_NAMED_PROBES = 16  # blkid runs to name data found at boundaries (the refusal stands anyway)
 _WINDOWS = ((0, 8192), (65536, 8192))  # at a boundary: ext, xfs, LVM, md 1.2, swap; btrfs
@@ -236,7 +288,7 @@ def sample_plan(size: int) -> list[tuple[int, int]]:
             if boundary + at + length <= size:
                 plan.append((boundary + at, length))
     tail = max(size - MIB, 0) // 4096 * 4096
-    if tail > 0:
+    if size > MIB:  # (a device just over 1 MiB: the tail read starts at 0 and covers it all)
         plan.append((tail, size - tail))
     return plan
 
@@ -257,20 +309,30 @@ def nonzero_offsets(device: Path, size: int) -> list[int]:
         fd = os.open(device, flags | getattr(os, "O_DIRECT", 0))
     except OSError:
         fd = os.open(device, flags)
-    found = []
+    from concurrent.futures import ThreadPoolExecutor  # reads overlap: QD>1 on a volume
+
+    def first_nonzero(block: tuple[int, int]) -> int | None:
+        offset, length = block
+        try:
+            data = _read_at(fd, offset, length)
+        except OSError as exc:
+            raise DeviceRefused(
+                f"refusing {device}: cannot read it at offset {offset}: {exc.strerror or exc}"
+            ) from None
+        if data.strip(b"\0"):
+            return offset + (len(data) - len(data.lstrip(b"\0")))
+        return None
+
     try:
-        for offset, length in sample_plan(size):
-            try:
-                data = _read_at(fd, offset, length)
-            except OSError as exc:
-                raise DeviceRefused(
-                    f"refusing {device}: cannot read it at offset {offset}: {exc.strerror or exc}"
-                ) from None
-            if data.strip(b"\0"):
-                found.append(offset + (len(data) - len(data.lstrip(b"\0"))))
+        with ThreadPoolExecutor(max_workers=SCAN_THREADS) as pool:
+            hits = list(pool.map(first_nonzero, sample_plan(size)))
     finally:
         os.close(fd)
-    return found
+    return [at for at in hits if at is not None]
+
+
+def _mib(size: int) -> str:
+    return f"{size / MIB:.6g} MiB"
 
 
 def _rdev(path: Path) -> int | None:
@@ -374,7 +436,7 @@ def loop_backers(numbers: set[int], sys_block: Path = SYS_BLOCK) -> list[str]:
 def _family(device: Path, sys_class_block: Path) -> dict[str, tuple[int, str]]:
     """Kernel name -> (device number, role) for the device, its partitions and what holds
     either (md, dm); role is "device", "partition" or "holder"."""
-    name = device.resolve().name
+    name = kernel_name(device, sys_class_block)
     roles = {name: "device"}
     for part in partitions_of(device, sys_class_block):
         roles[part] = "partition"
@@ -382,11 +444,11 @@ def _family(device: Path, sys_class_block: Path) -> dict[str, tuple[int, str]]:
         for holder in holders_of(member, sys_class_block):
             roles.setdefault(holder, "holder")
     members: dict[str, tuple[int, str]] = {}
-    for kernel_name, role in roles.items():
-        number = _sysfs_dev(kernel_name, sys_class_block)
+    for member, role in roles.items():
+        number = _sysfs_dev(member, sys_class_block)
         if number and number.count(":") == 1:
             major, minor = number.split(":")
-            members[kernel_name] = (os.makedev(int(major), int(minor)), role)
+            members[member] = (os.makedev(int(major), int(minor)), role)
     return members
 
 
@@ -396,7 +458,8 @@ def _why_busy(device: Path, sys_class_block: Path, swaps: Path) -> str:
     mounts carry an anonymous number), active swap, sysfs holders."""
     family = _family(device, sys_class_block)
     by_number = {f"{os.major(n)}:{os.minor(n)}": k for k, (n, _) in family.items()}
-    by_path = {f"/dev/{k}": k for k in family} | {str(device): device.resolve().name}
+    name = kernel_name(device, sys_class_block)
+    by_path = {f"/dev/{k}": k for k in family} | {str(device): name, str(device.resolve()): name}
     seen_ns: set[str] = set()
     where: list[str] = []
     own_ns = _mnt_ns("self")
@@ -444,10 +507,40 @@ class DeviceClaim:
         self.device = device
         self.size = size
         self._fd: int | None = fd
+        self.number = os.fstat(fd).st_rdev
 
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    def change(self) -> str | None:
+        """What became of the device since it was claimed (one line), None if nothing: its
+        node gone or naming another device (an EBS volume detached, another attached under
+        its name), its size changed, or it turned read-only. The agent asks before each
+        workload on a raw device (a node that names another device is one the guard never
+        checked) and after one fails (to say why)."""
+        if self._fd is None:
+            return None
+        since = "since the guard claimed it"
+        try:
+            now = os.stat(self.device).st_rdev
+        except OSError as exc:
+            return f"{self.device} is gone {since} ({exc.strerror or exc})"
+        if now != self.number:
+            return (
+                f"{self.device} names another device {since} "
+                f"({os.major(now)}:{os.minor(now)}, not {os.major(self.number)}:"
+                f"{os.minor(self.number)})"
+            )
+        try:
+            size = os.lseek(self._fd, 0, os.SEEK_END)
+        except OSError as exc:
+            return f"{self.device} cannot be read {since} ({exc.strerror or exc})"
+        if size != self.size:
+            return f"{self.device} changed size {since} ({_mib(self.size)} -> {_mib(size)})"
+        if _read_only(self._fd):
+            return f"{self.device} turned read-only {since}"
+        return None
 
     def release(self) -> None:
         if self._fd is not None:
@@ -490,13 +583,67 @@ def claim_device(
         raise DeviceRefused(f"refusing {device}: cannot open: {exc.strerror or exc}") from None
     claim = DeviceClaim(device, fd, os.lseek(fd, 0, os.SEEK_END))
     try:
+        if claim.size == 0:
+            raise DeviceRefused(
+                f"refusing {device}: it has no capacity (0 bytes: no medium, or a loop "
+                "device with nothing attached)"
+            )
+        _refuse_if_read_only(device, fd, sys_class_block)
         _refuse_if_open(device, sys_class_block)
         if not created_by_run:
-            _refuse_unless_blank(device, claim.size)
+            _refuse_unless_blank(device, claim.size, sys_class_block)
     except BaseException:
         claim.release()
         raise
     return claim
+
+
+BLKROGET = 0x125E  # linux/fs.h _IO(0x12, 94): the kernel's read-only flag of a block device
+
+
+def _read_only(fd: int) -> bool:
+    import fcntl  # not at module level: the agent's imports stay light
+
+    flag = bytearray(4)
+    try:
+        fcntl.ioctl(fd, BLKROGET, flag)
+    except OSError:
+        return False  # not a block device ioctl here: sysfs below still answers
+    return int.from_bytes(flag, "little") != 0
+
+
+def _refuse_if_read_only(device: Path, fd: int, sys_class_block: Path) -> None:
+    """A read-only device (losetup -r, blockdev --setro, a write-protected medium) or one
+    with a read-only partition: someone protected it, and writes to it would fail mid-run."""
+    name = kernel_name(device, sys_class_block)
+    if _read_only(fd) or _sysfs_flag(sys_class_block / name / "ro"):
+        raise DeviceRefused(f"refusing {device}: it is read-only (the kernel's ro flag is set)")
+    protected = [
+        p for p in partitions_of(device, sys_class_block) if _sysfs_flag(sys_class_block / p / "ro")
+    ]
+    if protected:
+        raise DeviceRefused(
+            f"refusing {device}: its partition {', '.join(protected)} is read-only "
+            "(the kernel's ro flag is set)"
+        )
+
+
+def _sysfs_flag(path: Path) -> bool:
+    try:
+        return path.read_text().strip() not in ("", "0")
+    except OSError:
+        return False
+
+
+def _refuse_if_partitioned(device: Path, sys_class_block: Path) -> None:
+    """Partitions the kernel knows mean a partition table was read from the device, even if
+    it has since been wiped: their data may sit anywhere (beyond what the scan samples)."""
+    parts = partitions_of(device, sys_class_block)
+    if parts:
+        raise DeviceRefused(
+            f"refusing {device}: the kernel lists partitions on it ({', '.join(parts)}); "
+            "only blank volumes or volumes created by this run are used"
+        )
 
 
 def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
@@ -515,13 +662,14 @@ def _refuse_if_open(device: Path, sys_class_block: Path) -> None:
         raise DeviceRefused(f"refusing {device}: it backs loop device {', '.join(backed)}")
 
 
-def _refuse_unless_blank(device: Path, size: int) -> None:
+def _refuse_unless_blank(device: Path, size: int, sys_class_block: Path) -> None:
     found = signatures_of(device)
     if found:
         raise DeviceRefused(
             f"refusing {device}: it carries a signature ({', '.join(found)}); "
             "only blank volumes or volumes created by this run are used"
         )
+    _refuse_if_partitioned(device, sys_class_block)
     data = nonzero_offsets(device, size)
     if not data:
         return

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -150,7 +151,7 @@ def _raw_leftovers(ctx: _Context, what: str) -> str | None:
 
 
 def _run_fio(ctx: _Context, w: Workload) -> Outcome:
-    from iofleet.agent.devices import device_bytes
+    from iofleet.agent.devices import device_bytes, logical_block_size
     from iofleet.plan.fiojobs import render_command
 
     raw = ctx.target.raw_device
@@ -162,6 +163,7 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
                 str(ctx.target.workdir),
                 device=str(raw),
                 device_bytes=device_bytes(raw),
+                device_block_bytes=logical_block_size(raw),
             )
         else:
             argv, job_env = render_command(w.name, w.params, str(ctx.target.workdir))
@@ -201,14 +203,59 @@ def ioping_argv(w: Workload, target: str, raw_device: bool) -> list[str]:
     return argv + [target]
 
 
+# ioping's own messages (err/errx, getopt): "ioping: ..."; a bad option is followed
+# by the whole usage text, whose last line says nothing about the failure
+_IOPING_MESSAGE = re.compile(r"^(?:\S*/)?ioping: .+$", re.MULTILINE)
+
+
+def _ioping_complaint(stderr: str) -> str | None:
+    lines = _IOPING_MESSAGE.findall(stderr)
+    if not lines:
+        return None
+    line = lines[-1].strip()[:300]
+    if re.search(r"option (?:-- )?'-?J'", line):  # ioping 1.1 and older print no JSON
+        line += " (iofleet runs ioping -J: ioping 1.2 or later)"
+    return line
+
+
+_IOPING_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}  # ioping's suffixes
+
+
+def _ioping_direct_problem(raw: Path, size: str) -> str | None:
+    """ioping -D on a device issues requests of `size` at multiples of `size`; the kernel
+    rejects (EINVAL) O_DIRECT requests that are not whole logical blocks (a 4Kn device and
+    -s 512): say so before ioping runs."""
+    from iofleet.agent.devices import DeviceError, logical_block_size
+
+    try:
+        block = logical_block_size(raw)
+    except DeviceError as exc:
+        return str(exc)
+    unit = size[-1].lower() if size[-1:].isalpha() else ""
+    nbytes = int(size[: len(size) - len(unit)]) * _IOPING_UNITS[unit]
+    if nbytes % block:
+        return (
+            f"ioping size {size} on {raw}: direct I/O needs whole logical blocks of {block} "
+            f"bytes (the kernel would refuse it); use a multiple of {block}"
+        )
+    return None
+
+
 def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
     from iofleet.results.parsers.ioping import parse_ioping
 
     raw = ctx.target.raw_device
+    if raw is not None and w.direct:
+        problem = _ioping_direct_problem(raw, w.size or "4k")
+        if problem:
+            return Outcome(FAILED, problem)
     argv = ioping_argv(w, str(raw or ctx.target.workdir), raw is not None)
     result = run_child(argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline)
     artifact = ctx.put(f"w{w.index:02d}-ioping.json", result.stdout) if result.stdout else None
     status, error = _child_failure("ioping", result)
+    complaint = _ioping_complaint(result.stderr_tail)
+    if status == FAILED and result.returncode and not result.error and complaint:
+        error = f"ioping exited with status {result.returncode}: {complaint}"
     if status == SUCCEEDED:
         try:
             parse_ioping(result.stdout)
@@ -427,90 +474,103 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     running: int | None = None
     entries: list[dict[str, object]] = []
     phases: list[dict[str, object]] = []
-    try:
-        if target.error:
-            barrier.announce(spec.slot_index)  # the other slots need not wait for us
-            error = f"target: {target.error}"
-        else:
-            remaining = max(deadline - time.monotonic(), 0.0)
-            try:
-                passage = barrier.wait(spec.slot_index, timeout_s=remaining)
-            except BarrierError as exc:  # the barrier broke while waiting: nothing runs
-                error = f"start barrier: {exc}"
+    with contextlib.ExitStack() as tail:  # a signal that came meanwhile: on leaving
+        try:
+            if target.error:
+                barrier.announce(spec.slot_index)  # the other slots need not wait for us
+                error = f"target: {target.error}"
             else:
-                waited = passage.waited_s
-                error = passage.error
-                if passage.passed:
-                    clock_at_pass = clock_status()  # the kernel's error bound at the start
-        for w in spec.workloads:
-            if error is not None:  # target or barrier trouble: nothing runs
-                outcome = Outcome(SKIPPED, "not run: " + error)
-            elif time.monotonic() >= deadline:
-                outcome = Outcome(SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached")
-            else:
-                running = w.index
-                phase = None if target.error else _burst_phase(ctx, w)
-                if phase is not None:
-                    phases.append(phase)
-                outcome = _run_workload(ctx, w)
-            entries.append(_entry(w, outcome))
-    except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
-        interrupted = True
-        error = "slot interrupted by a signal"
-        done = {e["index"] for e in entries}
-        for w in spec.workloads:
-            if w.index not in done:
-                status = FAILED if w.index == running else SKIPPED
-                entries.append(_entry(w, Outcome(status, error)))
-    finally:
-        cleanup_problem = cleanup_target(target)
-    failed = [e for e in entries if e["status"] != SUCCEEDED]
-    failed_phases = [p for p in phases if p["status"] != SUCCEEDED]
-    if error is None and failed_phases and not failed:
-        first_phase = failed_phases[0]
-        error = (
-            f"burst_policy {spec.burst.policy} before workload {first_phase['workload_index']}: "
-            f"{first_phase['status']}: {first_phase['error']}"
-        )
-    if error is None and failed:
-        first = failed[0]
-        error = (
-            f"{len(failed)} of {len(entries)} workloads did not succeed; first: "
-            f"workload {first['index']} ({first['kind']} {first['name']}): {first['status']}: {first['error']}"
-        )
-    exit_code = EXIT_INTERRUPTED if interrupted else EXIT_FAILED if error else EXIT_OK
-    store.put_json(
-        f"{prefix}/slot.json",
-        {
-            "version": 1,
-            "run_id": spec.run_id,
-            "cell_id": spec.cell_id,
-            "slot_index": spec.slot_index,
-            "status": SUCCEEDED if exit_code == EXIT_OK else FAILED,
-            "exit_code": exit_code,
-            "error": error,
-            "started_at": started_at,
-            "finished_at": _now(),
-            "barrier_waited_s": round(waited, 3),
-            # the agreed start instant and the one this slot passed (its wall clock)
-            "barrier_released_at": iso_us(passage.released_us) if passage else None,
-            "barrier_passed_at": iso_us(passage.passed_us) if passage else None,
-            "barrier_late_s": round(passage.late_us / 1e6, 6)
-            if passage and passage.passed
-            else None,
-            "clock": clock_at_pass,
-            "cleanup_problem": cleanup_problem,
-            "workloads": entries,
-            "burst": {
-                "policy": spec.burst.policy,
-                "applied": burst_applies(spec),
-                "note": burst_note(spec),
-                "phases": phases,
+                remaining = max(deadline - time.monotonic(), 0.0)
+                try:
+                    passage = barrier.wait(spec.slot_index, timeout_s=remaining)
+                except BarrierError as exc:  # the barrier broke while waiting: nothing runs
+                    error = f"start barrier: {exc}"
+                else:
+                    waited = passage.waited_s
+                    error = passage.error
+                    if passage.passed:
+                        clock_at_pass = clock_status()  # the kernel's error bound at the start
+            for w in spec.workloads:
+                if error is not None:  # target or barrier trouble: nothing runs
+                    outcome = Outcome(SKIPPED, "not run: " + error)
+                elif time.monotonic() >= deadline:
+                    outcome = Outcome(
+                        SKIPPED, f"slot time limit of {spec.time_limit_s:g} s reached"
+                    )
+                else:
+                    running = w.index
+                    moved = target.device_change()  # raw: the device the guard claimed, still?
+                    if moved:
+                        outcome = Outcome(FAILED, f"not run: {moved}")
+                    else:
+                        phase = None if target.error else _burst_phase(ctx, w)
+                        if phase is not None:
+                            phases.append(phase)
+                        outcome = _run_workload(ctx, w)
+                        moved = target.device_change()  # fio caps its I/O to a shrunk device
+                        if moved:  # silently: its figures are not about the device claimed
+                            outcome.status = FAILED
+                            outcome.error = f"{outcome.error}; {moved}" if outcome.error else moved
+                entries.append(_entry(w, outcome))
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
+            interrupted = True
+            error = "slot interrupted by a signal"
+            done = {e["index"] for e in entries}
+            for w in spec.workloads:
+                if w.index not in done:
+                    status = FAILED if w.index == running else SKIPPED
+                    entries.append(_entry(w, Outcome(status, error)))
+        finally:
+            # from here the slot only cleans up and records: no signal cuts that
+            tail.enter_context(stops_held())
+            cleanup_problem = cleanup_target(target)
+        failed = [e for e in entries if e["status"] != SUCCEEDED]
+        failed_phases = [p for p in phases if p["status"] != SUCCEEDED]
+        if error is None and failed_phases and not failed:
+            first_phase = failed_phases[0]
+            error = (
+                f"burst_policy {spec.burst.policy} before workload {first_phase['workload_index']}: "
+                f"{first_phase['status']}: {first_phase['error']}"
+            )
+        if error is None and failed:
+            first = failed[0]
+            error = (
+                f"{len(failed)} of {len(entries)} workloads did not succeed; first: "
+                f"workload {first['index']} ({first['kind']} {first['name']}): {first['status']}: {first['error']}"
+            )
+        exit_code = EXIT_INTERRUPTED if interrupted else EXIT_FAILED if error else EXIT_OK
+        store.put_json(
+            f"{prefix}/slot.json",
+            {
+                "version": 1,
+                "run_id": spec.run_id,
+                "cell_id": spec.cell_id,
+                "slot_index": spec.slot_index,
+                "status": SUCCEEDED if exit_code == EXIT_OK else FAILED,
+                "exit_code": exit_code,
+                "error": error,
+                "started_at": started_at,
+                "finished_at": _now(),
+                "barrier_waited_s": round(waited, 3),
+                # the agreed start instant and the one this slot passed (its wall clock)
+                "barrier_released_at": iso_us(passage.released_us) if passage else None,
+                "barrier_passed_at": iso_us(passage.passed_us) if passage else None,
+                "barrier_late_s": round(passage.late_us / 1e6, 6)
+                if passage and passage.passed
+                else None,
+                "clock": clock_at_pass,
+                "cleanup_problem": cleanup_problem,
+                "workloads": entries,
+                "burst": {
+                    "policy": spec.burst.policy,
+                    "applied": burst_applies(spec),
+                    "note": burst_note(spec),
+                    "phases": phases,
+                },
             },
-        },
-    )
-    if error:
-        _say(f"slot {spec.slot_index} of {spec.cell_id} FAILED: {error}")
+        )
+        if error:
+            _say(f"slot {spec.slot_index} of {spec.cell_id} FAILED: {error}")
     return exit_code
 
 
@@ -553,6 +613,32 @@ def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous if after is None else after)
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Inside, SIGTERM and SIGINT wait: the slot's cleanup and its slot.json are never cut
+    short (a signal there used to leave a slot whose workloads had all run without its
+    record: its parent then recorded it FAILED, with its workload entries lost). A
+    signal that came meanwhile meets, on leaving, the handler it would have met. Only
+    in the main thread (where Python handles signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    stops = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in stops}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for first in came[:1]:
+            meets = previous[signal.Signals(first)]
+            if callable(meets):
+                meets(first, None)  # raises KeyboardInterrupt (sigterm_interrupts, Ctrl-C)
+            elif meets == signal.SIG_DFL:
+                signal.raise_signal(first)
 
 
 def run_populate(payload: dict, workload_index: int) -> int:

@@ -47,6 +47,10 @@ class PreparedTarget:
     _cell_fd: int | None = field(default=None, repr=False)  # O_NOFOLLOW fd of the cell dir
     _names: tuple[str, str, str] = field(default=("", "", ""), repr=False)  # run, cell, subdir
 
+    def device_change(self) -> str | None:
+        """For a raw device: what became of it since the guard claimed it, if anything."""
+        return self._claim.change() if self._claim is not None else None
+
     def details(self) -> dict[str, object]:
         """The manifest's target fields."""
         path = str(self.raw_device) if self.raw_device else (str(self.root) if self.root else None)

@@ -10,6 +10,8 @@ Athena, a file barrier instead of DynamoDB.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import secrets
@@ -33,10 +35,12 @@ from iofleet.agent.reaper import (
 )
 from iofleet.agent.reaper import record_dead_agent as _record
 from iofleet.errors import EnvironmentProblem, UsageError
+from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import make_out_dir, not_a_directory, output_lock
 
 BARRIER_TIMEOUT_S = 600
+STOP_GRACE_S = 10.0  # a stopped agent's time to record its slot before SIGKILL
 WAREHOUSE = "warehouse.duckdb"  # in --out
 
 
@@ -63,6 +67,8 @@ class RunSummary:
     slots: int = 0
     failed: list[str] = field(default_factory=list)
     aborted: bool = False
+    interrupted: Interrupted | None = None  # the signal that stopped the run
+    finishing: str = "ingesting"  # what `_finish` is doing: ingesting | reporting
 
     @property
     def status(self) -> str:
@@ -94,7 +100,9 @@ def resolve_local_path(raw: str, base: Path) -> Path:
 
 
 class Progress:
-    """One status line per change; redrawn in place on a terminal."""
+    """One status line per change; redrawn in place on a terminal. A display only: a
+    stream that cannot be written any more (the terminal hung up: EIO) is given up,
+    never an error of the run."""
 
     def __init__(self, stream: TextIO, quiet: bool):
         self.stream = stream
@@ -102,34 +110,40 @@ class Progress:
         self.tty = stream.isatty()
         self._last = ""
 
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # gone (EIO after a hang-up, EPIPE), or closed
+            self.quiet = True
+
     def line(self, text: str, key: str | None = None) -> None:
         """Show `text`; off a terminal, only when `key` (default: text) changed."""
         if self.quiet:
             return
         key = text if key is None else key
         if self.tty:
-            self.stream.write("\r\033[K" + text)
-            self.stream.flush()
+            self._write("\r\033[K" + text)
         elif key != self._last:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+            self._write(text + "\n")
         self._last = key
 
     def done(self, text: str) -> None:
         if self.quiet:
             return
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        self._write(("\r\033[K" if self.tty else "") + text + "\n")
         self._last = ""
 
 
 def _write_json(path: Path, doc: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:  # an interrupt between the two leaves no .tmp behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _agent_command(payload_path: Path) -> list[str]:
@@ -150,23 +164,36 @@ def _start(slot: SlotProcess, cwd: Path, keep_fds: tuple[int, ...] = ()) -> None
         )
 
 
-def _stop_all(slots: list[SlotProcess]) -> None:
+def _killpg(proc: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_all(slots: list[SlotProcess], hurry: Callable[[], bool] = lambda: False) -> None:
+    """SIGTERM to every running agent (it stops its workload and writes slot.json), then
+    SIGKILL to those still running after STOP_GRACE_S, or at once when `hurry()` turns
+    true (a second Ctrl-C). Returns once every agent has exited."""
+    procs = [s.proc for s in slots if s.proc is not None]
+    for proc in procs:
+        if proc.poll() is None:
+            _killpg(proc, signal.SIGKILL if hurry() else signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while True:
+        running = [p for p in procs if p.poll() is None]
+        if not running:
+            break
+        if hurry() or time.monotonic() >= deadline:
+            for proc in running:
+                _killpg(proc, signal.SIGKILL)
+            for proc in running:
+                proc.wait()
+            break
+        wait_any(running, 0.1)  # wakes when one exits; every 0.1 s to see a hurry
     for slot in slots:
-        if slot.proc and slot.proc.poll() is None:
-            try:
-                os.killpg(slot.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    for slot in slots:
-        if slot.proc:
-            try:
-                slot.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(slot.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                slot.proc.wait()
+        if slot.proc is not None and slot.exit_code is None:
+            slot.exit_code = slot.proc.returncode
 
 
 def record_dead_agent(slot: SlotProcess, run_id: str, target: Path, why: str) -> bool:
@@ -191,56 +218,37 @@ def _run_cell_slots(
     on_exit: Any = None,
     on_started: Any = None,
 ) -> None:
+    """Start the slots and wait for all of them. When interrupted, it returns with the
+    exception and leaves the slots to the caller's cleanup (`_stop_cell`)."""
     for slot in slots:
         _start(slot, cwd, keep_fds)
-    try:
-        if on_started is not None:
-            on_started(slots)
-        while True:
-            # wake when an agent exits (its pidfd), or every 0.5 s for the progress line
-            wait_any([s.proc for s in slots if s.proc and s.exit_code is None], 0.5)
-            running = 0
-            for slot in slots:
-                assert slot.proc is not None
+    if on_started is not None:
+        on_started(slots)
+    while True:
+        # wake when an agent exits (its pidfd), or every 0.5 s for the progress line
+        wait_any([s.proc for s in slots if s.proc and s.exit_code is None], 0.5)
+        running = 0
+        for slot in slots:
+            assert slot.proc is not None
+            if slot.exit_code is None:
+                slot.exit_code = slot.proc.poll()
                 if slot.exit_code is None:
-                    slot.exit_code = slot.proc.poll()
-                    if slot.exit_code is None:
-                        running += 1
-                    else:
-                        if on_exit is not None:
-                            live = {s.proc.pid for s in slots if s.proc and s.exit_code is None}
-                            on_exit(slot, live)
-            done_artifacts = sum(s.artifacts_done() for s in slots)
-            total_artifacts = sum(s.workloads for s in slots)
-            elapsed = time.monotonic() - cell_started
-            finished = len(slots) - running
-            state = (
-                f"{label}: {finished}/{len(slots)} slots finished, "
-                f"{done_artifacts}/{total_artifacts} workloads done"
-            )
-            progress.line(f"{state}, {elapsed:.0f}s", key=state)
-            if running == 0:
-                return
-    except BaseException:
-        _stop_all(slots)
-        raise
-
-
-def _stop_signals_interrupt() -> dict[int, Any]:
-    """SIGTERM and SIGHUP stop a run like Ctrl-C does.
-
-    Slots run in their own sessions (so a stop reaches their whole process
-    group); without this, killing the runner would leave them running.
-    Returns the previous handlers.
-    """
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous: dict[int, Any] = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        previous[signum] = signal.signal(signum, interrupt)
-    return previous
+                    running += 1
+                else:
+                    if on_exit is not None:
+                        live = {s.proc.pid for s in slots if s.proc and s.exit_code is None}
+                        on_exit(slot, live)
+        done_artifacts = sum(s.artifacts_done() for s in slots)
+        total_artifacts = sum(s.workloads for s in slots)
+        elapsed = time.monotonic() - cell_started
+        finished = len(slots) - running
+        state = (
+            f"{label}: {finished}/{len(slots)} slots finished, "
+            f"{done_artifacts}/{total_artifacts} workloads done"
+        )
+        progress.line(f"{state}, {elapsed:.0f}s", key=state)
+        if running == 0:
+            return
 
 
 def _runner_gone(pid: object) -> str:
@@ -391,74 +399,83 @@ def remove_made(made: list[Path]) -> None:
 
 
 def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> int:  # type: ignore[no-untyped-def]
-    progress = Progress(sys.stderr, quiet)
-    raw_root = out_dir / "raw"
-    for line in recover_interrupted(out_dir, raw_root):
-        print(line, file=sys.stderr, flush=True)
-    plan_doc = plan.to_dict()
-    raw_root.mkdir(parents=True, exist_ok=True)
-    while True:  # the run's raw folder is created exclusively: its id is ours alone
-        started = utc_now()
-        run_id = new_run_id(matrix.name, started)
-        try:
-            (raw_root / run_id).mkdir()
-            break
-        except FileExistsError:
-            continue
-    summary = RunSummary(run_id=run_id)
-    run_doc = {
-        "run_id": run_id,
-        "mode": "local",
-        "matrix_name": matrix.name,
-        "description": matrix.description,
-        "started_at": iso(started),
-        "finished_at": None,
-        "status": "RUNNING",
-        "runner_pid": os.getpid(),
-        "total_instances": plan.total_instances,
-        "matrix": matrix.model_dump(mode="json", exclude_none=True),
-        "plan": plan_doc,
-    }
-    _write_json(raw_root / run_id / "run.json", run_doc)
-    progress.done(
-        f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
-    )
-
-    previous = _stop_signals_interrupt()
-    others = children()  # not ours to kill
-    set_subreaper(True)  # a dead agent's workload comes to us, not to init
-    prepare = [prepare_while_starting]  # once, with the first cell
-    try:
-        cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
-        for cell in plan.cells:
-            summary.slots += cell.fleet_size
-            burst = cell_docs[cell.cell_id].get("burst")
-            _run_cell(
-                cell,
-                plan,
-                run_id,
-                base,
-                out_dir,
-                raw_root,
-                progress,
-                summary,
-                burst,
-                (lock_fd,),
-                others,
-                prepare.pop() if prepare else None,
+    with StopSignals() as stops:
+        with stops.shielded():  # a signal here stops the run before its first cell
+            progress = Progress(sys.stderr, quiet)
+            raw_root = out_dir / "raw"
+            for line in recover_interrupted(out_dir, raw_root):
+                _say(line.removeprefix("iofleet: "))
+            plan_doc = plan.to_dict()
+            raw_root.mkdir(parents=True, exist_ok=True)
+            while True:  # the run's raw folder is created exclusively: its id is ours alone
+                started = utc_now()
+                run_id = new_run_id(matrix.name, started)
+                try:
+                    (raw_root / run_id).mkdir()
+                    break
+                except FileExistsError:
+                    continue
+            summary = RunSummary(run_id=run_id)
+            run_doc = {
+                "run_id": run_id,
+                "mode": "local",
+                "matrix_name": matrix.name,
+                "description": matrix.description,
+                "started_at": iso(started),
+                "finished_at": None,
+                "status": "RUNNING",
+                "runner_pid": os.getpid(),
+                "total_instances": plan.total_instances,
+                "matrix": matrix.model_dump(mode="json", exclude_none=True),
+                "plan": plan_doc,
+            }
+            _write_json(raw_root / run_id / "run.json", run_doc)
+            progress.done(
+                f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
             )
-    except KeyboardInterrupt:
-        summary.aborted = True
-        progress.done("interrupted: stopped every slot; ingesting what was measured")
-    finally:
-        set_subreaper(False)
-        kill_orphans(others)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-    run_doc.update(finished_at=iso(utc_now()), status=summary.status)
-    _write_json(raw_root / run_id / "run.json", run_doc)
-    return _finish(out_dir, raw_root, run_id, summary, report_format, progress)
+            others = children()  # not ours to kill
+            prepare = [prepare_while_starting]  # once, with the first cell
+        try:
+            stops.deliver()
+            set_subreaper(True)  # a dead agent's workload comes to us, not to init
+            cell_docs = {c["cell_id"]: c for c in plan_doc["cells"]}
+            for cell in plan.cells:
+                summary.slots += cell.fleet_size
+                burst = cell_docs[cell.cell_id].get("burst")
+                _run_cell(
+                    cell,
+                    plan,
+                    run_id,
+                    base,
+                    out_dir,
+                    raw_root,
+                    progress,
+                    summary,
+                    burst,
+                    (lock_fd,),
+                    others,
+                    prepare.pop() if prepare else None,
+                    stops,
+                )
+        except KeyboardInterrupt as exc:  # the cell has stopped and recorded its slots
+            summary.aborted = True
+            summary.interrupted = (
+                exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+            )
+        finally:
+            with stops.shielded():
+                kill_orphans(others)  # while we are the subreaper: nothing escapes to init
+                set_subreaper(False)
+                run_doc.update(finished_at=iso(utc_now()), status=summary.status)
+                _write_json(raw_root / run_id / "run.json", run_doc)
+        hurried = stops.hurry  # a second signal while stopping: no ingest, no report
+        try:
+            if hurried:
+                raise Interrupted(stops.received[1])
+            with stops.interruptible():
+                return _finish(out_dir, raw_root, run_id, summary, report_format, progress, stops)
+        except Interrupted as exc:  # the warehouse's transaction was rolled back
+            return _left_for_next_run(out_dir, run_id, summary, exc, hurried)
 
 
 def _run_cell(  # type: ignore[no-untyped-def]
@@ -474,6 +491,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
     keep_fds=(),
     others=frozenset(),
     on_started=None,
+    stops=None,
 ) -> None:
     target = resolve_local_path(cell.storage.path, base)
     target.mkdir(parents=True, exist_ok=True)
@@ -502,30 +520,55 @@ def _run_cell(  # type: ignore[no-untyped-def]
             **({"burst": burst} if burst else {}),
         }
 
-    for wi, workload in enumerate(workloads):
-        if workload.get("kind") == "app" and workload.get("populate"):
-            from iofleet.agent.slot import run_populate
-
-            progress.line(f"{label}: populating {workload['name']} once for the cell")
-            rc = run_populate(payload(0), wi)
-            if rc != 0:
-                summary.failed.append(f"{cell.cell_id}/populate")
-                progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
-
     slots: list[SlotProcess] = []
-    for i in range(cell.fleet_size):
-        path = payloads_dir / f"slot-{i:04d}.json"
-        _write_json(path, payload(i))
-        slots.append(
-            SlotProcess(
-                cell_id=cell.cell_id,
-                slot_index=i,
-                payload_path=path,
-                log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
-                raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
-                workloads=len(workloads),
+    try:
+        for wi, workload in enumerate(workloads):
+            if workload.get("kind") == "app" and workload.get("populate"):
+                from iofleet.agent.slot import run_populate
+
+                progress.line(f"{label}: populating {workload['name']} once for the cell")
+                rc = run_populate(payload(0), wi)
+                if rc != 0:
+                    summary.failed.append(f"{cell.cell_id}/populate")
+                    progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
+
+        for i in range(cell.fleet_size):
+            path = payloads_dir / f"slot-{i:04d}.json"
+            _write_json(path, payload(i))
+            slots.append(
+                SlotProcess(
+                    cell_id=cell.cell_id,
+                    slot_index=i,
+                    payload_path=path,
+                    log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
+                    raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
+                    workloads=len(workloads),
+                )
             )
+        _run_slots_of_cell(
+            slots, target, run_id, base, progress, label, cell_started, keep_fds, others, on_started
         )
+    except BaseException as exc:
+        if isinstance(exc, Interrupted):
+            why = f"run interrupted by {exc.name}"
+            progress.done(f"{label}: {why}: stopping its slots (a second signal kills them)")
+        else:
+            why = f"run stopped by {type(exc).__name__}"
+        _stop_cell(slots, target, run_id, cell.cell_id, others, why, stops)
+        raise
+    bad = [s for s in slots if s.exit_code != 0]
+    for s in bad:
+        summary.failed.append(f"{cell.cell_id}/slot-{s.slot_index:04d}")
+    elapsed = time.monotonic() - cell_started
+    status = "ok" if not bad else f"{len(bad)} slot(s) failed, see {bad[0].log_path}"
+    progress.done(f"{label}: {cell.fleet_size} slots in {elapsed:.0f}s: {status}")
+
+
+def _run_slots_of_cell(  # type: ignore[no-untyped-def]
+    slots, target, run_id, base, progress, label, cell_started, keep_fds, others, on_started
+) -> None:
+    """Run the cell's slots to their end, recording any agent that dies without
+    recording itself; then remove the cell's populate data from the target."""
 
     def on_exit(slot: SlotProcess, live: set[int]) -> None:
         if slot.exit_code == 0 or (slot.raw_dir / "slot.json").exists():
@@ -538,13 +581,40 @@ def _run_cell(  # type: ignore[no-untyped-def]
     _run_cell_slots(slots, base, progress, label, cell_started, keep_fds, on_exit, on_started)
     from iofleet.agent.target import remove_workdir  # not before the slots start
 
-    remove_workdir(target, run_id, cell.cell_id, "shared")  # the cell's populate data
-    bad = [s for s in slots if s.exit_code != 0]
-    for s in bad:
-        summary.failed.append(f"{cell.cell_id}/slot-{s.slot_index:04d}")
-    elapsed = time.monotonic() - cell_started
-    status = "ok" if not bad else f"{len(bad)} slot(s) failed, see {bad[0].log_path}"
-    progress.done(f"{label}: {cell.fleet_size} slots in {elapsed:.0f}s: {status}")
+    remove_workdir(target, run_id, slots[0].cell_id, "shared")  # the cell's populate data
+
+
+def _stop_cell(
+    slots: list[SlotProcess],
+    target: Path,
+    run_id: str,
+    cell_id: str,
+    others: set[int],
+    why: str,
+    stops: StopSignals | None,
+) -> None:
+    """A cell cut short (a signal, an error): stop its agents (`_stop_all`), kill what
+    they left, record every slot that started and did not record itself FAILED, and
+    remove the cell's files from the target: the slots' working directories, the
+    populate step's and its data (`shared`), then the cell and run directories once
+    empty. Later signals do not cut this short (`StopSignals`); a second one only
+    makes it hurry."""
+    from iofleet.agent.target import remove_workdir
+
+    with stops.shielded() if stops is not None else contextlib.nullcontext():
+        _stop_all(slots, (lambda: stops.hurry) if stops is not None else (lambda: False))
+        kill_orphans(others)  # what the stopped agents left (a guardian, its workload)
+        for slot in slots:
+            if (slot.raw_dir / "slot.json").exists():
+                continue
+            if slot.raw_dir.is_dir():  # it started: FAILED, with what it measured kept
+                code = slot.exit_code
+                death = agent_death(code) if code is not None else "agent killed as it started"
+                record_dead_agent(slot, run_id, target, f"{why}: {death}")
+            else:  # never got as far as its manifest: nothing to record
+                remove_workdir(target, run_id, cell_id, f"slot-{slot.slot_index:04d}")
+        for subdir in ("populate", "shared"):  # a populate step cut in its own cleanup
+            remove_workdir(target, run_id, cell_id, subdir)
 
 
 # What `_finish` imports (ingest, the report), in the order `prepare_finish` loads them.
@@ -601,6 +671,7 @@ def _finish(
     summary: RunSummary,
     report_format: str,
     progress: Progress,
+    stops: StopSignals | None = None,
 ) -> int:
     import duckdb
 
@@ -619,9 +690,12 @@ def _finish(
     except duckdb.Error as exc:
         machine_problem(exc)
         raise
-    with wh:  # the report reads the connection that just ingested (no second open)
+    interrupting = stops.interrupting(wh.con.interrupt) if stops else contextlib.nullcontext()
+    with wh, interrupting:  # the report reads the connection that just ingested
         try:
-            stats = wh.ingest_dir(raw_root)
+            summary.finishing = "ingesting"
+            stats = wh.ingest_dir(raw_root)  # one transaction: an interrupt rolls it back
+            summary.finishing = "reporting"
             # written to the file now, as closing would: a full disk is found here (exit 3)
             # and not after a report of rows that never reached the disk
             wh.con.execute("CHECKPOINT")
@@ -630,9 +704,14 @@ def _finish(
             raise
         progress.done(f"ingested into {warehouse_path}: {stats}")
         html = out_dir / "report.html"
-        rc = report_command(
-            warehouse_path, run_id=run_id, fmt=report_format, html=str(html), opened=wh
-        )
+        try:
+            rc = report_command(
+                warehouse_path, run_id=run_id, fmt=report_format, html=str(html), opened=wh
+            )
+        except OSError as exc:  # the table, after report.html: stdout is gone
+            if summary.interrupted is None or exc.errno not in (errno.EIO, errno.EPIPE):
+                raise
+            rc = 0  # a hung-up terminal (SIGHUP): the report is in report.html
     progress.done(f"report: {html}")
     if summary.failed:
         progress.done(
@@ -640,6 +719,51 @@ def _finish(
             + ", ".join(summary.failed[:5])
             + (" ..." if len(summary.failed) > 5 else "")
         )
-    if summary.aborted:
-        return 130
+    if summary.interrupted is not None:
+        _say(
+            f"interrupted by {summary.interrupted.name}: every slot stopped; run {run_id} "
+            f"ABORTED, what it measured is in {warehouse_path}"
+        )
+        return summary.interrupted.exit_status
     return 1 if summary.failed or rc != 0 else 0
+
+
+def _say(line: str) -> None:
+    """One line on stderr, quiet or not; none when stderr is gone (a hung-up terminal)."""
+    try:
+        print(f"iofleet: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _left_for_next_run(
+    out_dir: Path, run_id: str, summary: RunSummary, exc: Interrupted, hurried: bool
+) -> int:
+    """The run was interrupted before its results were ingested (a second signal while
+    it stopped, or a signal while ingesting or reporting): say what is where, in one
+    line. Returns the exit status: 128 + the first signal."""
+    first = summary.interrupted or exc
+    raw = out_dir / "raw" / run_id
+    warehouse = out_dir / WAREHOUSE
+    if summary.interrupted is not None and hurried:
+        what = (
+            f"interrupted by {first.name}, then by {exc.name} while stopping: every slot "
+            f"killed, run {run_id} ABORTED and not ingested"
+        )
+    else:
+        what = f"interrupted by {exc.name} while {summary.finishing}"
+        if summary.interrupted is not None:
+            what = f"interrupted by {first.name}, then by {exc.name} while {summary.finishing}"
+    if summary.finishing == "reporting" and not hurried:
+        where = (
+            f"run {run_id} is in {warehouse}; the report was not written "
+            f"(iofleet report --warehouse {warehouse} --run {run_id} "
+            f"--html {out_dir / 'report.html'} writes it)"
+        )
+    else:
+        where = (
+            f"{warehouse} is as it was; what was measured is kept in {raw}, "
+            f"the next iofleet local --out {out_dir} ingests it"
+        )
+    _say(f"{what}; {where}")
+    return first.exit_status

@@ -1,6 +1,7 @@
 """What a run will cost, before anyone pays.
 
-Prices come from `data/prices.json` (dated, per region). A price that file
+Prices come from `data/prices.json` (dated, per region), with a matrix's own `prices`
+laid over them (iofleet/plan/prices.py). A price that file
 does not have is reported in `unknown`, never guessed: `usd` is then the sum
 of the known items (a lower bound) and `complete` is false.
 
@@ -67,8 +68,11 @@ class Estimate:
         }
 
 
-def _region_prices(region: str) -> dict[str, Any]:
-    return price_table()["regions"].get(region) or {}
+def _region_prices(region: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The region's shipped rates, with a matrix's own `prices` for it laid over them."""
+    from iofleet.plan.prices import region_prices
+
+    return region_prices(price_table(), region, overrides)
 
 
 def _get(mapping: Mapping[str, Any] | None, *keys: str) -> Any:
@@ -106,9 +110,12 @@ def estimate_cell(
     region: str,
     populate: bool = False,
     workloads_per_slot: int = 1,
+    prices: Mapping[str, Any] | None = None,
 ) -> Estimate:
-    """Cost of one cell: `fleet_size` instances (and volumes) for `slot_seconds` each."""
-    prices = _region_prices(region)
+    """Cost of one cell: `fleet_size` instances (and volumes) for `slot_seconds` each.
+
+    `prices`: the region's rates (default: the shipped table's for `region`)."""
+    prices = _region_prices(region) if prices is None else prices
     assumptions = price_table()["assumptions"]
     est = Estimate()
     hours = slot_seconds / 3600.0
@@ -192,9 +199,9 @@ def estimate_cell(
     return est
 
 
-def estimate_run_overhead(region: str) -> Estimate:
+def estimate_run_overhead(region: str, prices: Mapping[str, Any] | None = None) -> Estimate:
     """Per-run costs not tied to a cell: the state machine's own steps, Athena views."""
-    prices = _region_prices(region)
+    prices = _region_prices(region) if prices is None else prices
     assumptions = price_table()["assumptions"]
     est = Estimate()
     est.add(
@@ -210,13 +217,16 @@ def estimate_run_overhead(region: str) -> Estimate:
     return est
 
 
-def table_info(region: str) -> dict[str, Any]:
+def table_info(region: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    from iofleet.plan.prices import summary
+
     table = price_table()
     return {
         "region": region,
         "prices_as_of": table["as_of"],
         "known_region": region in table["regions"],
         "currency": table["currency"],
+        "matrix_prices": summary(overrides, region),
     }
 
 
@@ -238,6 +248,8 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
 
     region = region or default_region()
     matrix = plan.matrix
+    overrides = getattr(matrix, "prices", None)
+    prices = _region_prices(region, overrides)
     policy = getattr(matrix, "burst_policy", "as-is")
     budget = getattr(matrix.limits, "budget_usd", None)
     aws = plan.target == "aws"
@@ -285,14 +297,13 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
                 region=region,
                 populate=any(p["kind"] == "app" and p.get("populate") for p in payloads),
                 workloads_per_slot=len(payloads),
+                prices=prices,
             )
             from iofleet.plan import mountpoint
 
             if spec.type in mountpoint.MOUNTPOINT_TYPES:  # S3 requests and storage, estimated
                 seconds = slot_seconds(timings["fio_s"], timings["burst_wait_s"], other)
-                mountpoint.add_cost(
-                    est, spec.type, payloads, cell.fleet_size, seconds, _region_prices(region)
-                )
+                mountpoint.add_cost(est, spec.type, payloads, cell.fleet_size, seconds, prices)
             if any(p["kind"] == "app" for p in payloads):
                 warnings.append("app run time unknown: the estimate takes slot_timeout_s per app")
             entry.update(
@@ -311,12 +322,12 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
         cells.append(entry)
     run: dict[str, Any] = {"sources": sources()}
     if aws:
-        overhead = estimate_run_overhead(region)
+        overhead = estimate_run_overhead(region, prices)
         total += overhead.usd
         unknown += [f"run: {u}" for u in overhead.unknown]
         run.update(
             {
-                **table_info(region),
+                **table_info(region, overrides),
                 "estimated_cost_usd": round(total, 4),
                 "cost_complete": not unknown,
                 "cost_unknown": unknown,
@@ -359,7 +370,22 @@ def budget_problem(plan: Any, region: str | None = None) -> str | None:
     more = "" if run["cost_complete"] else " (known prices only; some are unknown)"
     return (
         f"plan estimated at ${estimate:,.2f}{more} in {run['region']} "
-        f"(prices as of {run['prices_as_of']}), over the budget of ${budget:,.2f}"
+        f"(prices as of {run['prices_as_of']}{_matrix_prices_text(run)}), "
+        f"over the budget of ${budget:,.2f}"
+    )
+
+
+def _matrix_prices_text(run: Mapping[str, Any]) -> str:
+    mine = run.get("matrix_prices")
+    if not mine:
+        return ""
+    if not mine["sections"]:
+        return (
+            f"; the matrix's prices are for {', '.join(mine['regions'])}, none for {run['region']}"
+        )
+    return (
+        f"; {', '.join(mine['sections'])} from the matrix's prices as of {mine['as_of']}: "
+        f"{mine['source']}"
     )
 
 
@@ -397,7 +423,7 @@ def render_annotations(plan: Any, region: str | None = None) -> str:
     if plan.target == "aws":
         line = (
             f"estimated cost: ${run['estimated_cost_usd']:,.2f} in {run['region']} "
-            f"(prices as of {run['prices_as_of']})"
+            f"(prices as of {run['prices_as_of']}{_matrix_prices_text(run)})"
         )
         if not run["cost_complete"]:
             line += f"; unknown: {len(run['cost_unknown'])} item(s), not included"

@@ -87,6 +87,7 @@ class StorageSpec:
     iops: float | None = None
     throughput_mibps: float | None = None
     throughput_mode: str | None = None  # EFS: bursting | elastic | provisioned
+    performance_mode: str | None = None  # EFS: generalPurpose | maxIO
     deployment_type: str | None = None  # FSx (iofleet/plan/fsx.py)
     per_unit_mbps: float | None = None  # FSx for Lustre persistent: MB/s per TiB
 
@@ -123,11 +124,15 @@ def storage_spec(storage: Any) -> StorageSpec:
             throughput_mibps=get("throughput_mibps"),
         )
     if kind == "efs":
+        created = get("file_system_id") is None
         return StorageSpec(
             type="efs",
             size_gib=get("size_gib"),
             throughput_mibps=get("provisioned_mibps"),
-            throughput_mode=get("throughput_mode") or "bursting",
+            # a created file system's unset modes are elastic and generalPurpose
+            # (iofleet/aws/cell.py); an existing one's are not known offline (None)
+            throughput_mode=get("throughput_mode") or ("elastic" if created else None),
+            performance_mode=get("performance_mode") or ("generalPurpose" if created else None),
         )
     if kind == "fsx-openzfs":
         return StorageSpec(
@@ -328,6 +333,22 @@ class Limit:
     bucket: float | None = None  # credits (units), None: no bucket
     io_unit: int | None = None  # for "ops": bytes per counted operation (256 KiB, 1 MiB)
     what: str = ""  # for messages, e.g. "gp2 burst bucket"
+    # "read" | "write": the limit counts only that direction's I/O (no bucket then)
+    direction: str | None = None
+    # a limit of each client (instance), not of the shared resource: not split by fleet
+    per_client: bool = False
+
+    def for_profile(self, profile: JobProfile) -> Limit:
+        """This limit in units of the job's own I/O (all directions): a directional limit
+        caps the job at limit / (its share of the job's I/O); no share, no cap."""
+        if self.direction is None:
+            return self
+        share = profile.shares.get(self.direction, 0.0)
+        if share <= 0:
+            return replace(self, sustained=math.inf, direction=None)
+        own = share * self.cost(profile.block_sizes[self.direction])
+        scale = self.cost(profile.bytes_per_io) / own
+        return replace(self, sustained=self.sustained * scale, direction=None)
 
     def cost(self, block_size: float) -> float:
         """Units one job I/O of `block_size` bytes consumes."""
@@ -421,10 +442,40 @@ def _ebs_volume_limits(spec: StorageSpec) -> Ceilings:
 
 def _efs_limits(spec: StorageSpec) -> Ceilings:
     efs = catalogue()["efs"]
-    mode = spec.throughput_mode or "bursting"
+    mode = spec.throughput_mode
     limits: list[Limit] = []
-    unknown = ["file system iops"]
+    unknown: list[str] = []
     notes: list[str] = []
+    if mode is None:  # an existing file system: its modes are not known offline
+        notes.append(
+            "EFS file_system_id: its performance and throughput modes are not known offline"
+        )
+        return Ceilings([], ["file system iops", "file system throughput"], notes)
+    if spec.performance_mode == "maxIO":
+        unknown.append("file system iops")  # AWS publishes IOPS for General Purpose only
+    else:
+        iops = efs["general_purpose_iops"][mode]
+        for direction in ("read", "write"):
+            limits.append(
+                Limit(
+                    "volume",
+                    "ops",
+                    float(iops[direction]),
+                    what=f"EFS {direction} IOPS ({mode})",
+                    direction=direction,
+                )
+            )
+    client = efs["per_client_mibps"].get(mode)
+    if client is not None:
+        limits.append(
+            Limit(
+                "volume",
+                "bytes",
+                float(client) * MIB,
+                what=f"EFS per-client throughput ({mode})",
+                per_client=True,
+            )
+        )
     if mode == "bursting":
         m = efs["throughput_modes"]["bursting"]
         gib = float(spec.size_gib or 0)
@@ -476,7 +527,9 @@ def storage_ceilings(spec: StorageSpec, fleet_size: int = 1) -> Ceilings:
     else:
         return Ceilings([], ["storage"], [f"{spec.type} storage: no published ceiling"])
     if spec.is_shared and fleet_size > 1:
-        ceilings.limits = [_split(limit, fleet_size) for limit in ceilings.limits]
+        ceilings.limits = [
+            limit if limit.per_client else _split(limit, fleet_size) for limit in ceilings.limits
+        ]
         ceilings.notes.append(
             f"{spec.type} is shared by {fleet_size} slots: per-slot ceilings are 1/{fleet_size}"
         )
@@ -819,6 +872,7 @@ def _expect_job(
     workload: str,
 ) -> tuple[list[dict[str, Any]], float | None, list[str]]:
     bpi = profile.bytes_per_io
+    limits = [limit.for_profile(profile) for limit in limits]
     start = list(balances)
     phases, emptied = simulate(limits, bpi, profile.demand_iops(), list(start))
     duration = window(

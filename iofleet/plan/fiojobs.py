@@ -410,9 +410,19 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.6g} MiB"
 
 
-def raw_layout(job: JobFile, env: Mapping[str, str], device_bytes: int) -> RawLayout:
+REGION_ALIGN = 4096  # region starts: whole 4 KiB blocks (O_DIRECT on 512e and 4Kn devices)
+
+
+def raw_layout(
+    job: JobFile, env: Mapping[str, str], device_bytes: int, block_bytes: int = REGION_ALIGN
+) -> RawLayout:
     """The regions job `job` uses on a raw device of `device_bytes` bytes; ValueError (one line)
-    if a job would leave its region, lacks a size, or the regions do not fit on the device."""
+    if a job would leave its region, lacks a size, or the regions do not fit on the device.
+
+    Each region starts on a multiple of `block_bytes` (at least REGION_ALIGN; the agent passes
+    the device's logical block size): fio adds `offset_increment` to a clone's offsets as is,
+    and the kernel rejects (EINVAL) an O_DIRECT I/O that does not start on a logical block,
+    so a SIZE such as 4000000 would otherwise fail every clone after the first mid-run."""
     text = job.path.read_text(encoding="utf-8")
     sections = _job_sections(text, env)
     if not sections:
@@ -439,7 +449,8 @@ def raw_layout(job: JobFile, env: Mapping[str, str], device_bytes: int) -> RawLa
         if size <= 0 or clones < 1:
             raise ValueError(f"[{name}]: size and numjobs must be positive")
         sizes.append((name, size, clones))
-    region = max(size for _, size, _ in sizes)
+    align = max(block_bytes, REGION_ALIGN)
+    region = -(-max(size for _, size, _ in sizes) // align) * align
     processes = max(clones for _, _, clones in sizes)
     needed = max((clones - 1) * region + size for _, size, clones in sizes)
     if needed > device_bytes:
@@ -502,6 +513,7 @@ def render_command(
     *,
     device: str | None = None,
     device_bytes: int | None = None,
+    device_block_bytes: int = REGION_ALIGN,
 ) -> tuple[list[str], dict[str, str]]:
     """argv and the `${VAR}` environment for running job `name` against `target_dir`.
 
@@ -516,7 +528,9 @@ def render_command(
     `directory=${TARGET}`: so the device path must be absolute, and TARGET stays
     `target_dir` (the agent's empty scratch directory, checked after the run). Clone k of
     each section uses bytes [k*REGION, k*REGION + size) of the device; sections share
-    the regions (a reader clone reads writer clone k's region). See docs/decisions.md #3.
+    the regions (a reader clone reads writer clone k's region); REGION is the size rounded
+    up to a whole number of the device's logical blocks (`device_block_bytes`, at least
+    4 KiB). See docs/decisions.md #3.
 
     Raises KeyError for an unknown job and ValueError (one line) for bad input.
     """
@@ -541,7 +555,7 @@ def render_command(
         if device_bytes is None or device_bytes <= 0:
             raise ValueError(f"fio job {name}: the size of {device} is unknown")
         try:
-            layout = raw_layout(job, env, device_bytes)
+            layout = raw_layout(job, env, device_bytes, device_block_bytes)
         except ValueError as exc:
             raise ValueError(f"fio job {name} on {device}: {exc}") from None
         argv += [f"--filename={device}", f"--offset_increment={layout.region_bytes}"]

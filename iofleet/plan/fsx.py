@@ -310,12 +310,6 @@ def lustre_ceilings(spec: Any) -> Any:
             f"{deployment} bursts to {burst:.0f} MB/s on credits whose size is not "
             "published: the ceiling here is the baseline"
         )
-    write = rec["deployment_types"][deployment].get("write_baseline_mbps_per_tib")
-    if write is not None:
-        notes.append(
-            f"{deployment} writes: {float(write) * tib:.0f} MB/s baseline ({write} MB/s per TiB); "
-            "the ceiling here is the read baseline"
-        )
     limits.append(
         Limit(
             "volume",
@@ -324,6 +318,17 @@ def lustre_ceilings(spec: Any) -> Any:
             what=f"FSx for Lustre {deployment} baseline throughput",
         )
     )
+    write = rec["deployment_types"][deployment].get("write_baseline_mbps_per_tib")
+    if write is not None:  # SCRATCH_2: writes have a lower baseline of their own
+        limits.append(
+            Limit(
+                "volume",
+                "bytes",
+                float(write) * tib * 1e6,
+                what=f"FSx for Lustre {deployment} write baseline throughput",
+                direction="write",
+            )
+        )
     return Ceilings(limits, unknown, notes)
 
 

@@ -7,9 +7,17 @@ limit numbers live in code.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+# an EC2 instance type: family (letters, a generation digit, options; "-flex" and
+# friends) "." size
+INSTANCE_TYPE_RE = re.compile(
+    r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
+    r"(nano|micro|small|medium|large|xlarge|[0-9]+xlarge|metal|metal-[0-9]+xl)$"
+)
 
 EBS_LIMITS_FILE = Path(__file__).resolve().parent / "data" / "ebs_limits.json"
 

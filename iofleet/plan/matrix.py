@@ -38,6 +38,7 @@ from pydantic import (
 
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, ValidationFailed
+from iofleet.plan.limits import INSTANCE_TYPE_RE
 
 # --------------------------------------------------------------------------- bounds
 
@@ -66,11 +67,6 @@ _APP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _FS_ID_RE = re.compile(r"^fs-[0-9a-f]{8,17}$")
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# family (letters, a generation digit, options; "-flex" and friends) "." size
-_INSTANCE_TYPE_RE = re.compile(
-    r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\."
-    r"(nano|micro|small|medium|large|xlarge|[0-9]+xlarge|metal|metal-[0-9]+xl)$"
-)
 
 
 def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
@@ -111,7 +107,7 @@ Label = Annotated[
 InstanceType = Annotated[
     str,
     Field(max_length=40),
-    _matches(_INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)"),
+    _matches(INSTANCE_TYPE_RE, "an EC2 instance type like m6i.4xlarge (family.size)"),
 ]
 FileSystemId = Annotated[str, _matches(_FS_ID_RE, "a file system id like fs-0123456789abcdef0")]
 AmiId = Annotated[str, _matches(_AMI_RE, "an AMI id like ami-0123456789abcdef0")]
@@ -334,6 +330,11 @@ def _param_text(value: str | int | float) -> str:
     return str(value)
 
 
+# one ioping -J artifact of 100,000 requests is 31 MB, and parsing it into rows peaks at
+# about 190 MiB; 1,000,000 took 1.68 GB in a full ingest: more than the ingest Lambda has
+AWS_IOPING_MAX_COUNT = 100_000
+
+
 class IopingSettings(_Model):
     count: int = Field(default=100, ge=1, le=1_000_000)
     interval_ms: int = Field(default=1000, ge=0, le=3_600_000)
@@ -429,6 +430,8 @@ class Matrix(_Model):
     cell_concurrency: int = Field(default=1, ge=1, le=MAX_CELL_CONCURRENCY)
     slot_timeout_s: int = Field(default=7200, ge=1, le=MAX_SLOT_TIMEOUT_S)
     burst_policy: Literal["as-is", "refill", "drain"] = "as-is"
+    # rates laid over data/prices.json for the plan's cost (iofleet/plan/prices.py)
+    prices: dict[str, Any] | None = None
 
 
 _TAG_CLASSES: dict[str, type[BaseModel]] = {
@@ -720,6 +723,10 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
     ]
     problems += _duplicates(raw, "instance_types", hashable, "instance type")
     problems += _duplicates(raw, "parallelism", hashable, "fleet size")
+    if isinstance(raw.get("prices"), dict):
+        from iofleet.plan.prices import problems as price_problems
+
+        problems += [(("prices", *loc), msg) for loc, msg in price_problems(raw["prices"])]
     if matrix is not None and not problems:
         problems += _timeout_problems(raw, matrix)
         from iofleet.plan.mountpoint import matrix_problems  # workloads Mountpoint cannot run
@@ -1080,6 +1087,17 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                     (
                         ("storage", i, "type"),
                         "'local' storage is for local runs only (iofleet local)",
+                    )
+                )
+        for i, w in enumerate(matrix.workloads):
+            if isinstance(w, IopingWorkload) and w.ioping.count > AWS_IOPING_MAX_COUNT:
+                problems.append(
+                    (
+                        ("workloads", i, "ioping", "count"),
+                        f"at most {AWS_IOPING_MAX_COUNT:,} requests on AWS, got "
+                        f"{w.ioping.count:,}: ioping -J writes about 310 bytes per request "
+                        "and the ingest Lambda (1024 MB) reads the artifact whole "
+                        "(local runs take up to 1,000,000)",
                     )
                 )
     elif target == "local":

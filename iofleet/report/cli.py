@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -162,6 +163,22 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: a temp file beside it, renamed over it. An
+    interrupt or a full disk leaves the previous file (or none), never half of one."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as a plain open would make it, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def report_command(
     warehouse: Path | None,
     run_id: str | None,
@@ -211,7 +228,7 @@ def report_command(
     if html:
         out = Path(html)
         try:
-            out.write_text(render_html(data), encoding="utf-8")
+            _write_whole(out, render_html(data))
         except OSError as exc:
             problem = f"--html {out}: cannot write: {exc.strerror or exc}"
             if exc.strerror in MACHINE_ERRORS:

@@ -45,7 +45,7 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 SLOT_PER = ("file", "dir")
 ALL_CLIENTS = "All clients"
-_FIO_DOCUMENT = re.compile(r'^\{\s*"fio version"\s*:', re.MULTILINE)
+_FIO_DOCUMENT = re.compile(r'(?:^|(?<=\r))\{\s*"fio version"\s*:', re.MULTILINE)
 
 
 @dataclass
@@ -74,7 +74,7 @@ def _workload_name(jobnames: Sequence[str]) -> str:
 
 def _fio_pieces(path: Path, text: str) -> list[Piece]:
     from iofleet.results.parsers import ParseError
-    from iofleet.results.parsers.fio import _decode, parse_fio
+    from iofleet.results.parsers.fio import _decode, _global_options, parse_fio
 
     documents = len(_FIO_DOCUMENT.findall(text))
     if documents > 1:
@@ -104,10 +104,15 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
             hosts.setdefault(host if isinstance(host, str) and host else "?", []).append(entry)
         if not hosts:
             raise ValueError("client_stats holds no per-host entries")
-        texts = {
-            host: json.dumps({"fio version": version, "timestamp": stamp, "jobs": entries})
-            for host, entries in hosts.items()
-        }
+        # global options stay beside the jobs (the parser reads options from both): one
+        # object, or with several servers one per server (client.c), that host's
+        texts = {}
+        for host, entries in hosts.items():
+            piece: dict[str, Any] = {"fio version": version, "timestamp": stamp}
+            options = _global_options(entries[0], doc)
+            if options:
+                piece["global options"] = options
+            texts[host] = json.dumps({**piece, "jobs": entries})
     else:
         texts = {None: text}  # type: ignore[dict-item]
     pieces = []
@@ -135,14 +140,14 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
 
 def _ioping_piece(path: Path, text: str) -> Piece:
     from iofleet.results.parsers import ParseError
-    from iofleet.results.parsers.ioping import parse_ioping
+    from iofleet.results.parsers.ioping import no_timed_request, parse_ioping
 
     try:
         out = parse_ioping(text)
     except ParseError as exc:
-        raise ValueError(f"ioping -J output: {exc}") from None
+        raise ValueError(f"ioping output: {exc}") from None
     if not out.requests:
-        raise ValueError("ioping output holds no timed request (only the warm-up?)")
+        raise ValueError(f"ioping output: {no_timed_request(out)}")
     stamps = [r["ts"] for r in out.requests if isinstance(r.get("ts"), int | float)]
     started = datetime.fromtimestamp(min(stamps), UTC) if stamps else None
     return Piece(path=path, kind="ioping", name="ioping", text=text, started=started)
@@ -150,7 +155,7 @@ def _ioping_piece(path: Path, text: str) -> Piece:
 
 def read_pieces(path: Path) -> list[Piece]:
     """The workloads one file holds; ValueError with a one-line reason if it cannot be imported."""
-    from iofleet.results.parsers import detect_kind
+    from iofleet.results.parsers import decode_text, detect_kind
 
     if path.is_dir():
         raise ValueError("is a directory (give the files)")
@@ -159,9 +164,11 @@ def read_pieces(path: Path) -> list[Piece]:
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text (fio JSON or ioping -J output expected)") from None
+        text = decode_text(raw)  # UTF-8, or what a byte-order mark names (UTF-16, ...)
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"not {exc.encoding.upper()} text (fio JSON or ioping -J output expected)"
+        ) from None
     if not text.strip():
         raise ValueError("empty file")
     kind = detect_kind(text)

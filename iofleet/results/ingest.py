@@ -467,7 +467,7 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
 
 def _ioping(relpath: str, text: str) -> Rows:
     from iofleet.results.parsers import ParseError
-    from iofleet.results.parsers.ioping import parse_ioping
+    from iofleet.results.parsers.ioping import no_timed_request, parse_ioping
 
     m = _IOPING_RE.match(relpath)
     assert m
@@ -482,10 +482,7 @@ def _ioping(relpath: str, text: str) -> Rows:
     except ParseError as exc:
         raise _Bad(f"ioping output: {exc}") from None
     if not out.requests:  # `ioping -c 1`: its one request is the untimed warm-up
-        raise _Bad(
-            f"ioping output: only {out.warmup_requests} warm-up request(s), none timed "
-            "(ioping ignores its first request: use -c 2 or more)"
-        )
+        raise _Bad(f"ioping output: {no_timed_request(out)}")
     return {IOPING_REQUESTS.name: [_table_row(IOPING_REQUESTS, key, r) for r in out.requests]}
 
 

@@ -417,6 +417,8 @@ class Warehouse:
         collected, blocks = _gather(units)
         try:
             self.replace_runs(stats.runs, collected, blocks)
+        except duckdb.InterruptException:  # stopped (con.interrupt()): not the data's fault
+            raise
         except (duckdb.Error, UnicodeError):
             collected, blocks = self._replace_runs_one_by_one(stats.runs, units)
         stats.rows = {name: len(rows) for name, rows in collected.items()}

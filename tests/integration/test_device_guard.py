@@ -21,12 +21,14 @@ Needs root and loop devices; skipped with the reason otherwise.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import select
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -55,8 +57,10 @@ VOLUME_ID = "vol-0123456789abcdef0"
 SERIAL = "vol0123456789abcdef0"
 EBS_LINK = f"nvme-Amazon_Elastic_Block_Store_{SERIAL}"
 MIB = 1 << 20
+LOOP_CTL_ADD, LOOP_CTL_REMOVE = 0x4C80, 0x4C81  # linux/loop.h
 TOOLS = (
     "losetup",
+    "blockdev",
     "partx",
     "mount",
     "blkid",
@@ -134,6 +138,43 @@ def _write_md_v1(image: Path, offset: int) -> None:
         handle.write(sb)
 
 
+def _write_md_090(image: Path) -> None:
+    """An md 0.90 superblock (mdp_super_t, linux/raid/md_p.h): 4 KiB at the last 64 KiB
+    boundary minus 64 KiB, where mdadm --metadata=0.90 puts it; checksum included, so
+    `mdadm --examine` reads it back as valid (hand-written: no md driver here, see above)."""
+    size = image.stat().st_size
+    sb = bytearray(4096)
+    set_uuid = struct.unpack("<4I", uuid.uuid4().bytes)
+    # magic, major, minor, patch, gvalid_words, set_uuid0, ctime, level, size (KiB),
+    # nr_disks, raid_disks, md_minor, not_persistent, set_uuid1..3
+    struct.pack_into(
+        "<16I",
+        sb,
+        0,
+        0xA92B4EFC,
+        0,
+        90,
+        0,
+        0,
+        set_uuid[0],
+        1_700_000_000,
+        1,
+        size // 1024 - 64,
+        2,
+        2,
+        0,
+        0,
+        *set_uuid[1:],
+    )
+    # utime, state (clean), active, working, failed, spare, sb_csum, events hi/lo
+    struct.pack_into("<9I", sb, 32 * 4, 1_700_000_000, 1, 2, 2, 0, 0, 0, 0, 1)
+    total = sum(struct.unpack("<1024I", sb))
+    struct.pack_into("<I", sb, 38 * 4, ((total & 0xFFFFFFFF) + (total >> 32)) & 0xFFFFFFFF)
+    with image.open("r+b") as handle:
+        handle.seek((size & ~0xFFFF) - 0x10000)
+        handle.write(sb)
+
+
 class Holder:
     """A child process we control that keeps something in place until released."""
 
@@ -170,17 +211,33 @@ class Loops:
         self.swaps: list[Path] = []
         self.holders: list[Holder] = []
         self.undo: list[list[str]] = []  # commands that take down md arrays, VGs, mappings
+        self.added: list[int] = []  # loop device numbers made with LOOP_CTL_ADD
+        self.nodes: list[Path] = []  # device nodes we made ourselves
 
-    def image(self, size_mib: int = 64) -> Path:
+    def image(self, size_mib: int = 64, *, size_bytes: int | None = None) -> Path:
         image = self.tmp_path / f"disk{len(self.images)}.img"
         with image.open("wb") as handle:  # sparse: costs no disk until written
-            handle.truncate(size_mib * MIB)
+            handle.truncate(size_mib * MIB if size_bytes is None else size_bytes)
         self.images.append(image)
         return image
 
-    def attach(self, image: Path, *, offset: int = 0, scan_partitions: bool = False) -> Path:
-        argv = ["losetup", "--find", "--show"] + (["--partscan"] if scan_partitions else [])
+    def attach(
+        self,
+        image: Path,
+        *,
+        offset: int = 0,
+        scan_partitions: bool = False,
+        sector_size: int | None = None,
+        read_only: bool = False,
+        name: str | None = None,
+    ) -> Path:
+        argv = ["losetup", "--show"] + (["--partscan"] if scan_partitions else [])
         argv += ["--offset", str(offset)] if offset else []
+        argv += ["--sector-size", str(sector_size)] if sector_size else []
+        argv += ["--read-only"] if read_only else []
+        argv += [name] if name else ["--find"]
+        if name and not (Path("/sys/block") / Path(name).name).exists():
+            self.added.append(int(Path(name).name.removeprefix("loop")))  # losetup adds it
         proc = subprocess.run(argv + [str(image)], capture_output=True, text=True)
         if proc.returncode != 0:
             pytest.skip(f"cannot attach a loop device: {proc.stderr.strip()}")
@@ -198,6 +255,26 @@ class Loops:
         if mbr:
             _write_mbr(image)
         return self.attach(image, scan_partitions=scan_partitions)
+
+    def unattached(self) -> Path:
+        """A loop device of our own with nothing attached: LOOP_CTL_ADD of a high free
+        number (not `losetup --find`, whose free device another session may take)."""
+        control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for number in range(700, 1000):
+                try:
+                    fcntl.ioctl(control, LOOP_CTL_ADD, number)
+                except OSError:
+                    continue  # EEXIST: taken
+                self.added.append(number)
+                device = Path(f"/dev/loop{number}")
+                if not device.exists():  # no devtmpfs/udev to make the node
+                    os.mknod(device, 0o660 | stat.S_IFBLK, os.makedev(7, number))
+                    self.nodes.append(device)
+                return device
+        finally:
+            os.close(control)
+        raise AssertionError("no free loop device number in 700..999")
 
     def detach(self, device: Path) -> None:
         _sh("losetup", "--detach", str(device))
@@ -231,6 +308,18 @@ class Loops:
         for device in reversed(self.devices):
             subprocess.run(["partx", "--delete", str(device)], capture_output=True)
             subprocess.run(["losetup", "--detach", str(device)], capture_output=True)
+        if self.added:
+            control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+            try:
+                for number in self.added:
+                    try:
+                        fcntl.ioctl(control, LOOP_CTL_REMOVE, number)
+                    except OSError:
+                        pass
+            finally:
+                os.close(control)
+        for node in self.nodes:
+            node.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -250,11 +339,38 @@ def by_id(tmp_path: Path) -> Path:
 
 
 def _sha256(path: Path) -> str:
+    """A digest of the backing file's content: its size and every non-zero 64 KiB chunk
+    with its offset (zeros, and holes, are implied), read only where the file has data
+    (SEEK_DATA / SEEK_HOLE), so a sparse 4 GiB image hashes in what it holds. Where the
+    host filesystem reports data depends on its page cache (an unwritten extent read
+    through the loop device becomes "data"), so allocation is not part of the digest:
+    the device's write counter (_sectors_written) is the check that nothing was written."""
     digest = hashlib.sha256()
+    chunk_size = 1 << 16
     with path.open("rb") as handle:
-        while chunk := handle.read(4 * MIB):
-            digest.update(chunk)
+        fd, size, at = handle.fileno(), os.fstat(handle.fileno()).st_size, 0
+        digest.update(str(size).encode())
+        while at < size:
+            try:
+                data = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole is left
+                break
+            end = os.lseek(fd, data, os.SEEK_HOLE)
+            at = max(at, data // chunk_size * chunk_size)  # chunks stay on their grid
+            handle.seek(at)
+            while at < end:
+                chunk = handle.read(chunk_size)
+                if chunk.strip(b"\0"):
+                    digest.update(f"@{at}:".encode() + chunk)
+                at += len(chunk)
     return digest.hexdigest()
+
+
+def _sectors_written(device: Path) -> int:
+    """Sectors the block layer has written to the device (/sys/block/<dev>/stat, field 7)."""
+    number = os.stat(device).st_rdev  # by number: the node may have another name
+    stat_file = Path(f"/sys/dev/block/{os.major(number)}:{os.minor(number)}/stat")
+    return int(stat_file.read_text().split()[6])
 
 
 # -- the probe set: one table of device kinds ----------------------------------------
@@ -297,9 +413,9 @@ def _fs(fs: str, *, mounted: bool = False, options: tuple[str, ...] = ()) -> Mak
     return make
 
 
-def _fs_at_offset(fs: str, offset: int) -> Maker:
+def _fs_at_offset(fs: str, offset: int, size_mib: int = 320) -> Maker:
     def make(loops: Loops) -> Path:
-        image = loops.image(320)
+        image = loops.image(size_mib)
         _fs_at(loops, image, fs, offset)
         return loops.attach(image)
 
@@ -316,10 +432,110 @@ def _md_member(version: str) -> Maker:
     def make(loops: Loops) -> Path:
         image = loops.image()
         size = image.stat().st_size
-        _write_md_v1(image, 4096 if version == "1.2" else (size & ~4095) - 8192)
+        if version == "0.90":
+            _write_md_090(image)
+        else:
+            offsets = {"1.1": 0, "1.2": 4096, "1.0": (size & ~4095) - 8192}
+            _write_md_v1(image, offsets[version])
         return loops.attach(image)
 
     return make
+
+
+def _read_only(loops: Loops) -> Path:
+    return loops.attach(loops.image(), read_only=True)
+
+
+def _partition_read_only(loops: Loops) -> Path:
+    device = loops.device(mbr=True, scan_partitions=True)
+    _sh("blockdev", "--setro", f"{device}p1")
+    return device
+
+
+def _empty_backing_file(loops: Loops) -> Path:
+    return loops.attach(loops.image(size_bytes=0))
+
+
+def _unattached_loop_device(loops: Loops) -> Path:
+    return loops.unattached()
+
+
+def _partitions_known_table_wiped(loops: Loops) -> Path:
+    """ext4 on a partition that starts at 9.5 GiB of a 12 GiB device, then the partition
+    table zeroed under the kernel (as `dd if=/dev/zero count=1` does): the kernel still
+    lists loopNp1, and no sampled block of the whole device holds its superblock (beyond
+    the head the scan samples 1 GiB apart)."""
+    image = loops.image(12288)
+    start, end = 9728 * MIB // 512, 12288 * MIB // 512
+    mbr = bytearray(512)
+    mbr[446:462] = struct.pack("<B3sB3sII", 0, b"\0\0\0", 0x83, b"\0\0\0", start, end - start)
+    mbr[510:512] = b"\x55\xaa"
+    with image.open("r+b") as handle:
+        handle.write(mbr)
+    device = loops.attach(image, scan_partitions=True)
+    _mkfs("ext4", Path(f"{device}p1"))
+    with image.open("r+b") as handle:
+        handle.write(bytes(512))
+    assert devices.nonzero_offsets(device, 12288 * MIB) == []  # the scan alone sees nothing
+    return device
+
+
+def _partition_with_fs(loops: Loops) -> Path:
+    device = loops.device(mbr=True, scan_partitions=True)
+    _mkfs("ext4", Path(f"{device}p1"))
+    return device
+
+
+def _just_over_a_mib_with_data_at_the_end(loops: Loops) -> Path:
+    image = loops.image(size_bytes=MIB + 2048)
+    with image.open("r+b") as handle:
+        handle.seek(MIB + 1536)
+        handle.write(os.urandom(512))
+    return loops.attach(image)
+
+
+def _four_k_native(loops: Loops) -> Path:
+    return loops.attach(loops.image(), sector_size=4096)
+
+
+def _four_k_native_ext4(loops: Loops) -> Path:
+    device = _four_k_native(loops)
+    _mkfs("ext4", device)
+    return device
+
+
+def free_loop_name(at_least: int = 100) -> str:
+    """A loop device name with a large number (/dev/loop123 style) that nothing uses."""
+    for number in range(at_least, at_least + 900):
+        if not Path(f"/sys/block/loop{number}/loop").exists():
+            return f"/dev/loop{number}"
+    raise AssertionError("no free loop device numbers")
+
+
+def _large_number(loops: Loops) -> Path:
+    device = loops.attach(loops.image(), name=free_loop_name(123))
+    assert int(device.name.removeprefix("loop")) >= 123
+    return device
+
+
+def _under_another_name(make: Maker) -> Maker:
+    """The same device through a node of another name (as a udev NAME rule or a container's
+    own /dev makes them): sysfs knows it only by its kernel name."""
+
+    def make_renamed(loops: Loops) -> Path:
+        device = make(loops)
+        node = loops.tmp_path / "xvdf"
+        os.mknod(node, 0o600 | stat.S_IFBLK, os.stat(device).st_rdev)
+        loops.nodes.append(node)
+        return node
+
+    return make_renamed
+
+
+def _partition_held_exclusively(loops: Loops) -> Path:
+    device = loops.device(mbr=True, scan_partitions=True)
+    _hold_open(loops, Path(f"{device}p1"), "os.O_RDONLY | os.O_EXCL")
+    return device
 
 
 def _swap(*, active: bool) -> Maker:
@@ -510,6 +726,8 @@ class Kind:
 
 IN_USE = r"^refusing /dev/\S+: in use, the kernel refuses an exclusive open \("
 SIGNATURE = r"^refusing /dev/\S+: it carries a signature \({}\); only blank"
+READ_ONLY = r"^refusing /dev/\S+: it is read-only \(the kernel's ro flag is set\)$"
+NO_CAPACITY = r"^refusing /dev/\S+: it has no capacity \(0 bytes: no medium, or a loop device"
 
 KINDS: dict[str, Kind] = {
     "blank": Kind(_blank, False, None),
@@ -566,6 +784,21 @@ KINDS: dict[str, Kind] = {
     "btrfs at 100 MiB, no partition table": Kind(
         _fs_at_offset("btrfs", 100 * MIB), False, r"signature at offset 104857600 \(TYPE=btrfs\)"
     ),
+    "ext4 at 1.5 GiB of 4 GiB, no partition table": Kind(
+        _fs_at_offset("ext4", 1536 * MIB, 4096),
+        False,
+        r"signature at offset 1610612736 \(TYPE=ext4\)",
+    ),
+    "xfs at 1 GiB + 1 MiB of 4 GiB, no partition table": Kind(
+        _fs_at_offset("xfs", 1025 * MIB, 4096),
+        False,
+        r"signature at offset 1074790400 \(TYPE=xfs\)",
+    ),
+    "btrfs at 6 GiB + 513 MiB of 8 GiB, no partition table": Kind(
+        _fs_at_offset("btrfs", 6657 * MIB, 8192),
+        False,
+        r"signature at offset 6980370432 \(TYPE=btrfs\)",
+    ),
     "unknown data at 5 MiB": Kind(
         _junk_at(5 * MIB), False, r"it is not blank \(non-zero data at offset \d+\)"
     ),
@@ -590,6 +823,49 @@ KINDS: dict[str, Kind] = {
         _held_open("os.O_RDONLY | os.O_EXCL"),
         True,
         IN_USE + r"held exclusively by another process\)$",
+    ),
+    "md RAID member, v0.90 superblock at the end": Kind(
+        _md_member("0.90"), False, SIGNATURE.format("TYPE=linux_raid_member")
+    ),
+    "md RAID member, v1.1 superblock at the start": Kind(
+        _md_member("1.1"), False, SIGNATURE.format("TYPE=linux_raid_member")
+    ),
+    "read-only (losetup -r)": Kind(_read_only, False, READ_ONLY),
+    "read-only (losetup -r), created by run": Kind(_read_only, True, READ_ONLY),
+    "partition read-only (blockdev --setro), created by run": Kind(
+        _partition_read_only, True, r": its partition loop\d+p1 is read-only \(the kernel"
+    ),
+    "empty backing file (0 bytes)": Kind(_empty_backing_file, True, NO_CAPACITY),
+    "loop device with nothing attached": Kind(_unattached_loop_device, True, NO_CAPACITY),
+    "partitions the kernel lists, table wiped, fs at 9.5 GiB": Kind(
+        _partitions_known_table_wiped,
+        False,
+        r"^refusing /dev/\S+: the kernel lists partitions on it \(loop\d+p1\); only blank",
+    ),
+    "ext4 on a partition only": Kind(_partition_with_fs, False, SIGNATURE.format("PTTYPE=dos")),
+    "data in the last bytes of a device just over 1 MiB": Kind(
+        _just_over_a_mib_with_data_at_the_end,
+        False,
+        r"it is not blank \(non-zero data at offset 1050112\)",
+    ),
+    "4Kn (4096-byte logical blocks)": Kind(_four_k_native, False, None),
+    "4Kn with ext4": Kind(_four_k_native_ext4, False, SIGNATURE.format("TYPE=ext4")),
+    "large loop number (/dev/loop123 and up)": Kind(_large_number, False, None),
+    "partition held exclusively by another process, created by run": Kind(
+        _partition_held_exclusively, True, IN_USE
+    ),
+    "held open by another process, node of another name": Kind(
+        _under_another_name(_held_open("os.O_RDONLY")),
+        False,
+        r"^refusing /\S+/xvdf: open by another process \(pid \d+",
+    ),
+    "partition read-only, node of another name, created by run": Kind(
+        _under_another_name(_partition_read_only),
+        True,
+        r"^refusing /\S+/xvdf: its partition loop\d+p1 is read-only",
+    ),
+    "partition mounted, node of another name, created by run": Kind(
+        _under_another_name(_partitions(mounted=True)), True, r"in use, .*loop\d+p1 mounted on"
     ),
     "regular file": Kind(_regular_file, True, r"^refusing \S+: not a block device$"),
     "root disk": Kind(_root_disk, True, r"^refusing /dev/\S+: it backs the root filesystem \(/\)$"),
@@ -622,7 +898,7 @@ def test_device_kind(loops: Loops, kind: str, monkeypatch: pytest.MonkeyPatch) -
         os.close(real_open_fd)
     else:
         with pytest.raises(DeviceRefused) as info:
-            claim_device(device, spec.created_by_run)
+            claim_device(device, spec.created_by_run).release()  # (released if let through)
         message = str(info.value)
         assert "\n" not in message
         assert message.startswith(f"refusing {device}: ")
@@ -787,6 +1063,19 @@ REFUSED_IN_THE_AGENT = {
     "held open by another process, created by run": "open by another process",
     "btrfs mounted read-only, created by run": "in use",
     "btrfs mounted read-only in another mount namespace": "in use",
+    "read-only (losetup -r)": "it is read-only",
+    "read-only (losetup -r), created by run": "it is read-only",
+    "partition read-only (blockdev --setro), created by run": "partition",
+    "empty backing file (0 bytes)": "it has no capacity",
+    "partitions the kernel lists, table wiped, fs at 9.5 GiB": "the kernel lists partitions",
+    "ext4 on a partition only": "PTTYPE=dos",
+    "md RAID member, v0.90 superblock at the end": "TYPE=linux_raid_member",
+    "data in the last bytes of a device just over 1 MiB": "not blank",
+    "4Kn with ext4": "TYPE=ext4",
+    "partition held exclusively by another process, created by run": "in use",
+    "held open by another process, node of another name": "open by another process",
+    "partition read-only, node of another name, created by run": "is read-only",
+    "ext4 at 1.5 GiB of 4 GiB, no partition table": "signature at offset 1610612736",
 }
 
 
@@ -808,7 +1097,7 @@ def test_refused_device_fails_the_slot_and_is_never_written(
         device = KINDS[kind].make(loops)
         created = KINDS[kind].created_by_run
     backing = loops.images[-1]
-    before = _sha256(backing)
+    before, written_before = _sha256(backing), _sectors_written(device)
     (by_id / EBS_LINK).symlink_to(device)
     target = {"filesystem": "raw", "created_by_run": created}
 
@@ -822,6 +1111,7 @@ def test_refused_device_fails_the_slot_and_is_never_written(
     assert REFUSED_IN_THE_AGENT[kind] in record["error"]
     assert [w["status"] for w in record["workloads"]] == ["SKIPPED", "SKIPPED"]
     assert _sha256(backing) == before
+    assert _sectors_written(device) == written_before  # the block layer wrote nothing either
 
 
 def test_raw_device_is_held_exclusively_while_the_slot_runs(

@@ -15,8 +15,13 @@ device guard tests.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import stat
+import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +31,14 @@ import pytest
 import iofleet.agent.slot as slot_module
 from iofleet.agent.slot import run_slot
 from iofleet.plan.fiojobs import fio_size_bytes, list_jobs, raw_plan_problem
-from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
+from tests.integration.proctable import wait_for
+from tests.integration.test_device_guard import (
+    _REASON,
+    EBS_LINK,
+    VOLUME_ID,
+    Loops,
+    free_loop_name,
+)
 
 pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])
 
@@ -140,42 +152,74 @@ class RawRun:
         return code, sum(r for r, _ in self.child_io), sum(w for _, w in self.child_io)
 
 
+def _raw_run(
+    kit: Loops,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    sector_size: int | None = None,
+    name: str | None = None,
+    relative_link: bool = False,
+) -> RawRun:
+    """A blank loop device named as the slot's EBS volume, with the agent's children and
+    cleanup watched (see RawRun)."""
+    backing = kit.image(DEVICE_MIB)
+    device = kit.attach(backing, sector_size=sector_size, name=name)
+    assert _nonzero_chunks(backing) == []
+    by_id = tmp_path / "by-id"
+    by_id.mkdir()
+    # udev's by-id links are relative (`../../nvme1n1`); the guard's tests use absolute ones
+    target = os.path.relpath(device, by_id) if relative_link else device
+    (by_id / EBS_LINK).symlink_to(target)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    seen: list[set[str]] = []
+    real_cleanup = slot_module.cleanup_target
+
+    def spy_cleanup(target):  # type: ignore[no-untyped-def]
+        seen.append(_regular_files(target.workdir))  # what the workloads left behind
+        return real_cleanup(target)
+
+    child_io: list[tuple[int, int]] = []
+    real_run_child = slot_module.run_child
+
+    def counting_run_child(*args, **kwargs):  # type: ignore[no-untyped-def]
+        read0, written0 = _sectors(device)
+        try:
+            return real_run_child(*args, **kwargs)
+        finally:
+            read1, written1 = _sectors(device)
+            child_io.append((read1 - read0, written1 - written0))
+
+    monkeypatch.setattr(slot_module, "cleanup_target", spy_cleanup)
+    monkeypatch.setattr(slot_module, "run_child", counting_run_child)
+    return RawRun(device, backing, by_id, tmp_path, cwd, seen, child_io)
+
+
 @pytest.fixture
 def raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
     kit = Loops(tmp_path)
     try:
-        device = kit.device(size_mib=DEVICE_MIB)
-        backing = tmp_path / "disk0.img"
-        assert _nonzero_chunks(backing) == []
-        by_id = tmp_path / "by-id"
-        by_id.mkdir()
-        (by_id / EBS_LINK).symlink_to(device)
-        cwd = tmp_path / "cwd"
-        cwd.mkdir()
-        monkeypatch.chdir(cwd)
-        seen: list[set[str]] = []
-        real_cleanup = slot_module.cleanup_target
-
-        def spy_cleanup(target):  # type: ignore[no-untyped-def]
-            seen.append(_regular_files(target.workdir))  # what the workloads left behind
-            return real_cleanup(target)
-
-        child_io: list[tuple[int, int]] = []
-        real_run_child = slot_module.run_child
-
-        def counting_run_child(*args, **kwargs):  # type: ignore[no-untyped-def]
-            read0, written0 = _sectors(device)
-            try:
-                return real_run_child(*args, **kwargs)
-            finally:
-                read1, written1 = _sectors(device)
-                child_io.append((read1 - read0, written1 - written0))
-
-        monkeypatch.setattr(slot_module, "cleanup_target", spy_cleanup)
-        monkeypatch.setattr(slot_module, "run_child", counting_run_child)
-        yield RawRun(device, backing, by_id, tmp_path, cwd, seen, child_io)
+        yield _raw_run(kit, tmp_path, monkeypatch)
     finally:
         kit.release()
+
+
+@pytest.fixture
+def raw_4kn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    """A 4Kn device: 4096-byte logical blocks (losetup --sector-size 4096)."""
+    kit = Loops(tmp_path)
+    try:
+        run = _raw_run(kit, tmp_path, monkeypatch, sector_size=4096)
+        assert _logical_block(run.device) == 4096
+        yield run
+    finally:
+        kit.release()
+
+
+def _logical_block(device: Path) -> int:
+    return int((Path("/sys/block") / device.name / "queue" / "logical_block_size").read_text())
 
 
 def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
@@ -195,7 +239,33 @@ def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("name", JOBS)
 def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> None:
-    fio = {"kind": "fio", "name": name, "params": _params(name)}
+    _job_does_its_io_on_the_device(raw, name, _params(name))
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_every_library_job_does_its_io_on_a_4kn_device(raw_4kn: RawRun, name: str) -> None:
+    _job_does_its_io_on_the_device(raw_4kn, name, _params(name))
+
+
+@pytest.mark.parametrize("fixture", ["raw", "raw_4kn"])
+def test_regions_start_on_whole_blocks_whatever_the_size(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    # given a SIZE that is no whole number of 4 KiB blocks (nor of 512-byte sectors): before
+    # the fix clone 1 started at byte 4000000 and the kernel refused its first O_DIRECT write
+    run: RawRun = request.getfixturevalue(fixture)
+    params = {"RUNTIME": "1", "SIZE": "4000000", "NUM_JOBS": "2"}
+
+    doc = _job_does_its_io_on_the_device(run, "randwrite-16k-psync-16jobs", params)
+
+    increment = int(doc["global options"]["offset_increment"])
+    assert increment % 4096 == 0 and 4000000 <= increment < 4000000 + 4096
+
+
+def _job_does_its_io_on_the_device(raw: RawRun, name: str, params: dict[str, str]) -> dict:
+    """Run library job `name` on the raw device and prove where its I/O landed; its fio
+    JSON (or {} when the job is one a raw volume refuses)."""
+    fio = {"kind": "fio", "name": name, "params": params}
     # a job the plan refuses on a raw volume (e.g. Mountpoint's own job, with its
     # filename_format) is refused by the agent too, for the same reason, and writes nothing
     refused = raw_plan_problem(name, fio["params"], raw.backing.stat().st_size)
@@ -207,7 +277,7 @@ def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> 
         entry = raw.slot_json()["workloads"][0]
         assert entry["status"] == "FAILED" and refused in entry["error"]
         assert _nonzero_chunks(raw.backing) == []
-        return
+        return {}
     assert code == 0, raw.slot_json()["error"]
     doc = raw.artifact(f"w00-fio-{name}.json")
     assert doc["global options"]["filename"] == str(raw.device)
@@ -220,7 +290,7 @@ def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> 
     written = _nonzero_chunks(raw.backing)
     if write_bytes == 0:
         assert written == [], "a read-only job changed the device"
-        return
+        return doc
     # writes: every writing job process left data in its own region, and nothing outside them
     regions = _regions(doc, "write")
     assert len(regions) >= 2 if "NUM_JOBS" in fio["params"] else len(regions) == 1
@@ -228,6 +298,7 @@ def test_every_library_job_does_its_io_on_the_device(raw: RawRun, name: str) -> 
         assert any(start <= at < end for at in written), f"no data in [{start}, {end})"
     stray = [at for at in written if not any(s <= at < e for s, e in regions)]
     assert stray == [], f"data outside the job regions at {stray[:5]}"
+    return doc
 
 
 def test_regions_that_do_not_fit_on_the_device_fail_before_writing(raw: RawRun) -> None:
@@ -278,3 +349,279 @@ def test_ioping_writes_and_reads_the_device(raw: RawRun) -> None:
     assert sectors_written * SECTOR >= 8 * 4096
     assert len(_nonzero_chunks(raw.backing)) >= 1  # ioping writes random data at random offsets
     assert sectors_read * SECTOR >= 8 * 4096
+
+
+def test_ioping_direct_below_the_logical_block_fails_before_it_runs(raw_4kn: RawRun) -> None:
+    # given a 4Kn device: the kernel refuses O_DIRECT requests of 512 bytes (EINVAL), so
+    # ioping -D -s 512 could only fail with "request failed: Invalid argument"
+    small = {"kind": "ioping", "count": 4, "interval_ms": 0, "size": "512", "direct": True}
+
+    code, _, _ = raw_4kn.run([{**small, "write": True}, small])
+
+    assert code == 1
+    errors = [w["error"] for w in raw_4kn.slot_json()["workloads"]]
+    assert (
+        errors
+        == [
+            f"ioping size 512 on {raw_4kn.device}: direct I/O needs whole logical blocks of "
+            "4096 bytes (the kernel would refuse it); use a multiple of 4096"
+        ]
+        * 2
+    )
+    assert raw_4kn.child_io == []  # ioping never started
+    assert _nonzero_chunks(raw_4kn.backing) == []
+
+
+def test_ioping_direct_in_whole_blocks_writes_a_4kn_device(raw_4kn: RawRun) -> None:
+    writes = {"kind": "ioping", "count": 8, "interval_ms": 0, "size": "4k", "direct": True}
+
+    code, _, sectors_written = raw_4kn.run([{**writes, "write": True}])
+
+    assert code == 0, raw_4kn.slot_json()["error"]
+    assert sectors_written * SECTOR >= 8 * 4096
+    assert _nonzero_chunks(raw_4kn.backing) != []
+
+
+@pytest.fixture
+def raw_loop_123(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    """A device with a large number (/dev/loop123 or the next free one), found through a
+    relative by-id link as udev makes them."""
+    kit = Loops(tmp_path)
+    try:
+        yield _raw_run(kit, tmp_path, monkeypatch, name=free_loop_name(123), relative_link=True)
+    finally:
+        kit.release()
+
+
+def test_a_large_device_number_behind_a_relative_link_gets_the_io(raw_loop_123: RawRun) -> None:
+    run = raw_loop_123
+    assert int(run.device.name.removeprefix("loop")) >= 123
+    assert not os.readlink(run.by_id / EBS_LINK).startswith("/")
+
+    doc = _job_does_its_io_on_the_device(run, "seq-write-1m-qd32", _params("seq-write-1m-qd32"))
+
+    assert doc["global options"]["filename"] == str(run.device)
+    manifest = json.loads((run.slot_dir() / "manifest.json").read_text())
+    assert manifest["target_device"] == str(run.device)
+
+
+@pytest.fixture
+def raw_high(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawRun]:
+    """A device numbered 300 or more: once detached, its number is one `losetup --find`
+    in another session is unlikely to hand out while this test still points at it."""
+    kit = Loops(tmp_path)
+    try:
+        yield _raw_run(kit, tmp_path, monkeypatch, name=free_loop_name(300))
+    finally:
+        kit.release()
+
+
+def test_a_device_detached_while_the_slot_holds_it_stays_until_the_slot_ends(
+    raw_high: RawRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = raw_high
+    # given `losetup -d` on the device after the guard claimed it, just before fio starts:
+    # the kernel only marks a loop device that is open for autoclear (LOOP_CLR_FD on a busy
+    # device), so fio's I/O still lands on it, and the device goes when the slot lets go
+    detached: list[int] = []
+    counting = slot_module.run_child
+
+    def detach_first(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not detached:
+            detached.append(subprocess.run(["losetup", "--detach", str(raw.device)]).returncode)
+        return counting(*args, **kwargs)
+
+    monkeypatch.setattr(slot_module, "run_child", detach_first)
+    fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+
+    code, _, sectors_written = raw.run([fio])
+
+    assert detached == [0]
+    assert code == 0, raw.slot_json()["error"]
+    assert sectors_written > 0 and _nonzero_chunks(raw.backing) != []
+    assert not (Path("/sys/block") / raw.device.name / "loop").exists()  # now it is gone
+
+    # and the next slot on that volume finds the empty node and refuses it in one line
+    code, _, _ = raw.run([fio])
+
+    assert code == 1
+    assert raw.slot_json()["error"] == (
+        f"target: refusing {raw.device}: it has no capacity (0 bytes: no medium, or a loop "
+        "device with nothing attached)"
+    )
+
+
+LOOP_SET_STATUS64, LOOP_GET_STATUS64 = 0x4C04, 0x4C05  # linux/loop.h
+LO_SIZELIMIT_AT = 32  # struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit
+
+
+def _shrink(device: Path, size_limit: int) -> None:
+    """Cut a bound loop device to `size_limit` bytes under its openers (LOOP_SET_STATUS64 with
+    lo_sizelimit): the block device shrinks at once, as a volume that goes away does."""
+    fd = os.open(device, os.O_RDONLY)
+    try:
+        info = bytearray(232)  # sizeof(struct loop_info64)
+        fcntl.ioctl(fd, LOOP_GET_STATUS64, info)
+        struct.pack_into("<Q", info, LO_SIZELIMIT_AT, size_limit)
+        fcntl.ioctl(fd, LOOP_SET_STATUS64, info)
+    finally:
+        os.close(fd)
+
+
+def test_a_device_that_shrinks_under_the_slot_fails_its_workloads_with_the_reason(
+    raw: RawRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a slot of three workloads whose device shrinks to 4 KiB once the agent has laid
+    # out the second (the region fitted then) and just before fio opens it
+    children: list[list[str]] = []
+    counting = slot_module.run_child
+
+    def shrink_before_the_second(argv, **kwargs):  # type: ignore[no-untyped-def]
+        children.append(argv)
+        if len(children) == 2:
+            _shrink(raw.device, 4096)
+        return counting(argv, **kwargs)
+
+    monkeypatch.setattr(slot_module, "run_child", shrink_before_the_second)
+    fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+    ioping = {"kind": "ioping", "count": 4, "interval_ms": 0, "write": True}
+
+    code, _, _ = raw.run([fio, fio, ioping])
+
+    # then the first workload's results stand, the second fails saying what happened to the
+    # device, and the third is not run on it
+    assert code == 1
+    entries = raw.slot_json()["workloads"]
+    assert entries[0]["status"] == "SUCCEEDED" and raw.artifact("w00-fio-seq-write-1m-qd32.json")
+    change = f"{raw.device} changed size since the guard claimed it (64 MiB -> 0.00390625 MiB)"
+    # (fio itself reports success: it caps its I/O to the shrunk device without a word)
+    assert (entries[1]["status"], entries[1]["error"]) == ("FAILED", change)
+    assert (entries[2]["status"], entries[2]["error"]) == ("FAILED", f"not run: {change}")
+    assert len(children) == 2  # ioping never started
+    assert any(at < 4 << 20 for at in _nonzero_chunks(raw.backing))  # the first fio's data
+
+
+def test_a_node_that_names_another_device_is_never_written(
+    raw: RawRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given the volume's link points at a node (as /dev/nvme1n1 is) that, between two
+    # workloads, comes to name another device: an EBS volume detached and another attached
+    # under the same name, which the guard never checked
+    node = tmp_path / "xvdf"
+    os.mknod(node, 0o600 | stat.S_IFBLK, os.stat(raw.device).st_rdev)
+    (raw.by_id / EBS_LINK).unlink()
+    (raw.by_id / EBS_LINK).symlink_to(node)
+    other_kit = Loops(tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    try:
+        other = other_kit.device(size_mib=DEVICE_MIB)
+        other_backing = other_kit.images[-1]
+        written_before = _sectors(other)[1]
+        recorded = slot_module._entry
+
+        def swap_after_the_first(w, outcome):  # type: ignore[no-untyped-def]
+            # (_entry records a finished workload: after it, before the next one starts)
+            if w.index == 0:
+                node.unlink()
+                os.mknod(node, 0o600 | stat.S_IFBLK, os.stat(other).st_rdev)
+            return recorded(w, outcome)
+
+        monkeypatch.setattr(slot_module, "_entry", swap_after_the_first)
+        ioping = {"kind": "ioping", "count": 4, "interval_ms": 0, "write": True}
+        fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+
+        code, _, _ = raw.run([ioping, fio])
+
+        # then the first workload ran on the claimed device, the second on nothing
+        assert code == 1
+        entries = raw.slot_json()["workloads"]
+        assert entries[0]["status"] == "SUCCEEDED"
+        a, b = os.stat(raw.device).st_rdev, os.stat(other).st_rdev
+        assert entries[1]["error"] == (
+            f"not run: {node} names another device since the guard claimed it "
+            f"({os.major(b)}:{os.minor(b)}, not {os.major(a)}:{os.minor(a)})"
+        )
+        assert _sectors(other)[1] == written_before
+        assert _nonzero_chunks(other_backing) == []
+    finally:
+        node.unlink(missing_ok=True)
+        other_kit.release()
+
+
+def test_a_device_that_shrinks_while_fio_runs_fails_its_slot_and_spares_the_other(
+    tmp_path: Path,
+) -> None:
+    # given two slots of one cell running at once as separate agents, each on its own volume
+    kit = Loops(tmp_path)
+    agents: list[subprocess.Popen] = []
+    try:
+        devices_, payloads = [], []
+        for slot in (0, 1):
+            device = kit.device(size_mib=DEVICE_MIB)
+            by_id = tmp_path / f"by-id-{slot}"
+            by_id.mkdir()
+            (by_id / EBS_LINK).symlink_to(device)
+            payload = {
+                "version": 1,
+                "run_id": RUN_ID,
+                "cell": {"cell_id": CELL_ID, "cell_index": 0, "fleet_size": 2, "repeat": 1},
+                "slot_index": slot,
+                "target": {
+                    "kind": "block",
+                    "volume_id": VOLUME_ID,
+                    "by_id_dir": str(by_id),
+                    "filesystem": "raw",
+                },
+                "workloads": [
+                    {
+                        "kind": "fio",
+                        "name": "seq-write-1m-qd32",
+                        "params": {"RUNTIME": "4", "SIZE": "8m", "IO_DEPTH": "4", "DIRECT": "1"},
+                    }
+                ],
+                "results": {"kind": "directory", "root": str(tmp_path / "raw")},
+                "time_limit_s": 120,
+            }
+            path = tmp_path / f"slot-{slot}.json"
+            path.write_text(json.dumps(payload))
+            devices_.append(device)
+            payloads.append(path)
+        written0 = [_sectors(d)[1] for d in devices_]
+        for path in payloads:
+            argv = [sys.executable, "-m", "iofleet.cli", "agent", "--slot", str(path)]
+            agents.append(
+                subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+
+        # when slot 0's device shrinks to 4 KiB once fio is writing to both (a volume going away)
+        wait_for(
+            lambda: all(_sectors(d)[1] > w for d, w in zip(devices_, written0, strict=True)),
+            60,
+            "fio writing to both devices",
+        )
+        _shrink(devices_[0], 4096)
+        codes = [agent.wait(timeout=120) for agent in agents]
+
+        # then slot 0 failed saying what happened to its device, and slot 1 ran to the end on its
+        # own device, its results intact
+        slots = tmp_path / "raw" / RUN_ID / CELL_ID
+        first = json.loads((slots / "slot-0000" / "slot.json").read_text())
+        second = json.loads((slots / "slot-0001" / "slot.json").read_text())
+        assert codes == [1, 0]
+        assert first["workloads"][0]["status"] == "FAILED"
+        assert first["workloads"][0]["error"].endswith(
+            f"{devices_[0]} changed size since the guard claimed it (64 MiB -> 0.00390625 MiB)"
+        )
+        assert second["workloads"][0]["status"] == "SUCCEEDED"
+        text = (slots / "slot-0001" / "w00-fio-seq-write-1m-qd32.json").read_text()
+        doc = json.loads(text[text.index("{") :])
+        assert doc["global options"]["filename"] == str(devices_[1])
+        written = sum(job["write"]["io_bytes"] for job in doc["jobs"])
+        assert (_sectors(devices_[1])[1] - written0[1]) * SECTOR >= written > 0
+        assert _nonzero_chunks(kit.images[1])[:1] == [0]  # slot 1's data on its device
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+        kit.release()

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from iofleet.agent.payload import Workload
-from iofleet.agent.slot import fio_job_errors, ioping_argv
+from iofleet.agent.slot import _ioping_complaint, fio_job_errors, ioping_argv
+
+IOPING_VERSIONS = Path(__file__).resolve().parents[1] / "fixtures" / "ioping" / "versions"
 
 
 def _ioping(**fields: object) -> Workload:
@@ -43,6 +46,21 @@ def test_ioping_size_and_direct() -> None:
 
     assert argv[argv.index("-s") + 1] == "16k"
     assert "-D" in argv
+
+
+def test_an_ioping_without_json_is_named_from_its_own_complaint() -> None:
+    # the real stderr of ioping 1.1 given -J: its complaint, then its usage text
+    stderr = (IOPING_VERSIONS / "v1.1" / "stderr-J.txt").read_text()
+
+    assert _ioping_complaint(stderr) == (
+        "ioping: invalid option -- 'J' (iofleet runs ioping -J: ioping 1.2 or later)"
+    )
+
+
+def test_ioping_complaint_is_its_last_message_line() -> None:
+    stderr = "ioping: request returned less than expected: 2048\nioping: request failed: EIO\n"
+
+    assert _ioping_complaint(stderr) == "ioping: request failed: EIO"
 
 
 def _fio_text(*errors: int, preamble: str = "") -> str:

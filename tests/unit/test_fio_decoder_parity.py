@@ -59,3 +59,19 @@ def test_fast_path_is_taken_for_plain_fio_output(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(fio_parser.json, "JSONDecoder", Refuse)
     assert fio_parser.parse_fio(text).records
+
+
+def test_progress_lines_ending_in_carriage_returns_before_the_document(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # fio --eta=always --output-format=json,normal: its progress lines end in "\r", the
+    # last one right before the "{" (as real fio 3.33 prints it; see
+    # tests/integration/test_fio_real_output.py)
+    text = (TESTS / "fixtures" / "fio" / "jsonplus-two-jobs.json").read_text()
+    with_eta = "Starting 1 process\nJobs: 1 (f=1)\rJobs: 1 (f=1)\r" + text
+    expected = fio_parser.parse_fio(text).records
+    for decoder in (fio_parser._orjson, None):
+        monkeypatch.setattr(fio_parser, "_orjson", decoder)
+        out = fio_parser.parse_fio(with_eta)
+        assert out.records == expected
+        assert out.warnings == ["Starting 1 process"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from iofleet.cli import main
@@ -87,6 +88,42 @@ def test_bin_rule_smallest_bin_reaching_the_ceiling() -> None:
     assert percentile_from_bins(bins, 51) == 300
     assert percentile_from_bins(bins, 90) == 300
     assert percentile_from_bins(bins, 100) == 400
+
+
+def _fio_long_double_percentile(bins: dict[int, int], p: float) -> int:
+    """fio's calc_clat_percentiles (stat.c) for one percentile, ported literally: the first
+    bin whose running sum is >= (long double) p / 100.0 * N."""
+    threshold = np.longdouble(p) / np.longdouble(100.0) * np.longdouble(sum(bins.values()))
+    running = 0
+    for value in sorted(bins):
+        running += bins[value]
+        if np.longdouble(running) >= threshold:
+            return value
+    raise AssertionError("no bin reaches the threshold")
+
+
+@pytest.mark.parametrize("total", [33_000, 66_000, 132_000, 2_100_000])
+def test_bin_rule_threshold_is_exact_like_fios_long_double(total: int) -> None:
+    # given a histogram whose 99.9% point falls exactly between two bins: in doubles
+    # 99.9 / 100.0 * 33000 rounds to 32967.0, but fio computes in long double, where
+    # the value (of the double 99.9) stays above 32967: fio needs sample 32968
+    below = round(0.999 * total)
+    bins = {100: below, 200: total - below}
+    expected = _fio_long_double_percentile(bins, 99.9)
+    assert expected == 200
+    # when / then
+    assert percentile_from_bins(bins, 99.9) == expected
+    assert percentiles_from_bins(bins, [50.0, 99.9]) == [100, expected]
+
+
+def test_bin_rule_agrees_with_fios_long_double_on_every_total_up_to_20000() -> None:
+    # every warehouse percentile, many totals, the bin edge at the percentile's sample:
+    # the sample fio needs is the sample iofleet needs
+    for _, p in PERCENTILES:
+        for total in range(2, 20_001, 7):
+            edge = min(max(round(p * total / 100), 1), total - 1)
+            bins = {1: edge, 2: total - edge}
+            assert percentile_from_bins(bins, p) == _fio_long_double_percentile(bins, p), (p, total)
 
 
 def test_bin_rule_accepts_pairs_and_ignores_empty_bins() -> None:
@@ -309,6 +346,18 @@ def test_truncated_output_is_a_parse_error() -> None:
     assert message.startswith("truncated fio JSON at line ")
 
 
+@pytest.mark.parametrize("name", ["jsonplus-two-jobs.json", "jsonplus-note-before.json"])
+def test_output_cut_anywhere_inside_the_document_is_called_truncated(name: str) -> None:
+    # given real fio output cut at every byte inside its document (a copy that stopped
+    # early: inside a string, a number, between keys)
+    text = _text(name)
+    start, end = text.index("{"), text.rindex("}")
+    for cut in range(start + 1, end):
+        # when / then one line saying so, whatever the cut
+        message = _one_line_error(text[:cut])
+        assert message.startswith("truncated fio JSON at line "), (cut, message)
+
+
 def test_invalid_json_is_a_parse_error() -> None:
     message = _one_line_error('{\n  "jobs": [,]\n}\n')
     assert message.startswith("invalid fio JSON at line 2 column")
@@ -349,7 +398,8 @@ def test_empty_jobs_array_is_a_warning() -> None:
 
 
 def test_fio_2_usec_clat_is_converted_to_ns() -> None:
-    # given an fio 2.x style direction: clat in usec, bw in KiB/s, no bw_bytes
+    # given an fio 2.x style direction: clat in usec, io_bytes in KiB, bw in KiB/s,
+    # no bw_bytes
     doc = {
         "fio version": "fio-2.2.10",
         "jobs": [
@@ -357,7 +407,7 @@ def test_fio_2_usec_clat_is_converted_to_ns() -> None:
                 "jobname": "old",
                 "error": 0,
                 "read": {
-                    "io_bytes": 4096,
+                    "io_bytes": 4,
                     "bw": 4,
                     "iops": 1.0,
                     "runtime": 1000,
@@ -375,7 +425,7 @@ def test_fio_2_usec_clat_is_converted_to_ns() -> None:
         6000,
         6000.0,
     )
-    assert record["bw_bytes"] == 4096
+    assert (record["io_bytes"], record["bw_bytes"]) == (4096, 4096)
 
 
 # --- iofleet parse ----------------------------------------------------------------

@@ -1,6 +1,6 @@
 """fio's JSON across its versions, on output made by those fio releases.
 
-tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0
+tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0, 3.1, 3.12
 (built from fio's git tags) and 3.33; tests/fixtures/fio/published/ holds output
 published by PerfKitBenchmarker (fio 2.1.4 and 2.17). Their READMEs say which fio
 and which command made each file. Every check compares iofleet's figure with an
@@ -20,6 +20,7 @@ from iofleet.results.parsers import ParseError
 from iofleet.results.parsers.fio import (
     ALL_CLIENTS,
     CLIENT_RECORD_KEYS,
+    PERCENTILES,
     RECORD_KEYS,
     FioOutput,
     _decode,
@@ -77,6 +78,23 @@ def test_io_bytes_matches_fios_own_counts_in_every_version(name: str) -> None:
         bs = _block_size(doc, entry)
         if "total_ios" in stats and bs:
             assert record["io_bytes"] == stats["total_ios"] * bs, (name, record)
+
+
+@pytest.mark.parametrize("name", ALL_FILES)
+def test_bw_bytes_is_fios_own_byte_rate_in_every_version(name: str) -> None:
+    # fio 3.2+ writes bw_bytes = 1000 x io_bytes / runtime_ms (integer arithmetic; 0 for
+    # no runtime) and bw = bw_bytes / 1024; older fio only bw, in KiB/s
+    text = (VERSIONS / name).read_text(encoding="utf-8")
+    doc = _decode(text)[0]
+    for record in parse_fio(text).records:
+        stats = _entries(doc)[record["job_index"]][record["direction"]]
+        if "bw_bytes" in stats:
+            assert record["bw_bytes"] == stats["bw_bytes"], (name, record)
+            continue
+        runtime = stats["runtime"]
+        expected = 1000 * record["io_bytes"] // runtime if runtime > 0 else 0
+        assert record["bw_bytes"] == expected, (name, record)
+        assert record["bw_bytes"] // 1024 == stats["bw"], (name, record)  # fio's own KiB/s
 
 
 def _block_size(doc: dict, entry: dict) -> int | None:
@@ -148,6 +166,49 @@ def test_index_keyed_bins_without_fios_constants_are_refused() -> None:
     bins["FIO_IO_U_PLAT_VAL"] = 100  # not 1 << FIO_IO_U_PLAT_BITS
     with pytest.raises(ParseError, match="not fio's layout"):
         parse_fio(json.dumps(doc))
+
+
+def test_fio_3_12_lists_total_latency_percentiles_under_clat_ns() -> None:
+    # the premise, in fio's own output: with lat_percentiles=1, fio 3.1 to 3.12 put the
+    # percentile list under clat_ns, but it is the one its total-latency (lat_ns) bins
+    # give (stat.c before fio commit e5eb6fbf, fio 3.13)
+    doc = _doc("fio-3.12-jsonplus-lat-percentiles.json")
+    stats = doc["jobs"][0]["read"]
+    assert "bins" not in stats["clat_ns"] and "bins" in stats["lat_ns"]
+    listed = {float(p): v for p, v in stats["clat_ns"]["percentile"].items()}
+    assert percentiles_from_bins(stats["lat_ns"]["bins"].items(), list(listed)) == list(
+        listed.values()
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fio-3.1-jsonplus-lat-percentiles.json",  # clat_ns holds lat's percentiles and bins
+        "fio-3.12-jsonplus-lat-percentiles.json",  # clat_ns holds lat's percentiles
+        "fio-3.12-json-lat-percentiles.json",
+        "fio-3.12-json-clat-percentiles-off.json",  # clat_percentiles=0 turns lat's on
+    ],
+)
+def test_total_latency_percentiles_are_never_reported_as_clat(name: str) -> None:
+    # given fio 3.1-3.12 output of a job with total-latency percentiles
+    out = _parse(name)
+    (record,) = out.records
+    # then its completion latency keeps fio's clat figures, its clat percentiles are null
+    # (never lat's), no histogram is kept, and a warning says why
+    clat = _doc(name)["jobs"][0]["read"]["clat_ns"]
+    assert (record["clat_min_ns"], record["clat_max_ns"]) == (clat["min"], clat["max"])
+    assert {record[key] for key, _ in PERCENTILES} == {None}
+    assert not out.histograms
+    assert any("total-latency" in w for w in out.warnings), out.warnings
+
+
+def test_fio_3_12_without_lat_percentiles_keeps_its_clat_percentiles() -> None:
+    doc = _doc("fio-3.12-jsonplus-randread.json")
+    clat = doc["jobs"][0]["read"]["clat_ns"]
+    (record,) = _parse("fio-3.12-jsonplus-randread.json").records
+    assert record["clat_p50_ns"] == clat["percentile"]["50.000000"]
+    assert record["clat_p99_ns"] == clat["percentile"]["99.000000"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in VERSIONS.glob("*-unified-randrw.json")))
@@ -248,3 +309,53 @@ def test_cli_parse_prints_mixed_and_client_records(capsys: pytest.CaptureFixture
         (ALL_CLIENTS, "read"),
         (ALL_CLIENTS, "write"),
     ]
+
+
+def test_per_server_global_options_of_client_output_apply_to_that_servers_jobs() -> None:
+    # fio's client.c writes "global options" as an array of per-server objects (each
+    # with hostname and port) when it talks to several servers; made by hand from the
+    # real fio 3.12 job entry: server A's [global] set lat_percentiles=1, B's did not
+    doc = _doc("fio-3.12-json-lat-percentiles.json")
+    [entry] = doc["jobs"]
+    del entry["job options"]["lat_percentiles"]
+    a = {**json.loads(json.dumps(entry)), "hostname": "10.0.0.1", "port": 8765}
+    b = {**json.loads(json.dumps(entry)), "hostname": "10.0.0.2", "port": 8765}
+    client = {
+        "fio version": doc["fio version"],
+        "global options": [
+            {"hostname": "10.0.0.2", "port": 8765, "bs": "4k"},
+            {"hostname": "10.0.0.1", "port": 8765, "lat_percentiles": "1"},
+        ],
+        "client_stats": [a, b],
+    }
+    by_host = {r["host"]: r for r in parse_fio(json.dumps(client)).records}
+    assert by_host["10.0.0.1:8765"]["clat_p50_ns"] is None
+    assert (
+        by_host["10.0.0.2:8765"]["clat_p50_ns"]
+        == entry["read"]["clat_ns"]["percentile"]["50.000000"]
+    )
+
+
+def test_before_fio_3_14_percentiles_follow_the_exact_rule_over_fios_bins() -> None:
+    # fio before 3.14 compared the running count with p / 100.0 * N in double, built
+    # with -ffast-math (fio's Makefile); where p x N / 100 is an integer it can then
+    # list the next sample (fio commit 298d751e, "use long doubles to identify latency
+    # percentiles"). Here 35 writes: fio lists p20 at the 8th sample, not the 7th.
+    doc = _doc("fio-3.12-jsonplus-randrw.json")
+    clat = doc["jobs"][0]["write"]["clat_ns"]
+    values = sorted(int(v) for v in clat["bins"])
+    counts = [clat["bins"][str(v)] for v in values]
+    assert sum(counts) == 35
+    seventh = next(v for i, v in enumerate(values) if sum(counts[: i + 1]) >= 7)
+    assert clat["percentile"]["20.000000"] > seventh
+    # iofleet keeps the exact rule over the bins it stores, so a record agrees with
+    # every percentile recomputed from fio_latency_bins, whatever fio's version
+    (write,) = (
+        r for r in _parse("fio-3.12-jsonplus-randrw.json").records if r["direction"] == "write"
+    )
+    (hist,) = (
+        h for _, _, d, h in _parse("fio-3.12-jsonplus-randrw.json").histograms if d == "write"
+    )
+    assert percentiles_from_bins(hist, [20.0])[0] == seventh
+    assert write["clat_p50_ns"] == percentiles_from_bins(hist, [50.0])[0]
+    assert write["clat_p90_ns"] == percentiles_from_bins(hist, [90.0])[0]

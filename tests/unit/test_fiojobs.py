@@ -292,6 +292,24 @@ def test_raw_layout_of_a_multi_section_file_takes_the_largest_section() -> None:
 
 
 @pytest.mark.parametrize(
+    ("size", "block", "region"),
+    [
+        ("4000000", 512, 4001792),  # rounded up to whole 4 KiB blocks
+        ("4000000", 4096, 4001792),
+        ("4000000", 65536, 4063232),  # a device with larger logical blocks
+        ("4m", 4096, 4 << 20),  # already whole: unchanged
+    ],
+)
+def test_raw_layout_starts_every_region_on_a_whole_block(
+    size: str, block: int, region: int
+) -> None:
+    job = get_job("randwrite-16k-psync-16jobs")
+    env = {**job.params, "SIZE": size, "NUM_JOBS": "2"}
+    layout = raw_layout(job, env, 1 << 30, block)
+    assert (layout.region_bytes, layout.needed_bytes) == (region, region + fio_size_bytes(size))
+
+
+@pytest.mark.parametrize(
     ("line", "problem"),
     [
         ("offset=1g", "sets offset"),

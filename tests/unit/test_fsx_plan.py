@@ -100,7 +100,7 @@ def test_lustre_baseline_is_per_unit_throughput_times_tib() -> None:
 def test_scratch_2_baseline_is_200_per_tib_and_its_burst_is_noted() -> None:
     spec = StorageSpec("fsx-lustre", size_gib=2400, deployment_type="SCRATCH_2")
     ceilings = storage_ceilings(spec)
-    (throughput,) = ceilings.limits
+    (throughput,) = [limit for limit in ceilings.limits if limit.direction is None]
     assert throughput.sustained == pytest.approx(200 * 2400 / 1024 * 1e6)
     assert any("bursts to 3047 MB/s" in n for n in ceilings.notes)
 
@@ -280,12 +280,24 @@ def test_lustre_persistent_1_disk_bursts_to_240_per_tib() -> None:
 
 
 def test_lustre_scratch_2_writes_are_100_per_tib() -> None:
+    # 2400 GiB = 2.34 TiB: reads 200 MB/s per TiB (469 MB/s), writes 100 (234 MB/s)
+    from iofleet.plan.expect import CellContext, expect_cell
+
     spec = StorageSpec("fsx-lustre", size_gib=2400, deployment_type="SCRATCH_2")
-    notes = storage_ceilings(spec).notes
-    assert (
-        "SCRATCH_2 writes: 234 MB/s baseline (100 MB/s per TiB); the ceiling here is "
-        "the read baseline" in notes
-    )
+    tib = 2400 / 1024
+
+    def expected(job: str) -> dict[str, dict]:
+        entries, _, _ = expect_cell(
+            CellContext("m6i.4xlarge", spec), [{"kind": "fio", "name": job, "params": {}}]
+        )
+        return {e["direction"]: e for e in entries}
+
+    write = expected("seq-write-1m-qd32")["write"]
+    assert write["expected_bw_bytes"] == pytest.approx(100 * tib * 1e6, rel=1e-6)
+    assert write["phases"][0]["limit"] == "FSx for Lustre SCRATCH_2 write baseline throughput"
+    read = expected("seq-read-1m-qd32")["read"]
+    assert read["expected_bw_bytes"] == pytest.approx(200 * tib * 1e6, rel=1e-6)
+    assert read["phases"][0]["limit"] == "FSx for Lustre SCRATCH_2 baseline throughput"
 
 
 @pytest.mark.parametrize(

@@ -243,3 +243,54 @@ def test_an_import_into_an_out_that_another_run_holds_exits_4_and_writes_nothing
     assert after == before
     runs = _db(out).execute("SELECT run_id FROM runs").fetchall()
     assert [r for (r,) in runs if r.startswith("io2-")] == []
+
+
+def test_a_client_hosts_artifact_keeps_the_global_options_its_figures_depend_on(
+    tmp_path: Path,
+) -> None:
+    # given fio 3.12 --client output whose [global] section set lat_percentiles=1 (made
+    # by hand from the real 3.12 job entry: fio 3.1-3.12 list total-latency percentiles
+    # under clat_ns then, which only the global options reveal)
+    from iofleet.results.importer import read_pieces
+
+    doc = json.loads((FIO / "versions" / "fio-3.12-json-lat-percentiles.json").read_text())
+    [entry] = doc["jobs"]
+    del entry["job options"]["lat_percentiles"]
+    entry["hostname"] = "10.0.0.7"
+    client = {
+        "fio version": doc["fio version"],
+        "global options": {"lat_percentiles": "1"},
+        "client_stats": [entry],
+    }
+    path = tmp_path / "clients.json"
+    path.write_text(json.dumps(client))
+    # when it is split into one artifact per host
+    [piece] = read_pieces(path)
+    # then that artifact still says so, and its clat percentiles are null, not lat's
+    [record] = parse_fio(piece.text).records
+    assert record["clat_p50_ns"] is None and record["clat_p99_ns"] is None
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig"])
+def test_fio_output_saved_by_windows_powershell_is_read_like_utf8(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given real fio output as Windows PowerShell 5.1's `fio ... > out.json` saves it:
+    # UTF-16 LE with a byte-order mark and CRLF line ends (or UTF-16 BE, or UTF-8 + BOM)
+    text = (FIO / "jsonplus-two-jobs.json").read_text(encoding="utf-8")
+    path = tmp_path / "out.json"
+    bom = b"\xfe\xff" if encoding == "utf-16-be" else b""
+    path.write_bytes(bom + text.replace("\n", "\r\n").encode(encoding))
+    # when it is parsed and imported
+    records = [json.loads(line) for line in _parse_cli(capsys, path)]
+    rc, _, err = _import(capsys, str(path), "--out", str(tmp_path / "o"), "--label", "win")
+    # then its records are those of the UTF-8 file, and they reach the warehouse
+    assert records == parse_fio(text).records
+    assert rc == 0, err
+    rows = _db(tmp_path / "o").execute("SELECT count(*) FROM fio_results").fetchone()
+    assert rows == (len(records),)
+
+
+def _parse_cli(capsys: pytest.CaptureFixture[str], path: Path) -> list[str]:
+    assert main(["parse", str(path)]) == 0
+    return capsys.readouterr().out.splitlines()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
 import pytest
 
 from iofleet.results.parsers import ParseError, detect_kind, parse_file
-from iofleet.results.parsers.ioping import parse_ioping, percentile_linear
+from iofleet.results.parsers.ioping import no_timed_request, parse_ioping, percentile_linear
+from tests.ioping_lines import ioping_statistics, requests_by_lines, stats_by_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ioping"
 
@@ -39,7 +41,7 @@ def test_warmup_request_is_dropped() -> None:
     out = parse_ioping(_fixture("read-c21.json"))
 
     assert [r["request"] for r in out.requests] == list(range(2, 22))
-    assert out.warmup_requests == 1
+    assert out.ignored_requests == 1
 
 
 def test_request_rows_match_ioping_own_statistics() -> None:
@@ -170,3 +172,131 @@ def test_interpolation_is_rounded_once() -> None:
     values = [0] * 18 + [100000, 200000]
 
     assert percentile_linear(values, 98) == 162000.0
+
+
+# --- other ioping versions and option sets (tests/fixtures/ioping/versions/regenerate.sh
+# builds ioping 0.9, 1.2, 1.3 and master from ioping's own repository and runs them)
+
+VERSIONS = FIXTURES / "versions"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "versions/v1.2/read-c4.json",  # Ubuntu 22.04's ioping: no localtime
+        "versions/master/read-c4.json",  # io.offset and io.notice
+        "versions/v1.3/json-p2-c5.json",  # -p 2: a stat object after every 2 timed requests
+        "versions/v1.3/path-backslash-quote-c3.json",  # a path ioping prints unescaped
+        "read-c21.json",
+    ],
+)
+def test_rows_are_the_timed_requests_and_reproduce_ioping_statistics(name: str) -> None:
+    # given the requests read straight off ioping's lines, and ioping's final stat object
+    text = _fixture(name)
+    printed = requests_by_lines(text)
+    timed = [(r["request"], r["size"], r["time"]) for r in printed if not r["ignored"]]
+
+    out = parse_ioping(text)
+
+    assert [(r["request"], r["size_bytes"], r["time_ns"]) for r in out.requests] == timed
+    assert out.ignored_requests == len(printed) - len(timed) == 1
+    # ioping's total statistics are exactly those of the rows
+    total = stats_by_lines(text)[-1]
+    assert ioping_statistics([r["time_ns"] for r in out.requests]) == total
+    summary = out.summary()
+    assert (summary["lat_p0_ns"], summary["lat_p100_ns"]) == (total["min"], total["max"])
+
+
+def test_periodic_stat_objects_do_not_replace_the_total() -> None:
+    out = parse_ioping(_fixture("versions/v1.3/json-p2-c5.json"))
+
+    assert out.stat is not None
+    assert out.stat["count"] == len(out.requests) == 4
+
+
+def test_ioping_1_2_json_without_localtime_is_read() -> None:
+    out = parse_ioping(_fixture("versions/v1.2/read-c4.json"))
+
+    assert [r["request"] for r in out.requests] == [2, 3, 4]
+    assert all(r["ts"] > 1.7e9 for r in out.requests)
+
+
+@pytest.mark.parametrize(
+    ("name", "ignored"),
+    [
+        ("versions/v1.3/nowait-c3.json", {"failed": 3}),  # size 0, no notice in 1.3
+        ("versions/master/nowait-c3.json", {"EAGAIN": 3}),
+        ("warmup-only-c1.json", {"warm-up or outside -t/-T": 1}),
+    ],
+)
+def test_ignored_requests_are_counted_by_reason(name: str, ignored: dict) -> None:
+    out = parse_ioping(_fixture(name))
+
+    assert out.requests == []
+    assert out.ignored == ignored
+
+
+def test_no_timed_request_names_the_reasons_not_only_the_warm_up() -> None:
+    out = parse_ioping(_fixture("versions/master/nowait-c3.json"))
+
+    assert no_timed_request(out) == "no timed request, 3 ignored by ioping (3 EAGAIN)"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("versions/v1.3/batch-p2-c7.txt", "ioping -B statistics, no per-request times"),
+        ("versions/v0.9/batch-c4.txt", "ioping -B statistics, no per-request times"),
+        ("versions/v1.3/human-c3.txt", "ioping human-readable output"),
+        ("versions/v0.9/human-c3.txt", "ioping human-readable output"),
+        ("versions/v1.3/quiet-c3.txt", "ioping human-readable output"),
+        ("versions/v1.3/json-quiet-c3.json", "ioping -J statistics only, no per-request times"),
+    ],
+)
+def test_other_ioping_outputs_are_refused_with_their_reason(name: str, message: str) -> None:
+    path = FIXTURES / name
+    assert detect_kind(path.read_text()) == "ioping"
+
+    with pytest.raises(ParseError) as caught:
+        list(parse_file(path))
+
+    assert str(caught.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_cut_short_output_with_an_unquoted_path_says_it_was_cut_short() -> None:
+    text = _fixture("versions/v1.3/path-backslash-quote-c3.json")
+    cut = text[: text.index('"io": {', text.index('"io": {') + 1)]  # inside the 2nd request
+
+    with pytest.raises(ParseError) as caught:
+        parse_ioping(cut)
+
+    # the end of the text, not the path on line 5 that ioping did not escape
+    assert str(caught.value).startswith(
+        f"invalid ioping JSON at line {cut.rstrip().count(chr(10)) + 1} "
+    )
+    assert "escape" not in str(caught.value)
+
+
+def test_an_interrupted_request_is_not_a_timed_row() -> None:
+    # hand-edited real output: no engine makes pread return EINTR on demand. ioping 1.3
+    # prints it as a timed request of size -1 (ret_size), 1.2 as (unsigned long)-1
+    doc = json.loads(_fixture("read-c21.json"))
+    doc[3]["io"]["size"] = -1
+    doc[4]["io"]["size"] = 2**64 - 1
+
+    out = parse_ioping(json.dumps(doc))
+
+    assert len(out.requests) == 18
+    assert out.ignored == {"warm-up or outside -t/-T": 1, "EINTR": 2}
+
+
+def test_a_nan_printed_by_ioping_in_its_statistics_is_read() -> None:
+    # hand-edited real output: printf("%.0f") of a NaN mdev (the root of a variance
+    # rounded below zero) prints -nan, which is not JSON
+    text = re.sub(r'"mdev": \d+', '"mdev": -nan', _fixture("read-c21.json"))
+
+    out = parse_ioping(text)
+
+    assert len(out.requests) == 20
+    assert out.stat is not None and out.stat["mdev"] is None

@@ -251,3 +251,27 @@ def test_plan_table_lists_every_cell_and_the_total() -> None:
         assert cell.cell_id in table
     assert "w02  app c-build" in table
     assert "16 cells, total instances: 88 (limit 100)" in table.splitlines()
+
+
+def test_an_aws_ioping_count_the_ingest_lambda_cannot_read_is_refused_local_is_not() -> None:
+    from iofleet.plan.matrix import AWS_IOPING_MAX_COUNT
+
+    def matrix(storage: dict, count: int) -> dict:
+        return {
+            "name": "ioping-big",
+            "instance_types": ["m6i.large"],
+            "storage": [storage],
+            "workloads": [{"ioping": {"count": count, "interval_ms": 0}}],
+            "parallelism": [1],
+        }
+
+    ebs = {"type": "ebs", "label": "gp3", "volume_type": "gp3", "size_gib": 100}
+    local = {"type": "local", "label": "here", "path": "."}
+    build_plan(validate_matrix_dict(matrix(ebs, AWS_IOPING_MAX_COUNT)), target="aws")
+    with pytest.raises(ValidationFailed) as info:
+        build_plan(validate_matrix_dict(matrix(ebs, AWS_IOPING_MAX_COUNT + 1)), target="aws")
+    (problem,) = info.value.problems
+    assert problem.path == "workloads[0].ioping.count"
+    assert problem.message.startswith("at most 100,000 requests on AWS, got 100,001")
+    plan = build_plan(validate_matrix_dict(matrix(local, 1_000_000)), target="local")
+    assert len(plan.cells) == 1

@@ -189,3 +189,24 @@ def test_reports_show_each_cells_start_skew_from_the_slots_barrier_instants(
         2000,
         2,
     )
+
+
+def test_an_interrupted_html_write_leaves_the_previous_report_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a report from an earlier run
+    from iofleet.report import cli as report_cli
+
+    report = tmp_path / "report.html"
+    report.write_text("<html>earlier run</html>")
+
+    # when Ctrl-C lands once the new text is written, before it replaces the old one
+    def interrupted(src: object, dst: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_cli.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report_cli._write_whole(report, "<html>" + "x" * 1_000_000 + "</html>")
+    # then the earlier report is whole and nothing else is left beside it
+    assert report.read_text() == "<html>earlier run</html>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]

@@ -5,6 +5,7 @@ Stdlib only (the ingest Lambda and `iofleet parse` share them).
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,29 @@ class ParseError(Exception):
     """A raw artifact that cannot be parsed; the message is one line."""
 
 
+# a byte-order mark names the encoding: fio's output saved by Windows PowerShell 5.1
+# (`fio ... > out.json`) is UTF-16 LE with a BOM. UTF-32 LE's BOM starts with UTF-16
+# LE's: it is looked for first.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode_text(raw: bytes, errors: str = "strict") -> str:
+    """An output file's text: the encoding its byte-order mark names, else UTF-8.
+
+    UnicodeDecodeError (with errors="strict") when the bytes are not that encoding.
+    """
+    for bom, codec in _BOMS:
+        if raw.startswith(bom):
+            return raw.decode(codec, errors)
+    return raw.decode("utf-8", errors)
+
+
 def detect_kind(text: str) -> str:
     """Guess the artifact kind from its content: fio, ioping or app."""
     stripped = text.lstrip()
@@ -21,6 +45,11 @@ def detect_kind(text: str) -> str:
         return "ioping"
     if '"fio version"' in text:
         return "fio"
+    if not stripped.startswith("{"):
+        from iofleet.results.parsers.ioping import non_json_kind
+
+        if non_json_kind(text):  # ioping's -B or human-readable output: refused by its parser
+            return "ioping"
     if stripped.startswith("{"):
         try:
             doc = json.loads(stripped)
@@ -39,7 +68,7 @@ def parse_file(
     fio's notes and error lines printed before its JSON go to `warn`.
     """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = decode_text(path.read_bytes(), errors="replace")
     except OSError as exc:
         raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if kind == "auto":

@@ -2,26 +2,40 @@
 
 fio may print text before its JSON document (notes such as "note: both iodepth
 >= 1 and synchronous I/O engine...", and "fio: pid=..., err=..." error lines) and,
-rarely, after it; that text is kept as warnings. A direction with total_ios == 0
-gives no record, except for a job that failed (error != 0) before doing any I/O:
-it gets one record per direction its `rw` asked for, with zero I/O and null
-latencies, so its error code reaches the tables instead of vanishing.
+rarely, after it; that text is kept as warnings, except fio's progress lines
+("Jobs: 1 (f=1): ...", ended by carriage returns, with --eta=always). A direction
+with total_ios == 0 gives no record, except for a job that failed (error != 0) before
+doing any I/O:
+it gets one record per direction its `rw` asked for (`mixed` under
+unified_rw_reporting, as fio reports it), with zero I/O and null latencies, so its
+error code reaches the tables instead of vanishing. A job with no I/O and no error
+(fio could not create its file) is named in a warning. fio's `sync` direction
+(fsync/fdatasync latency) is not a data direction and gives no record.
 
 Completion-latency percentiles are exact, never interpolated:
 - from json+ histogram bins when present: the smallest bin value whose cumulative
-  count reaches ceil(p/100 x total) (`percentile_from_bins`, the rule fio itself uses);
+  count reaches ceil(p/100 x total), computed exactly as fio's long double does
+  (`percentile_from_bins`, the rule fio itself uses);
 - else from fio's `percentile` list when it holds exactly that percentile;
 - else null.
+fio 3.14+ lists the figures the bin rule gives. Earlier fio computed p / 100.0 x N in
+double under -ffast-math and, where that product is an integer, can list the next
+sample (fio commit 298d751e); iofleet keeps the exact rule over the bins it stores.
 
 fio's format across its versions (each shape has a fixture made by that fio,
 tests/fixtures/fio/versions/README.md):
 - fio 3.0+ reports completion latency as `clat_ns` (ns); fio 2.x as `clat` (usec).
 - fio before 2.21 writes `io_bytes` in KiB (no `io_kbytes` key; fio commit c12d597a
   made it bytes and added `io_kbytes`); `bw` is KiB/s in every version, `bw_bytes`
-  exists from fio 3.2.
+  exists from fio 3.2; before, bw_bytes is computed as fio 3.2+ does (1000 x io_bytes
+  / runtime ms, integer arithmetic), not bw x 1024, which lost up to 1023 B/s.
 - json+ `bins` (fio 2.2.12+): fio 2.2.12 to 2.19 key them by histogram index, with
   the FIO_IO_U_PLAT_BITS / _VAL / _NR constants beside them; each index decodes to
   fio's own bucket value (`plat_idx_to_val` of stat.c). fio 2.20+ key them by value.
+- lat_percentiles (fio 3.1+; in fio 3.1-3.12 also turned on by clat_percentiles=0 alone):
+  fio 3.1 to 3.12 write the total-latency percentile list under clat_ns (fio 3.1 its
+  json+ bins too), so those jobs get null clat percentiles and no histogram, with a
+  warning; fio 3.13+ put them under lat_ns, where they belong.
 - unified_rw_reporting: every I/O is reported under `mixed` (direction "mixed");
   with `unified_rw_reporting=both` (fio 3.27+) `mixed` comes beside read and write.
 - a direction with I/O but no completion-latency samples (disable_clat, ...) has null
@@ -30,7 +44,10 @@ tests/fixtures/fio/versions/README.md):
   min = max = mean = 0 (fio's no-sample output; in fio 2.x's microseconds an
   all-sub-microsecond run looks the same and is also left null).
 - client/server (`fio --client`): `client_stats` instead of `jobs`, each entry a
-  job of one server (`host` = hostname:port) and a last "All clients" total (host null).
+  job of one server (`host` = hostname:port) and a last "All clients" total (host null);
+  `global options` is one object, or one per server (with its hostname and port).
+- strings: fio escapes only '"' and '\\' in them, so raw control characters (a tab in a
+  job's description) are accepted.
 Anything else that is not fio's JSON is a ParseError with a one-line reason.
 
 Stdlib only; orjson, when installed, decodes the common case (the document runs to
@@ -91,7 +108,10 @@ BIN_KEYS = ("job", "job_index", "direction", "bin_ns", "count")
 CLIENT_RECORD_KEYS = (*RECORD_KEYS, "host")
 ALL_CLIENTS = "All clients"  # the jobname of fio's summed entry in client_stats
 
-_JSON_START = re.compile(r"^\{", re.MULTILINE)
+# the document starts a line; fio's progress (ETA) lines end in a carriage return, and
+# with --eta=always and a normal output format beside json the last one precedes "{"
+_JSON_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
+_ETA_LINE = re.compile(r"Jobs: \d+ \(")
 _MAX_QUOTE = 120
 
 
@@ -171,9 +191,13 @@ def percentile_from_bins(
     """The smallest bin value whose cumulative count reaches ceil(p/100 x total).
 
     `bins` maps a bin value (ns, as fio reports it) to its count; bins from several
-    jobs or slots can be merged by adding counts first. The threshold is computed
-    with the same double arithmetic as fio (p / 100.0 * total), so the result equals
-    fio's own percentile figure. None when there are no samples.
+    jobs or slots can be merged by adding counts first. fio (calc_clat_percentiles,
+    stat.c) compares the running count with `(long double) p / 100.0 * N`; here the
+    threshold is the exact value of p / 100 x total for the double p (see
+    `_samples_needed`), which is what fio's long double gives for the warehouse's
+    percentiles, so the result equals fio's own percentile figure there. A double
+    computation would not: 99.9 / 100.0 * 33000 rounds to 32967.0 in doubles, where
+    fio needs sample 32968. None when there are no samples.
     """
     return percentiles_from_bins(bins, (p,))[0]
 
@@ -202,9 +226,20 @@ def _percentiles_of_sorted(
         return [None] * len(ps)
     total = cumulative[-1]
     last = len(values) - 1
-    return [
-        values[min(bisect_left(cumulative, max(1, math.ceil(p / 100.0 * total))), last)] for p in ps
-    ]
+    return [values[min(bisect_left(cumulative, _samples_needed(p, total)), last)] for p in ps]
+
+
+def _samples_needed(p: float, total: int) -> int:
+    """ceil(p / 100 x total), exactly, for p as the double fio parsed (at least 1).
+
+    fio computes the threshold in long double (80-bit on x86-64, 128-bit on arm64).
+    For the warehouse's percentiles (PERCENTILES) both give this exact ceiling (checked
+    for every sample count up to 3 million); a double computation does not. For some
+    other percentiles fio itself differs by platform: x86-64 rounds 30.0 / 100 x 50 to
+    just above 15 and needs sample 16, arm64 (and this function) sample 15.
+    """
+    num, den = float(p).as_integer_ratio()
+    return max(1, -(-num * total // (den * 100)))
 
 
 def _quote(text: str) -> str:
@@ -213,7 +248,9 @@ def _quote(text: str) -> str:
 
 
 def _text_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    """The notes around the document: non-empty lines, fio's progress lines left out."""
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not _ETA_LINE.match(line)]
 
 
 def _decode(text: str) -> tuple[dict, list[str]]:
@@ -234,7 +271,9 @@ def _decode(text: str) -> tuple[dict, list[str]]:
                     return doc, _text_lines(text[: head.start()])
     # candidate starts are found lazily: the first one nearly always decodes
     starts = (m.start() for m in _JSON_START.finditer(text))
-    decoder = json.JSONDecoder()
+    # strict=False: fio's JSON printer (json.c) escapes only '"' and '\\', so a tab in a
+    # job name, description or option value reaches the output as a raw control character
+    decoder = json.JSONDecoder(strict=False)
     first_error: json.JSONDecodeError | None = None
     for start in starts:
         try:
@@ -258,7 +297,11 @@ def _decode(text: str) -> tuple[dict, list[str]]:
     if first_error is None:  # no line starts with "{"
         first = _text_lines(text)[0]
         raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
-    kind = "truncated" if first_error.pos >= len(text.rstrip()) else "invalid"
+    # cut short: the decoder stopped at the end of the text, or a string or number
+    # ran into it ("0." then the end: "Expecting ',' delimiter" at the ".")
+    rest = text[first_error.pos :].strip()
+    cut = len(rest) <= 2 and "\n" not in rest
+    kind = "truncated" if cut or first_error.msg.startswith("Unterminated string") else "invalid"
     raise ParseError(
         f"{kind} fio JSON at line {first_error.lineno} column {first_error.colno}: "
         f"{first_error.msg}"
@@ -454,21 +497,26 @@ def _direction_record(
     error: int,
     host: str | None | _NoHost = _NO_HOST,
     where: str = "",
+    total_latency_percentiles: bool = False,
 ) -> None:
     where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
     listed = _listed(clat, scale, clat_where)
-    if "bw_bytes" in stats:
-        bw_bytes = _int(stats["bw_bytes"], f"{where}.bw_bytes")
-    else:  # fio 2.x: KiB/s
-        bw_bytes = _int(stats.get("bw", 0), f"{where}.bw") * 1024
     if "io_bytes" in stats and "io_kbytes" in stats:  # fio 2.21+: bytes
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes")
     elif "io_bytes" in stats:  # fio before 2.21: io_bytes is in KiB
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes") * 1024
     else:
         io_bytes = _int(stats.get("io_kbytes", 0), f"{where}.io_kbytes") * 1024
+    runtime = _int(stats.get("runtime", 0), f"{where}.runtime")
+    if "bw_bytes" in stats:
+        bw_bytes = _int(stats["bw_bytes"], f"{where}.bw_bytes")
+    elif "io_bytes" in stats or "io_kbytes" in stats:
+        # fio before 3.2 writes only bw, KiB/s truncated: computed as fio 3.2+ does
+        bw_bytes = 1000 * io_bytes // runtime if runtime > 0 else 0
+    else:
+        bw_bytes = _int(stats.get("bw", 0), f"{where}.bw") * 1024
     mean = clat.get("mean")
     sampled = _has_samples(clat, bins, clat_where)
     if not sampled:
@@ -477,6 +525,13 @@ def _direction_record(
             "samples; clat left null"
         )
         clat, bins, mean = {}, Bins([], []), None
+    elif total_latency_percentiles:
+        out.warnings.append(
+            f"job {job!r} (jobs[{index}]) {direction}: fio {out.fio_version} lists total-latency "
+            "(lat) percentiles under clat_ns for a job with lat_percentiles (or "
+            "clat_percentiles=0); completion-latency percentiles left null"
+        )
+        bins = Bins([], [])
     record: dict[str, object] = {
         "job": job,
         "job_index": index,
@@ -484,7 +539,7 @@ def _direction_record(
         "iops": _float(stats.get("iops", 0), f"{where}.iops"),
         "bw_bytes": bw_bytes,
         "io_bytes": io_bytes,
-        "runtime_ms": _int(stats.get("runtime", 0), f"{where}.runtime"),
+        "runtime_ms": runtime,
         "error": error,
         "clat_min_ns": _optional_int(clat, "min", clat_where, scale),
         "clat_max_ns": _optional_int(clat, "max", clat_where, scale),
@@ -494,7 +549,7 @@ def _direction_record(
     if bins:
         found = _percentiles_of_sorted(bins.values, bins.counts, _PERCENTILE_VALUES)
         record.update(zip((key for key, _ in PERCENTILES), found, strict=True))
-    elif not sampled:
+    elif not sampled or total_latency_percentiles:
         record.update((key, None) for key, _ in PERCENTILES)
     else:
         for key, p in PERCENTILES:
@@ -526,6 +581,7 @@ def parse_fio(text: str) -> FioOutput:
     key = "client_stats" if client else "jobs"
     version = doc.get("fio version")
     out = FioOutput(warnings=around, fio_version=version if isinstance(version, str) else None)
+    release = _release(out.fio_version)
     if not jobs:
         out.warnings.append("fio reported no jobs")
     for index, entry in enumerate(jobs):
@@ -536,6 +592,7 @@ def parse_fio(text: str) -> FioOutput:
             raise ParseError(f"{key}[{index}]: no jobname")
         error = _int(entry.get("error", 0), f"{key}[{index}].error")
         host = _client_host(entry, name, f"{key}[{index}]") if client else _NO_HOST
+        total_latency = release is not None and _lat_in_clat(release, entry, doc)
         before = len(out.records)
         for direction in DIRECTIONS:
             stats = entry.get(direction)
@@ -549,17 +606,27 @@ def parse_fio(text: str) -> FioOutput:
             else:  # very old fio: no total_ios; did the direction move any bytes?
                 ios = _int(stats.get("io_bytes", stats.get("io_kbytes", 0)), f"{where}.io_bytes")
             if ios > 0:
-                _direction_record(out, name, index, direction, stats, error, host, where)
+                _direction_record(
+                    out, name, index, direction, stats, error, host, where, total_latency
+                )
         if error and len(out.records) == before:
             out.warnings.append(
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
             )
             rw = _job_option(entry, doc, "rw") or "read"
-            for direction in _RW_DIRECTIONS.get(rw.split(":")[0], ("read",)):
+            directions = _RW_DIRECTIONS.get(rw.split(":")[0], ("read",))
+            if "mixed" in entry:  # unified_rw_reporting: 1/mixed alone, or both beside read
+                directions = (*directions, "mixed") if "read" in entry else ("mixed",)
+            for direction in directions:
                 record = _failed_record(name, index, direction, error)
                 if host is not _NO_HOST:
                     record["host"] = host
                 out.records.append(record)
+        elif len(out.records) == before:
+            # e.g. fio could not create the job's file: fio says error 0 (and exits 1)
+            out.warnings.append(
+                f"job {name!r} ({key}[{index}]) did no I/O, though fio reports no error for it"
+            )
     _check_columns(out)
     return out
 
@@ -651,10 +718,67 @@ _RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
 
 def _job_option(entry: Mapping, doc: Mapping, name: str) -> str | None:
     """A job's option as fio reports it: its own `job options`, else `global options`."""
-    for options in (entry.get("job options"), doc.get("global options")):
+    for options in (entry.get("job options"), _global_options(entry, doc)):
         if isinstance(options, Mapping) and isinstance(options.get(name), str):
             return str(options[name])
     return None
+
+
+def _global_options(entry: Mapping, doc: Mapping) -> Mapping:
+    """The `global options` that applied to a job. fio --client output talking to several
+    servers holds one object per server (with its hostname and port: client.c)."""
+    options = doc.get("global options")
+    if isinstance(options, Mapping):
+        return options
+    if isinstance(options, list):
+        for server in options:
+            if (
+                isinstance(server, Mapping)
+                and server.get("hostname") == entry.get("hostname")
+                and server.get("port") == entry.get("port")
+            ):
+                return server
+    return {}
+
+
+_RELEASE = re.compile(r"fio-(\d+)\.(\d+)")
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a "fio version" string: "fio-3.12" and "fio-3.12-8-gabcdef" give
+    (3, 12); None when it says no release."""
+    m = _RELEASE.match(version or "")
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def _flag(value: str) -> bool:
+    """A boolean fio option's value as fio reads it (an integer, "0x" hex allowed; a bare
+    option is on)."""
+    m = re.match(r"\s*(0[xX][0-9a-fA-F]+|\d+)", value)
+    return int(m[1], 0) != 0 if m else True
+
+
+def _lat_in_clat(release: tuple[int, int], entry: Mapping, doc: Mapping) -> bool:
+    """Are this job's clat_ns `percentile` (and fio 3.1's json+ `bins`) total latency?
+
+    fio 3.1 added lat_percentiles: with it on, fio puts total-latency samples in the
+    histogram its percentiles come from, and until fio 3.12 writes that percentile list
+    under clat_ns (fio 3.1 its json+ bins too; fio 3.2 moved the bins to lat_ns, fio
+    3.13 the list). fio 3.1-3.12 (init.c) also turn lat_percentiles on when only
+    clat_percentiles=0 is given. Job options override the global ones.
+    """
+    if not (3, 0) <= release <= (3, 12):
+        return False
+    options: dict[str, object] = {}
+    for scope in (_global_options(entry, doc), entry.get("job options")):
+        if isinstance(scope, Mapping):
+            options.update(scope)
+    lat, clat = options.get("lat_percentiles"), options.get("clat_percentiles")
+    if isinstance(lat, str):
+        return _flag(lat)
+    if isinstance(clat, str):
+        return not _flag(clat)
+    return False
 
 
 def _failed_record(job: str, index: int, direction: str, error: int) -> dict[str, object]:

@@ -1,9 +1,18 @@
 """ioping `-J` output: one row per timed request, plus an exact percentile summary.
 
-ioping 1.3 prints a JSON array: one object per request (`io`: request,
-operation, size, time in ns, `ignored` true for the warm-up requests) and a
-final object with `stat` and `load`. Warm-up requests are dropped, as ioping
-itself does in its statistics.
+ioping 1.2 and later print a JSON array (ioping.c, json_request/json_statistics):
+one object per request (`io`: request, operation, size, time in ns, `ignored`;
+1.3 adds `localtime`, later ioping `io.offset` and `io.notice`) and an object
+with `stat` and `load` after every `-p`/`-P` period and at the end (the last one
+is the total). Ignored requests (the warm-up, `-a`; outside `-t`/`-T`; failed
+ones, size 0) are dropped, as ioping itself does in its statistics.
+
+ioping prints its strings with printf("%s") unescaped: a path or mount source
+holding a backslash or a quote, or a `-I` time format, makes the text invalid
+JSON. Those lines are re-quoted from the literal text between the quotes, which
+is what ioping wrote. Its other outputs (human-readable lines, `-B` statistics,
+`-J` with `-q`/`-R`: statistics only) hold no exact per-request times and are
+refused with a one-line reason.
 
 Stdlib only.
 """
@@ -12,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -52,8 +62,19 @@ def _number(value: float) -> int | float:
 @dataclass
 class IopingOutput:
     requests: list[dict] = field(default_factory=list)
-    warmup_requests: int = 0
+    # requests ioping leaves out of its statistics (`"ignored": true`), by reason:
+    # its `notice` when printed (warmup, too fast, too slow, EIO, ...), else
+    # "failed" for a request that moved no bytes, else "warm-up or outside -t/-T"
+    ignored: dict[str, int] = field(default_factory=dict)
     stat: dict | None = None
+
+    @property
+    def ignored_requests(self) -> int:
+        return sum(self.ignored.values())
+
+    def ignored_text(self) -> str:
+        """'1 warmup', '2 warm-up or outside -t/-T, 1 EIO'."""
+        return ", ".join(f"{n} {reason}" for reason, n in self.ignored.items())
 
     def summary(self) -> dict:
         """One record: operation, requests and exact latency percentiles over the requests."""
@@ -68,12 +89,85 @@ class IopingOutput:
         return record
 
 
+# a line ioping prints as `"key": "%s"` (json_request, json_statistics)
+_STRING_LINE = re.compile(
+    r'^(?P<head>[ \t]*"(?:path|fstype|device|localtime|notice)": ")(?P<raw>.*)(?P<tail>",?[ \t]*)$'
+)
+# printf("%f") of a NaN or infinity (e.g. mdev as the root of a tiny negative variance)
+_NON_FINITE = re.compile(r'^(?P<head>[ \t]*"\w+": )-?(?:nan|inf)(?P<tail>,?[ \t]*)$', re.IGNORECASE)
+# ioping's warnings on stderr ("ioping: nowait without cached or direct I/O is supposed
+# to fail"), printed before the JSON when both streams went to one file
+_LEADING_WARNINGS = re.compile(r"(?:(?:\S*/)?ioping: [^\n]*\n)+(?=\[)")
+
+# `ioping -B`: valid sum iops speed min avg max mdev count load_time (1.0 and later, ns);
+# ioping 0.9: requests sum iops speed min avg max mdev (us); %.0f of a NaN is nan
+_FIGURE = r"(?:\d+|-?nan|-?inf)"
+_BATCH_LINE = re.compile(rf"^{_FIGURE}(?: {_FIGURE}){{7}}(?: {_FIGURE} {_FIGURE})?$", re.IGNORECASE)
+_HUMAN_LINE = re.compile(r"request=\d+ time=|ioping statistics ---|^min/avg/max/mdev = ")
+_NOT_JSON = {
+    "batch": "ioping -B statistics, no per-request times",
+    "human": "ioping human-readable output, its times rounded for display",
+}
+
+# io.size of a request pread/pwrite failed with EINTR: ioping 1.3 prints ret_size -1
+# (and times it as a request), 1.2 prints it as an unsigned long
+_INTERRUPTED_SIZES = (-1, 2**64 - 1)
+
+
+def non_json_kind(text: str) -> str | None:
+    """'batch' or 'human' when text is ioping's raw statistics or human-readable output,
+    'json' for -J output after ioping's warnings."""
+    stripped = text.strip()
+    if _LEADING_WARNINGS.match(stripped):
+        return "json"
+    lines = [line.strip() for line in stripped[:65536].splitlines()[:50] if line.strip()]
+    if lines and all(_BATCH_LINE.match(line) for line in lines):
+        return "batch"
+    if any(_HUMAN_LINE.search(line) for line in lines):
+        return "human"
+    return None
+
+
+def _requote(text: str) -> str:
+    """ioping's JSON with its unescaped strings escaped and non-finite numbers as null."""
+    lines = []
+    for line in text.split("\n"):
+        m = _STRING_LINE.match(line)
+        if m:
+            line = m["head"] + json.dumps(m["raw"], ensure_ascii=False)[1:-1] + m["tail"]
+        else:
+            m = _NON_FINITE.match(line)
+            if m:
+                line = m["head"] + "null" + m["tail"]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _loads(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        repaired = _requote(text)
+        if repaired == text:
+            raise
+    # the same lines, so a problem left (e.g. the output cut short) keeps its line number
+    return json.loads(repaired)
+
+
 def _decode(text: str) -> list:
     stripped = text.strip()
     if not stripped:
         raise ParseError("empty ioping output")
+    warnings = _LEADING_WARNINGS.match(stripped)
+    if warnings:
+        stripped = stripped[warnings.end() :]
+    kind = non_json_kind(stripped) if not stripped.startswith("[") else None
+    if kind in _NOT_JSON:
+        raise ParseError(
+            f"{_NOT_JSON[str(kind)]}: iofleet reads ioping -J output (ioping 1.2 or later)"
+        )
     try:
-        doc = json.loads(stripped)
+        doc = _loads(stripped)
     except json.JSONDecodeError as exc:
         raise ParseError(
             f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
@@ -117,7 +211,11 @@ def parse_ioping(text: str) -> IopingOutput:
         if not isinstance(io, dict):
             raise ParseError(f"{where}: neither an 'io' request nor a 'stat' summary")
         if io.get("ignored") is True:
-            out.warmup_requests += 1
+            reason = _ignored_reason(io)
+            out.ignored[reason] = out.ignored.get(reason, 0) + 1
+            continue
+        if io.get("size") in _INTERRUPTED_SIZES:  # no I/O completed, no latency to keep
+            out.ignored["EINTR"] = out.ignored.get("EINTR", 0) + 1
             continue
         operation = io.get("operation")
         if not isinstance(operation, str) or not operation:
@@ -134,6 +232,28 @@ def parse_ioping(text: str) -> IopingOutput:
                 else None,
             }
         )
-    if not out.requests and out.warmup_requests == 0:
+    if not out.requests and not out.ignored:
+        if out.stat is not None:
+            raise ParseError(
+                "ioping -J statistics only, no per-request times (ioping ran with -q or -R)"
+            )
         raise ParseError("no ioping requests in the output")
     return out
+
+
+def no_timed_request(out: IopingOutput) -> str:
+    """Why an output that parsed yields no request row, in one line."""
+    n = out.ignored_requests
+    text = f"no timed request, {n} ignored by ioping ({out.ignored_text()})"
+    if n == 1:
+        text += ": ioping ignores its first request, use -c 2 or more"
+    return text
+
+
+def _ignored_reason(io: dict) -> str:
+    notice = io.get("notice")
+    if isinstance(notice, str) and notice:
+        return notice
+    if io.get("size") == 0:  # ioping 1.3: RWF_NOWAIT's EAGAIN; later: any error under -E
+        return "failed"
+    return "warm-up or outside -t/-T"

@@ -5,9 +5,14 @@
 -- smallest bin value whose cumulative count reaches ceil(p / 100 * total).
 -- With integer counts, running >= ceil(p * total / 100) is the same as
 -- running * 100000 >= (p * 1000) * total, which is exact in BIGINT on every
--- engine (no floating point, no integer division). p0 is the smallest
--- non-empty bin and p100 the largest. Bins of every slot are included, also
--- from jobs that reported an error (the I/Os they completed were timed).
+-- engine (no floating point, no integer division). p is the double fio holds:
+-- 50, 75, 90, 98 and 99 exactly, 99.99 a hair below (the same ceiling for any
+-- total below 10^12), 99.9 a hair above, so where 99.9 * total / 100 is a whole
+-- number fio needs one more sample (1,000 samples: the 1,000th): for p99.9 the
+-- comparison is strict (>), which is that rule for any total below 10^13.
+-- p0 is the smallest non-empty bin and p100 the largest. Bins of every slot are
+-- included, also from jobs that reported an error (the I/Os they completed were
+-- timed).
 WITH merged AS (
   SELECT
     run_id, cell_id, workload_index, workload, job, direction, bin_ns,
@@ -47,7 +52,7 @@ rule AS (
     min(CASE WHEN cum * 100000 >= 90000 * total THEN bin_ns END) AS p90_ns,
     min(CASE WHEN cum * 100000 >= 98000 * total THEN bin_ns END) AS p98_ns,
     min(CASE WHEN cum * 100000 >= 99000 * total THEN bin_ns END) AS p99_ns,
-    min(CASE WHEN cum * 100000 >= 99900 * total THEN bin_ns END) AS p99_9_ns,
+    min(CASE WHEN cum * 100000 > 99900 * total THEN bin_ns END) AS p99_9_ns,
     min(CASE WHEN cum * 100000 >= 99990 * total THEN bin_ns END) AS p99_99_ns,
     max(bin_ns) AS p100_ns
   FROM running

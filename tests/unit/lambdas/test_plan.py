@@ -217,3 +217,49 @@ def test_heartbeat_stays_below_the_task_timeout(
     out = plan.handler(_event(matrix), context)
     assert out["valid"] is True
     assert all(0 < c["heartbeat_s"] < c["timeout_s"] for c in out["cells"])
+
+
+def test_matrix_prices_reach_the_run_json_in_s3_and_its_cost_rows(
+    cloud: Cloud, context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Plan step prices the run from the matrix alone: FSx rates given in the matrix
+    (round TEST RATES, not AWS prices) price seed 004's OpenZFS cells in run.json."""
+    from iofleet.results.ingest import rows_for_artifact
+
+    monkeypatch.setenv("MAX_INSTANCES", "2000")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    matrix = example("seed004-yocto-fleet.json")
+    matrix["prices"] = {
+        "as_of": "2026-11-20",
+        "source": "test rates, not AWS prices",
+        "regions": {
+            "us-east-1": {
+                "fsx-openzfs": {
+                    "deployment_types": {
+                        "SINGLE_AZ_1": {
+                            "ssd_gib_month": 0.1,
+                            "throughput_mbps_month": 0.2,
+                            "iops_month": 0.01,
+                        }
+                    }
+                }
+            }
+        },
+    }
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True
+    run_id = out["run_id"]
+    text = cloud.text(f"raw/{run_id}/run.json")
+    manifest = json.loads(text)
+    assert manifest["matrix"]["prices"] == matrix["prices"]
+    assert manifest["plan"]["matrix_prices"]["sections"] == ["fsx-openzfs"]
+    fsx_cells = [c for c in manifest["plan"]["cells"] if c["storage_type"] == "fsx-openzfs"]
+    assert len(fsx_cells) == 5
+    for cell in fsx_cells:
+        items = {i["item"] for i in cell["cost"]["items"]}
+        assert "fsx-openzfs SINGLE_AZ_1 throughput capacity" in items
+        assert not [u for u in cell["cost"]["unknown"] if u.startswith("fsx-")]
+    rows = rows_for_artifact(f"{run_id}/run.json", text)["cell_costs"]
+    by_cell = {r["cell_id"]: r for r in rows}
+    for cell in fsx_cells:
+        assert by_cell[cell["cell_id"]]["estimated_cost_usd"] == cell["estimated_cost_usd"]

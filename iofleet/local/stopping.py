@@ -1,0 +1,145 @@
+"""How `iofleet local` stops: SIGINT (Ctrl-C), SIGTERM and SIGHUP.
+
+The first of them interrupts the run where it is (`Interrupted`, a KeyboardInterrupt
+that names its signal): the runner stops every slot, records the slots that did not
+record themselves, removes what the run put on the target, and ingests what was
+measured. While it does that, later signals do not interrupt it (a cleanup cut in
+the middle is what leaves files and processes behind): they only make it hurry
+(`hurry`): the slots still running are killed at once instead of being given their
+grace, and the ingest and report are left to the next run. Ingest and report
+themselves are interruptible at any signal (`interruptible`): the warehouse is
+written in one transaction, which an interrupt rolls back.
+
+The exit status is 128 + the first signal's number (130 SIGINT, 143 SIGTERM, 129
+SIGHUP), as a shell reports a process killed by it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by `signum`."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal_name(self.signum)
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class StopSignals:
+    """Installed for the length of a run (a context manager); see the module docstring."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._raised = False
+        self._interruptible = 0
+        self._shielded = 0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    @property
+    def hurry(self) -> bool:
+        """A second signal came: stop the slots now, leave ingest to the next run."""
+        return len(self.received) > 1
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self._interruptible or not (self._raised or self._shielded):
+            self._raised = True
+            raise Interrupted(signum)
+
+    def deliver(self) -> None:
+        """Raise the first signal now if it came while shielded and has not been raised."""
+        if self.received and not self._raised:
+            self._raised = True
+            raise Interrupted(self.received[0])
+
+    @contextmanager
+    def shielded(self) -> Iterator[None]:
+        """Inside, no signal interrupts (a cleanup, a record being written); the first
+        signal that came meanwhile is raised by `deliver` or `interruptible`."""
+        self._shielded += 1
+        try:
+            yield
+        finally:
+            self._shielded -= 1
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Inside, every signal interrupts, the first or a later one. DuckDB turns an
+        exception raised by a signal handler during a query into its own RuntimeError
+        ("Query interrupted"): an error that ends the block after a signal came is
+        that signal's Interrupted."""
+        self.deliver()  # a signal that came while shielded
+        before = len(self.received)
+        self._interruptible += 1
+        try:
+            yield
+        except Interrupted:
+            raise
+        except BaseException as exc:
+            if len(self.received) > before:
+                raise Interrupted(self.received[before]) from exc
+            raise
+        finally:
+            self._interruptible -= 1
+
+    @contextmanager
+    def interrupting(self, interrupt: Callable[[], None]) -> Iterator[None]:
+        """Inside, a stop signal also calls `interrupt` at once, from a thread. A Python
+        signal handler runs only between bytecodes, and DuckDB looks for signals only
+        now and then while a statement runs (one ran on past a test's 180 s bound
+        after Ctrl-C): `interrupt` is the connection's `interrupt()`, which stops the
+        statement; the handler then raises in the main thread as usual."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        stops = {int(s) for s in STOP_SIGNALS}
+
+        def watch() -> None:
+            while data := os.read(read_fd, 64):  # the signal numbers; b"" once closed
+                if stops.intersection(data):
+                    interrupt()
+
+        watcher = threading.Thread(target=watch, name="iofleet-stop-watch", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            signal.set_wakeup_fd(previous)
+            os.close(write_fd)  # the watcher reads EOF and ends
+            watcher.join()
+            os.close(read_fd)

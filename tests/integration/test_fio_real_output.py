@@ -1,0 +1,334 @@
+"""fio's real output, across option sets, parsed by iofleet and checked against fio itself.
+
+Each case runs this machine's fio (a fraction of a second, a 1 MiB file) and parses its
+stdout with the parser the ingest and `iofleet parse` use. Every figure is then
+checked against fio's own JSON, read here independently of the parser: the document
+is cut out of stdout by its first and last lines (fio's printer writes `{` and `}` on
+lines of their own) and each percentile is recomputed from fio's json+ bins by a
+literal port of fio's `calc_clat_percentiles` (stat.c) in long double, which is also
+checked against every figure of fio's own percentile list.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from iofleet.results.parsers.fio import PERCENTILES, parse_fio
+
+pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+SMALL = ["--size=1M", "--bs=4k", "--ioengine=psync", "--number_ios=64"]
+
+# case -> fio arguments after --name/--filename (a job's own options follow its --name)
+CASES: dict[str, list[str]] = {
+    "json+": ["--rw=randread", "--output-format=json+"],
+    "json": ["--rw=randread", "--output-format=json"],
+    "json,normal": ["--rw=randread", "--output-format=json,normal"],
+    "normal,json+": ["--rw=randread", "--output-format=normal,json+"],
+    "terse,json+": ["--rw=randread", "--output-format=terse,json+"],
+    # fio's progress lines end in a carriage return, the last one just before the "{"
+    "json+,normal-with-eta": [
+        "--rw=randread",
+        "--number_ios=0",
+        "--time_based",
+        "--runtime=1",
+        "--eta=always",
+        "--eta-interval=250ms",
+        "--output-format=json+,normal",
+    ],
+    "numjobs-grouped": [
+        "--rw=randread",
+        "--numjobs=3",
+        "--group_reporting",
+        "--output-format=json+",
+    ],
+    "numjobs-separate": ["--rw=randread", "--numjobs=2", "--output-format=json+"],
+    "readwrite": ["--rw=readwrite", "--output-format=json+"],
+    "randrw-unified-1": ["--rw=randrw", "--unified_rw_reporting=1", "--output-format=json+"],
+    "randrw-unified-mixed": [
+        "--rw=randrw",
+        "--unified_rw_reporting=mixed",
+        "--output-format=json+",
+    ],
+    "randrw-unified-both": ["--rw=randrw", "--unified_rw_reporting=both", "--output-format=json+"],
+    "lat-percentiles": ["--rw=randrw", "--lat_percentiles=1", "--output-format=json+"],
+    "clat-percentiles-off": ["--rw=randread", "--clat_percentiles=0", "--output-format=json+"],
+    "only-lat-percentiles": [
+        "--rw=randread",
+        "--clat_percentiles=0",
+        "--lat_percentiles=1",
+        "--output-format=json+",
+    ],
+    "odd-percentile-list+": [
+        "--rw=randread",
+        "--percentile_list=99.995:1:50:99.9",
+        "--output-format=json+",
+    ],
+    "odd-percentile-list": [
+        "--rw=randread",
+        "--percentile_list=99.995:1:50:99.9",
+        "--output-format=json",
+    ],
+    "fsync": ["--rw=randwrite", "--fsync=4", "--output-format=json+"],
+    "fdatasync": ["--rw=randwrite", "--fdatasync=4", "--output-format=json+"],
+    "disable-clat": ["--rw=randwrite", "--disable_clat=1", "--output-format=json+"],
+    # trims need a device that takes them: the null engine does
+    "trim-null-engine": ["--ioengine=null", "--rw=randtrim", "--output-format=json+"],
+    "trimwrite-unified-both": [
+        "--ioengine=null",
+        "--rw=trimwrite",
+        "--unified_rw_reporting=both",
+        "--output-format=json+",
+    ],
+    "steadystate": [
+        "--rw=randread",
+        "--number_ios=0",
+        "--time_based",
+        "--runtime=1",
+        "--ss=iops:50%",
+        "--ss_dur=1",
+        "--output-format=json+",
+    ],
+    "stonewall-groups": [
+        "--rw=randread",
+        "--name=second",
+        "--rw=randwrite",
+        "--stonewall",
+        "--name=third",
+        "--rw=read",
+        "--stonewall",
+        "--output-format=json+",
+    ],
+}
+
+
+def _run_fio(tmp_path: Path, args: list[str], succeed: bool = True) -> str:
+    data = tmp_path / "data.bin"
+    argv = ["fio", "--name=job", f"--filename={data}", *SMALL]
+    # later jobs (--name=...) get the same file and size
+    for arg in args:
+        argv.append(arg)
+        if arg.startswith("--name="):
+            argv += [f"--filename={data}", *SMALL]
+    # bytes, decoded here: text mode would turn fio's carriage returns into newlines
+    result = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+    stdout = result.stdout.decode("utf-8")
+    assert (result.returncode == 0) == succeed, stdout + result.stderr.decode()
+    return stdout
+
+
+def fio_document(stdout: str) -> dict:
+    """fio's JSON document, cut out by its own first and last lines (`{` ... `}`)."""
+    lines = stdout.splitlines()
+    first = lines.index("{")
+    last = first + lines[first:].index("}")
+    return json.loads("\n".join(lines[first : last + 1]), strict=False)
+
+
+def fio_percentile(bins: Mapping[str, int], p: float) -> int:
+    """fio's calc_clat_percentiles (stat.c) for one percentile over json+ bins:
+    walk the bins in order, the first whose running sum reaches p / 100.0 * N
+    (computed in long double, as fio does) gives the value."""
+    ordered = sorted((int(value), count) for value, count in bins.items())
+    nr = np.longdouble(sum(count for _, count in ordered))
+    threshold = np.longdouble(p) / np.longdouble(100.0) * nr
+    running = 0
+    for value, count in ordered:
+        running += count
+        if np.longdouble(running) >= threshold:
+            return value
+    raise AssertionError("no bin reaches the threshold")
+
+
+def _listed(clat: Mapping, p: float) -> int | None:
+    value = clat.get("percentile", {}).get(f"{p:f}")  # fio's keys: "%f"
+    return None if value is None else int(value)
+
+
+def expected_records(doc: dict) -> dict[tuple[int, str], dict]:
+    """What fio says, per (jobs[] index, direction) that did I/O."""
+    expected = {}
+    for index, job in enumerate(doc["jobs"]):
+        for direction in ("read", "write", "trim", "mixed"):
+            stats = job.get(direction)
+            if not stats or stats["total_ios"] == 0:
+                continue
+            clat = stats["clat_ns"]
+            sampled = clat["N"] > 0
+            record = {
+                "job": job["jobname"],
+                "iops": stats["iops"],
+                "bw_bytes": stats["bw_bytes"],
+                "io_bytes": stats["io_bytes"],
+                "runtime_ms": stats["runtime"],
+                "error": job["error"],
+                "clat_min_ns": clat["min"] if sampled else None,
+                "clat_max_ns": clat["max"] if sampled else None,
+                "clat_mean_ns": clat["mean"] if sampled else None,
+            }
+            for key, p in PERCENTILES:
+                if not sampled:
+                    record[key] = None
+                elif "bins" in clat:
+                    record[key] = fio_percentile(clat["bins"], p)
+                else:
+                    record[key] = _listed(clat, p)
+            expected[(index, direction)] = record
+    return expected
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_figure_is_fios_own(case: str, tmp_path: Path) -> None:
+    # given real fio output
+    stdout = _run_fio(tmp_path, CASES[case])
+    doc = fio_document(stdout)
+    # when
+    out = parse_fio(stdout)
+    # then one record per jobs[] entry and direction with I/O, holding fio's figures
+    got = {(r["job_index"], r["direction"]): r for r in out.records}
+    expected = expected_records(doc)
+    assert sorted(got) == sorted(expected)
+    for key, want in expected.items():
+        assert {k: got[key][k] for k in want} == want, key
+    # and each record's histogram is fio's bins, value for value
+    hists = {(index, direction): list(bins) for _, index, direction, bins in out.histograms}
+    want_hists = {
+        key: sorted((int(v), n) for v, n in doc["jobs"][key[0]][key[1]]["clat_ns"]["bins"].items())
+        for key in expected
+        if "bins" in doc["jobs"][key[0]][key[1]]["clat_ns"]
+        and doc["jobs"][key[0]][key[1]]["clat_ns"]["N"] > 0
+    }
+    assert hists == want_hists
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "json+" in CASES[c][-1]])
+def test_the_percentile_port_agrees_with_every_figure_fio_listed(case: str, tmp_path: Path) -> None:
+    doc = fio_document(_run_fio(tmp_path, CASES[case]))
+    checked = 0
+    for job in doc["jobs"]:
+        for direction in ("read", "write", "trim", "mixed", "sync"):
+            for kind in ("clat_ns", "lat_ns", "slat_ns"):
+                lat = (job.get(direction) or {}).get(kind) or {}
+                for key, value in lat.get("percentile", {}).items():
+                    assert fio_percentile(lat["bins"], float(key)) == value, (direction, kind, key)
+                    checked += 1
+    assert checked or case in ("clat-percentiles-off", "disable-clat")
+
+
+def test_a_tab_in_a_job_description_costs_nothing(tmp_path: Path) -> None:
+    # fio's JSON printer escapes only '"' and '\\' (json.c): a tab stays a raw control
+    # character inside the string, which strict JSON refuses
+    stdout = _run_fio(
+        tmp_path,
+        ["--rw=randread", "--description=first\tsecond", "--output-format=json+"],
+    )
+    assert "first\tsecond" in stdout
+    doc = fio_document(stdout)
+    out = parse_fio(stdout)
+    assert [(r["job_index"], r["direction"]) for r in out.records] == [(0, "read")]
+    assert out.records[0]["iops"] == doc["jobs"][0]["read"]["iops"]
+
+
+@pytest.mark.parametrize(
+    ("unified", "directions"),
+    [("0", ["read", "write"]), ("1", ["mixed"]), ("both", ["read", "write", "mixed"])],
+)
+def test_a_job_failing_before_any_io_keeps_its_error_in_fios_directions(
+    unified: str, directions: list[str], tmp_path: Path
+) -> None:
+    # given a job fio cannot start (the sg engine on a regular file: EINVAL)
+    stdout = _run_fio(
+        tmp_path,
+        [
+            "--ioengine=sg",
+            "--rw=randrw",
+            f"--unified_rw_reporting={unified}",
+            "--output-format=json",
+        ],
+        succeed=False,
+    )
+    job = fio_document(stdout)["jobs"][0]
+    assert job["error"] != 0
+    # then its error reaches one record per direction fio reports, with zero I/O
+    out = parse_fio(stdout)
+    assert [r["direction"] for r in out.records] == directions
+    assert [d for d in ("read", "write", "mixed") if d in job and d in directions] == directions
+    for record in out.records:
+        assert (record["error"], record["io_bytes"], record["iops"]) == (job["error"], 0, 0.0)
+
+
+def test_a_job_that_did_no_io_is_named_in_a_warning(tmp_path: Path) -> None:
+    # given two jobs, the second unable to create its file's directory: fio reports it
+    # with error 0 and no I/O in any direction (and exits 1)
+    argv = ["fio", "--name=job", f"--filename={tmp_path / 'data.bin'}", *SMALL, "--rw=read"]
+    argv += ["--name=broken", "--filename=/proc/no-such-dir/data", *SMALL, "--rw=read"]
+    result = subprocess.run(
+        [*argv, "--output-format=json+"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    stdout = result.stdout
+    jobs = fio_document(stdout)["jobs"]
+    assert [(j["jobname"], j["error"], j["read"]["total_ios"]) for j in jobs][1] == ("broken", 0, 0)
+    # when
+    out = parse_fio(stdout)
+    # then the good job's figures are kept and the other is named, not silently dropped
+    assert [(r["job"], r["direction"]) for r in out.records] == [("job", "read")]
+    assert any("'broken' (jobs[1])" in w and "no I/O" in w for w in out.warnings), out.warnings
+
+
+def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_costs_none(
+    tmp_path: Path,
+) -> None:
+    # given real outputs of several option sets, and one of them cut short (a copy that
+    # stopped early), each a file: one slot each
+    cases = ["json,normal", "json+,normal-with-eta", "randrw-unified-both", "numjobs-grouped"]
+    cases += ["odd-percentile-list", "lat-percentiles"]
+    files, expected = [], []
+    for i, case in enumerate(cases):
+        work = tmp_path / f"run{i}"
+        work.mkdir()
+        stdout = _run_fio(work, CASES[case])
+        path = tmp_path / f"{i}-{case}.json"
+        path.write_bytes(stdout.encode())
+        files.append(path)
+        expected += list(expected_records(fio_document(stdout)).values())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(files[0].read_bytes()[:2000])
+    out = tmp_path / "out"
+    # when
+    argv = [sys.executable, "-m", "iofleet.cli", "import", *map(str, [*files, cut])]
+    result = subprocess.run(
+        [*argv, "--out", str(out), "--label", "real"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    # then the cut file is refused in one line naming it, and the others are imported
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    refused = [line for line in lines if line.startswith(f"{cut}: ")]
+    assert len(refused) == 1 and "truncated fio JSON" in refused[0], result.stderr
+    assert not [line for line in lines if any(str(f) in line for f in files)], result.stderr
+    # and every figure fio printed for the others is a row of the warehouse
+    db = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    rows = db.execute(
+        "SELECT job, iops, io_bytes, bw_bytes, clat_p50_ns, clat_p99_ns, clat_p99_9_ns "
+        "FROM fio_results"
+    ).fetchall()
+    want = [
+        (r["job"], r["iops"], r["io_bytes"], r["bw_bytes"])
+        + (r["clat_p50_ns"], r["clat_p99_ns"], r["clat_p99_9_ns"])
+        for r in expected
+    ]
+    assert sorted(rows, key=repr) == sorted(want, key=repr)
+    assert db.execute("SELECT count(*) FROM slots").fetchone() == (len(files),)

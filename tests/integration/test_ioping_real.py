@@ -1,0 +1,355 @@
+"""The installed ioping, run for real with many option sets and targets, read by iofleet.
+
+Each output is checked against figures taken from ioping's own lines
+(tests/ioping_lines.py, no JSON decoder and no iofleet code): iofleet's rows are
+exactly the requests ioping timed, and ioping's own statistics (count, sum, min,
+avg, max, mdev) recomputed from those requests equal the ones it printed. Writes
+go only to ioping's temporary file in a test directory or to a loop device over
+a sparse scratch file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import iofleet.agent.slot as slot_module
+from iofleet.agent.slot import run_slot
+from iofleet.cli import main
+from iofleet.results.ingest import rows_for_artifact
+from iofleet.results.parsers import detect_kind
+from iofleet.results.parsers.ioping import parse_ioping
+from tests.ioping_lines import ioping_statistics, requests_by_lines, stats_by_lines
+
+pytestmark = pytest.mark.skipif(not shutil.which("ioping"), reason="needs ioping")
+
+RUN_ID = "itest-20261126t000000z"
+CELL_ID = "c000-local-tmp-x1-r1"
+
+
+def _ioping(*args: str | Path, cwd: Path | None = None) -> str:
+    proc = subprocess.run(
+        ["ioping", *map(str, args)], capture_output=True, text=True, cwd=cwd, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _check_against_ioping_lines(text: str) -> list[dict]:
+    """iofleet's rows are ioping's timed requests; its statistics recompute from them."""
+    printed = requests_by_lines(text)
+    timed = [r for r in printed if not r["ignored"]]
+
+    out = parse_ioping(text)
+
+    assert [
+        (r["request"], r["operation"], r["size_bytes"], r["time_ns"]) for r in out.requests
+    ] == [(r["request"], r["operation"], r["size"], r["time"]) for r in timed]
+    assert out.ignored_requests == len(printed) - len(timed)
+    if timed:
+        total = stats_by_lines(text)[-1]  # after any -p period objects, the total
+        assert ioping_statistics([r["time"] for r in timed]) == total
+        summary = out.summary()
+        assert (summary["lat_p0_ns"], summary["lat_p100_ns"]) == (total["min"], total["max"])
+        assert summary["requests"] == total["count"]
+    return timed
+
+
+# (options, request size in bytes, ignored requests of -c 6)
+OPTION_SETS = {
+    "default": ([], 4096, 1),
+    "direct": (["-D"], 4096, 1),
+    "cached": (["-C"], 4096, 1),
+    "async": (["-A"], 4096, 1),
+    "sequential": (["-L"], 256 * 1024, 1),  # -L makes 256 KiB the default size
+    "write": (["-W"], 4096, 1),
+    "write-sync": (["-W", "-Y"], 4096, 1),
+    "read-write": (["-G"], 4096, 1),
+    "size-sectors": (["-s", "8sector", "-S", "2MiB"], 4096, 1),
+    "size-fraction": (["-s", "1/2m"], 512 * 1024, 1),
+    "size-direct-512": (["-D", "-s", "512"], 512, 1),
+    "warmup-3": (["-a", "3"], 4096, 3),
+    "no-warmup": (["-a", "0"], 4096, 0),
+    "burst": (["-b", "2"], 4096, 1),
+    "period": (["-p", "2"], 4096, 1),
+    "all-too-fast": (["-t", "1h"], 4096, 6),
+    "all-too-slow": (["-T", "1ns"], 4096, 6),
+    "time-format-with-quote": (['-I%H"%M\\x'], 4096, 1),  # after -J: printed unescaped
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_SETS))
+def test_option_set_rows_are_ioping_s_timed_requests(name: str, tmp_path: Path) -> None:
+    options, size, ignored = OPTION_SETS[name]
+
+    text = _ioping("-J", "-c", "6", "-i", "0", *options, tmp_path)
+
+    timed = _check_against_ioping_lines(text)
+    assert len(timed) == 6 - ignored
+    assert {r["size"] for r in timed} <= {size}
+    if name == "read-write":
+        assert {r["operation"] for r in timed} == {"read", "write"}
+
+
+def test_period_objects_are_partial_statistics_of_the_same_requests(tmp_path: Path) -> None:
+    text = _ioping("-J", "-p", "2", "-c", "7", "-i", "0", tmp_path)
+
+    stats = stats_by_lines(text)
+    rows = parse_ioping(text).requests
+
+    assert [s["count"] for s in stats] == [2, 2, 2, 6]  # a period every 2 timed, the total
+    for i, period in enumerate(stats[:3]):
+        assert ioping_statistics([r["time_ns"] for r in rows[2 * i : 2 * i + 2]]) == period
+
+
+def test_deadline_instead_of_count(tmp_path: Path) -> None:
+    text = _ioping("-J", "-w", "20ms", "-i", "1ms", tmp_path)
+
+    assert len(_check_against_ioping_lines(text)) >= 1
+
+
+def test_two_requests_give_one_row(tmp_path: Path) -> None:
+    text = _ioping("-J", "-c", "2", "-i", "0", tmp_path)
+
+    assert len(_check_against_ioping_lines(text)) == 1
+
+
+def test_a_regular_file_target(tmp_path: Path) -> None:
+    target = tmp_path / "data"
+    target.write_bytes(os.urandom(1 << 20))
+
+    text = _ioping("-J", "-c", "5", "-i", "0", target)
+
+    assert len(_check_against_ioping_lines(text)) == 4
+
+
+def test_a_directory_named_with_backslash_and_quote(tmp_path: Path) -> None:
+    # ioping prints the path inside its JSON unescaped: not valid JSON as printed
+    target = tmp_path / 'we\\ird "dir'
+    target.mkdir()
+
+    text = _ioping("-J", "-c", "4", "-i", "0", target)
+
+    with pytest.raises(ValueError):
+        json.loads(text)
+    assert len(_check_against_ioping_lines(text)) == 3
+
+
+@pytest.fixture
+def tmpfs_with_a_space_in_its_source(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    point = tmp_path / "mnt"
+    point.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "iofleet ioping", str(point)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", str(point)], capture_output=True)
+
+
+def test_a_mount_source_the_kernel_escapes(tmpfs_with_a_space_in_its_source: Path) -> None:
+    # /proc/self/mountinfo spells the space \040, and ioping copies that into its JSON
+    text = _ioping("-J", "-c", "3", "-i", "0", tmpfs_with_a_space_in_its_source)
+
+    assert '"device": "iofleet\\040ioping"' in text
+    assert len(_check_against_ioping_lines(text)) == 2
+
+
+@pytest.fixture
+def scratch_loop_device(tmp_path: Path) -> Iterator[Path]:
+    """A loop device over a sparse scratch file that holds no data."""
+    if os.geteuid() != 0 or not Path("/dev/loop-control").exists():
+        pytest.skip("needs root and loop devices")
+    image = tmp_path / "scratch.img"
+    with image.open("wb") as handle:
+        handle.truncate(16 << 20)
+    proc = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot attach a loop device: {proc.stderr.strip()}")
+    device = Path(proc.stdout.strip())
+    try:
+        yield device
+    finally:
+        subprocess.run(["losetup", "--detach", str(device)], capture_output=True)
+
+
+def test_a_block_device_read(scratch_loop_device: Path) -> None:
+    text = _ioping("-J", "-D", "-c", "5", "-i", "0", scratch_loop_device)
+
+    assert '"fstype": "block"' in text
+    assert len(_check_against_ioping_lines(text)) == 4
+
+
+def test_a_block_device_write(scratch_loop_device: Path, tmp_path: Path) -> None:
+    text = _ioping("-J", "-WWW", "-c", "5", "-i", "0", scratch_loop_device)
+
+    assert {r["operation"] for r in _check_against_ioping_lines(text)} == {"write"}
+    image = (tmp_path / "scratch.img").read_bytes()
+    assert image.count(0) < len(image)  # the writes landed on the scratch file
+
+
+def test_warnings_on_stderr_before_the_json_are_skipped(tmp_path: Path) -> None:
+    # given ioping's stdout and stderr in one file: -N without -C/-D warns, then fails
+    # every request with EAGAIN (ioping 1.3 prints them as ignored, size 0)
+    proc = subprocess.run(
+        ["ioping", "-J", "-N", "-c", "3", "-i", "0", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.startswith("ioping: nowait without cached or direct I/O")
+
+    assert detect_kind(proc.stdout) == "ioping"
+    out = parse_ioping(proc.stdout)
+    assert (out.requests, out.ignored) == ([], {"failed": 3})
+    assert [r["size"] for r in requests_by_lines(proc.stdout)] == [0, 0, 0]
+
+
+# --- other ioping outputs through the command line: one line `PATH: message`, exit 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["-B"], "ioping -B statistics, no per-request times"),
+        (["-B", "-p", "2"], "ioping -B statistics, no per-request times"),
+        ([], "ioping human-readable output"),
+        (["-q"], "ioping human-readable output"),
+        (["-J", "-q"], "ioping -J statistics only, no per-request times"),
+        (["-J", "-R", "-w", "20ms"], "ioping -J statistics only, no per-request times"),
+    ],
+)
+def test_iofleet_parse_refuses_other_outputs_in_one_line(
+    options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "t"
+    target.mkdir()
+    path = tmp_path / "out.txt"
+    path.write_text(_ioping(*options, "-c", "5", "-i", "0", target))
+
+    rc = main(["parse", str(path)])
+
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert out == ""
+    assert err.splitlines() == [err.strip()]
+    assert err.startswith(f"{path}: {message}")
+
+
+def test_iofleet_parse_refuses_a_truncated_output_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _ioping("-J", "-c", "4", "-i", "0", tmp_path)
+    path = tmp_path / "cut.json"
+    path.write_text(text[: len(text) // 2])
+
+    rc = main(["parse", str(path)])
+
+    out, err = capsys.readouterr()
+    assert (rc, out) == (2, "")
+    assert err.splitlines() == [err.strip()]
+    assert err.startswith(f"{path}: invalid ioping JSON at line ")
+
+
+def test_import_keeps_the_good_file_beside_a_refused_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import duckdb
+
+    target = tmp_path / "t"
+    target.mkdir()
+    good, batch = tmp_path / "good.json", tmp_path / "batch.txt"
+    good.write_text(_ioping("-J", "-c", "5", "-i", "0", target))
+    batch.write_text(_ioping("-B", "-c", "5", "-i", "0", target))
+    out = tmp_path / "out"
+
+    rc = main(["import", str(good), str(batch), "--out", str(out), "--label", "x"])
+
+    _, err = capsys.readouterr()
+    assert rc == 1
+    assert err.splitlines() == [
+        f"{batch}: ioping output: ioping -B statistics, no per-request times: "
+        "iofleet reads ioping -J output (ioping 1.2 or later)"
+    ]
+    db = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    query = "SELECT time_ns FROM ioping_requests ORDER BY request"
+    times = [t for (t,) in db.execute(query).fetchall()]
+    assert times == [r["time"] for r in requests_by_lines(good.read_text()) if not r["ignored"]]
+
+
+# --- the agent's own ioping run
+
+
+def _payload(tmp_path: Path, target: Path, workload: dict) -> dict:
+    target.mkdir(exist_ok=True)
+    return {
+        "version": 1,
+        "run_id": RUN_ID,
+        "cell": {
+            "cell_id": CELL_ID,
+            "cell_index": 0,
+            "instance_type": "local",
+            "storage_label": "tmp",
+            "storage_type": "local",
+            "storage_detail": str(target),
+            "fleet_size": 1,
+            "repeat": 1,
+        },
+        "slot_index": 0,
+        "target": {"kind": "directory", "path": str(target)},
+        "workloads": [workload],
+        "barrier": {"kind": "none"},
+        "results": {"kind": "directory", "root": str(tmp_path / "raw")},
+        "time_limit_s": 60,
+    }
+
+
+IOPING = {"kind": "ioping", "count": 5, "interval_ms": 0, "write": False}
+
+
+def test_agent_on_a_target_path_ioping_cannot_quote(tmp_path: Path) -> None:
+    # given a directory target whose path ioping prints unescaped into its JSON
+    target = tmp_path / 'dir \\ with "quotes"'
+
+    run_slot(_payload(tmp_path, target, IOPING))
+
+    slot = tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000"
+    entry = json.loads((slot / "slot.json").read_text())["workloads"][0]
+    assert entry["status"] == "SUCCEEDED", entry.get("error")
+    text = (slot / "w00-ioping.json").read_text()
+    rows = rows_for_artifact(f"{RUN_ID}/{CELL_ID}/slot-0000/w00-ioping.json", text)
+    assert [r["time_ns"] for r in rows["ioping_requests"]] == [
+        r["time"] for r in requests_by_lines(text) if not r["ignored"]
+    ]
+
+
+def test_agent_reports_ioping_s_own_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given an option this ioping does not know (as -J is to ioping 1.1 and older),
+    # ioping prints its complaint and then its whole usage text on stderr
+    real = slot_module.ioping_argv
+    monkeypatch.setattr(slot_module, "ioping_argv", lambda *a: [*real(*a)[:1], "-Z", *real(*a)[1:]])
+
+    run_slot(_payload(tmp_path, tmp_path / "t", IOPING))
+
+    slot = tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000"
+    entry = json.loads((slot / "slot.json").read_text())["workloads"][0]
+    assert entry["status"] == "FAILED"
+    assert entry["error"] == "ioping exited with status 1: ioping: unrecognized option '-Z'"
