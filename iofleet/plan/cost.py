@@ -364,6 +364,13 @@ def budget_problem(plan: Any, region: str | None = None) -> str | None:
     if budget is None or plan.target != "aws":
         return None
     run = plan_annotations(plan, region)["run"]
+    mine = run.get("matrix_prices") or {}
+    if not run["known_region"] and not mine.get("sections"):
+        return (
+            f"no prices for {run['region']} (the shipped table has "
+            f"{', '.join(sorted(price_table()['regions']))}): the budget cannot be checked; "
+            "give the region's rates in the matrix's prices, or leave budget_usd out"
+        )
     estimate = run["estimated_cost_usd"]
     if estimate <= budget:
         return None

@@ -83,6 +83,26 @@ def test_plan_over_budget_is_refused_with_the_estimate(tmp_path: Path, capsys) -
     assert "over the budget of $0.01" in line
 
 
+def test_a_budget_in_a_region_without_prices_is_refused_not_passed_on_0(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "ap-south-2")
+    code, out, err = plan(tmp_path, capsys, matrix(limits={"budget_usd": 1000}))
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"{tmp_path / 'm.json'}: limits.budget_usd: no prices for ap-south-2")
+    assert "the budget cannot be checked" in line
+    # with the region's rates in the matrix, the budget is checked against them
+    mine = {
+        "as_of": "2026-11-20",
+        "source": "test rates, not AWS prices",
+        "regions": {"ap-south-2": {"ec2_hourly": {"c6a.xlarge": 100000.0}}},
+    }
+    code, _, err = plan(tmp_path, capsys, matrix(limits={"budget_usd": 1000}, prices=mine))
+    assert code == 2
+    assert "plan estimated at $" in err and "over the budget of $1,000.00" in err
+
+
 def test_plan_within_budget_passes(tmp_path: Path, capsys) -> None:
     code, out, _ = plan(tmp_path, capsys, matrix(limits={"budget_usd": 1000}))
     assert code == 0
