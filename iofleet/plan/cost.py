@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.plan.expect import StorageSpec
+from iofleet.plan.prices import lookup as _get
+from iofleet.plan.prices import region_prices, summary
 
 PRICES = Path(__file__).resolve().parent / "data" / "prices.json"
 HOURS_PER_MONTH = 730.0
@@ -70,18 +72,7 @@ class Estimate:
 
 def _region_prices(region: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The region's shipped rates, with a matrix's own `prices` for it laid over them."""
-    from iofleet.plan.prices import region_prices
-
     return region_prices(price_table(), region, overrides)
-
-
-def _get(mapping: Mapping[str, Any] | None, *keys: str) -> Any:
-    current: Any = mapping
-    for key in keys:
-        if not isinstance(current, Mapping):
-            return None
-        current = current.get(key)
-    return current
 
 
 def _tiered(quantity: float, tiers: list[list[Any]] | None) -> float | None:
@@ -218,8 +209,6 @@ def estimate_run_overhead(region: str, prices: Mapping[str, Any] | None = None) 
 
 
 def table_info(region: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    from iofleet.plan.prices import summary
-
     table = price_table()
     return {
         "region": region,

@@ -202,13 +202,13 @@ def _lustre_tier_problems(region_table: object, loc: Loc) -> list[tuple[Loc, str
     """A Lustre rate keyed by a per-unit throughput its deployment type does not offer."""
     from iofleet.plan.fsx import LUSTRE, _catalogue
 
-    types = _get(region_table, LUSTRE, "deployment_types")
+    types = lookup(region_table, LUSTRE, "deployment_types")
     if not isinstance(types, Mapping):
         return []
     models = _catalogue(LUSTRE)["deployment_types"]
     found: list[tuple[Loc, str]] = []
     for deployment, rates in types.items():
-        tiers = _get(rates, "gib_month")
+        tiers = lookup(rates, "gib_month")
         if deployment not in models or not isinstance(tiers, Mapping):
             continue
         units = [str(v) for v in models[deployment].get("per_unit_storage_throughput") or []]
@@ -224,7 +224,8 @@ def _lustre_tier_problems(region_table: object, loc: Loc) -> list[tuple[Loc, str
     return found
 
 
-def _get(mapping: object, *keys: str) -> Any:
+def lookup(mapping: object, *keys: str) -> Any:
+    """mapping[k1][k2]...; None where a step is missing or not a mapping."""
     current: Any = mapping
     for key in keys:
         if not isinstance(current, Mapping):
