@@ -25,6 +25,7 @@ from iofleet.cli import main
 from iofleet.results.ingest import rows_for_artifact
 from iofleet.results.parsers import detect_kind
 from iofleet.results.parsers.ioping import parse_ioping
+from tests.integration.test_agent_slot import _payload as agent_slot_payload
 from tests.ioping_lines import ioping_statistics, requests_by_lines, stats_by_lines
 
 pytestmark = pytest.mark.skipif(not shutil.which("ioping"), reason="needs ioping")
@@ -297,27 +298,17 @@ def test_import_keeps_the_good_file_beside_a_refused_one(
 
 
 def _payload(tmp_path: Path, target: Path, workload: dict) -> dict:
+    """test_agent_slot's payload, on a target directory of the test's choosing."""
     target.mkdir(exist_ok=True)
-    return {
-        "version": 1,
-        "run_id": RUN_ID,
-        "cell": {
-            "cell_id": CELL_ID,
-            "cell_index": 0,
-            "instance_type": "local",
-            "storage_label": "tmp",
-            "storage_type": "local",
-            "storage_detail": str(target),
-            "fleet_size": 1,
-            "repeat": 1,
-        },
-        "slot_index": 0,
-        "target": {"kind": "directory", "path": str(target)},
-        "workloads": [workload],
-        "barrier": {"kind": "none"},
-        "results": {"kind": "directory", "root": str(tmp_path / "raw")},
-        "time_limit_s": 60,
-    }
+    doc = agent_slot_payload(
+        tmp_path,
+        [workload],
+        run_id=RUN_ID,
+        target={"kind": "directory", "path": str(target)},
+        time_limit_s=60,
+    )
+    doc["cell"] = {**doc["cell"], "storage_detail": str(target)}
+    return doc
 
 
 IOPING = {"kind": "ioping", "count": 5, "interval_ms": 0, "write": False}
