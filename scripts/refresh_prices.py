@@ -1,13 +1,30 @@
 #!/usr/bin/env python3
-"""Refresh EC2 on-demand prices in iofleet/plan/data/prices.json from the AWS Pricing API.
+"""Refresh on-demand prices in iofleet/plan/data/prices.json from the AWS Price List Query API.
 
-    scripts/refresh_prices.py --region eu-central-1            # types already listed
+    scripts/refresh_prices.py --region eu-central-1            # EC2: the types already listed
     scripts/refresh_prices.py --region us-east-1 --types m7i.large
+    scripts/refresh_prices.py --region us-east-1 --fsx         # FSx for OpenZFS and Lustre
+    scripts/refresh_prices.py --region us-east-1 --fsx --partial
 
-Only `ec2_hourly` is refreshed (Linux, shared tenancy, no pre-installed
-software, on-demand); other sections stay as they are. A type the API has no
-price for is dropped from the region, so `iofleet plan` reports it unknown.
-Needs boto3 and credentials (the Pricing API answers from us-east-1).
+Without --fsx only `ec2_hourly` is refreshed (Linux, shared tenancy, no
+pre-installed software, on-demand); a type the API has no price for is dropped
+from the region, so `iofleet plan` reports it unknown.
+
+With --fsx only the region's `fsx-openzfs` and `fsx-lustre` sections are
+refreshed, and every rate must pass strict checks or stay null (see FSX_RATES
+and docs/decisions.md, record 40): the attribute names must be AmazonFSx's
+(DescribeServices), each value one AmazonFSx lists (GetAttributeValues), the
+GetProducts filter must match exactly one product, of that product family and
+those attributes, with exactly one OnDemand price dimension in USD in the
+expected unit. A refused rate is printed as `fsx.<deployment>.<rate>: <reason>`
+on stderr. Deployment types whose Price List attributes could not be verified
+(UNMAPPED) are never queried; they stay out of the table and are listed as
+`not refreshed`. Exit status: 0 every queried rate written; 1 a rate refused or
+the Price List is not what this script was written for, nothing written; 3
+(--partial only) the rates that passed written, the refused ones null; 2 a bad
+command line or --out file. The file is replaced atomically (temp file + rename).
+
+Needs boto3 and credentials (the Price List API answers from us-east-1).
 """
 
 from __future__ import annotations
@@ -15,12 +32,21 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
+import os
 import sys
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PRICES = Path(__file__).resolve().parents[1] / "iofleet" / "plan" / "data" / "prices.json"
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------- EC2
 
 
 def on_demand_hourly(price_item: str | dict[str, Any]) -> tuple[str, float] | None:
@@ -64,29 +90,401 @@ def fetch_hourly(client: Any, region: str, types: Iterable[str]) -> dict[str, fl
     return prices
 
 
+# --------------------------------------------------------------------------- FSx
+
+FSX_SERVICE = "AmazonFSx"
+OPENZFS, LUSTRE = "fsx-openzfs", "fsx-lustre"
+
+# Where each attribute name and value below was seen (docs/decisions.md, record 40).
+# None of them comes from an AWS document that lists AmazonFSx's attributes: no such
+# page could be read here. They are therefore checked against AWS itself at every run
+# (DescribeServices for the names, GetAttributeValues for the values), and a rate is
+# only written when its filter matches exactly one product carrying those values.
+EVIDENCE = {
+    "offer-file": (
+        "the AmazonFSx offer file's columns (Deployment option, File system type, Storage "
+        "type, Throughput capacity, Region Code), as listed in "
+        "Bjorn248/graphql_aws_pricing_api SCHEMATA.md"
+    ),
+    "infracost": (
+        "infracost/infracost internal/resources/aws/fsx_openzfs_file_system.go: AmazonFSx, "
+        "productFamily Storage / Provisioned Throughput / Provisioned IOPS, fileSystemType "
+        "OpenZFS, deploymentOption Single-AZ, storageType SSD; its golden test prices them "
+        "from its copy of the Price List"
+    ),
+    "fsx-clients": (
+        "GetProducts clients of AmazonFSx for ONTAP (a TypeScript pricing service in the "
+        "public code index; a Python cost tool's tests with units GB-Mo, MiBps-Mo and "
+        "IOPS-Mo it says were confirmed against the Price List API): regionCode, "
+        "productFamily, fileSystemType, deploymentOption Multi-AZ"
+    ),
+    "fixtures": (
+        "two third-party test fixtures, written by hand, that agree on fileSystemType "
+        "Lustre, storageType SSD and throughputCapacity '125' for a PERSISTENT_2 storage "
+        "product in GB-Mo (they disagree on deploymentOption, which is not used)"
+    ),
+}
+
+# Each (attribute, value) the filters use, and the EVIDENCE it rests on. throughputCapacity
+# values other than "125" are the per-unit throughputs of CreateFileSystem (MB/s/TiB); that
+# the Price List spells them the same way is known for "125" only, hence the live checks.
+SEEN: dict[tuple[str, str], tuple[str, ...]] = {
+    ("regionCode", "*"): ("offer-file", "fsx-clients"),
+    ("productFamily", "Storage"): ("infracost", "fsx-clients", "fixtures"),
+    ("productFamily", "Provisioned Throughput"): ("infracost", "fsx-clients"),
+    ("productFamily", "Provisioned IOPS"): ("infracost", "fsx-clients"),
+    ("fileSystemType", "OpenZFS"): ("offer-file", "infracost"),
+    ("fileSystemType", "Lustre"): ("offer-file", "fixtures"),
+    ("deploymentOption", "Single-AZ"): ("offer-file", "infracost"),
+    ("deploymentOption", "Multi-AZ"): ("offer-file", "fsx-clients"),
+    ("storageType", "SSD"): ("offer-file", "infracost", "fixtures"),
+    **{("throughputCapacity", str(t)): ("offer-file", "fixtures") for t in (125,)},
+    **{("throughputCapacity", str(t)): ("offer-file",) for t in (50, 100, 200, 250, 500, 1000)},
+}
+
+# deploymentOption of FSx for OpenZFS per deployment type, and why.
+OPENZFS_DEPLOYMENT_OPTION = {
+    "SINGLE_AZ_1": "Single-AZ",  # infracost (the only OpenZFS deployment when it was written)
+    "MULTI_AZ_1": "Multi-AZ",  # fsx-clients; the only Multi-AZ OpenZFS deployment type
+}
+# Deployment types never queried: no verified value tells them apart.
+UNMAPPED = {
+    OPENZFS: {
+        "SINGLE_AZ_2": "no verified Price List deploymentOption value for it (a third-party "
+        "fixture's 'Single-AZ_2' is unconfirmed)",
+        "SINGLE_AZ_HA_1": "no verified Price List deploymentOption value for it",
+        "SINGLE_AZ_HA_2": "no verified Price List deploymentOption value for it",
+    },
+    LUSTRE: {
+        "SCRATCH_2": "no verified Price List attribute tells SCRATCH_2 storage apart (the "
+        "deploymentOption values seen disagree: 'Scratch2' in one fixture, none in another)",
+    },
+}
+LUSTRE_TIERS = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
+
+# The units a rate may be priced in, as the Price List spells them. Throughput capacity
+# is configured in MBps (CreateFileSystem) and billed per MBps-month (the pricing page);
+# the Price List has been seen to spell that unit MiBps-Mo (fsx-clients).
+GB_MONTH = frozenset({"GB-Mo"})
+THROUGHPUT_MONTH = frozenset({"MiBps-Mo", "MBps-Mo"})
+IOPS_MONTH = frozenset({"IOPS-Mo"})
+
+
+@dataclass(frozen=True)
+class FsxRate:
+    """One rate of prices.json's FSx sections and the GetProducts filter that prices it."""
+
+    section: str  # fsx-openzfs / fsx-lustre
+    deployment: str
+    path: tuple[str, ...]  # below deployment_types.<deployment>
+    product_family: str
+    attributes: tuple[tuple[str, str], ...]  # besides regionCode and productFamily
+    units: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return ".".join(("fsx", self.deployment, *self.path))
+
+
+def _openzfs_rates() -> list[FsxRate]:
+    rates: list[FsxRate] = []
+    for deployment, option in OPENZFS_DEPLOYMENT_OPTION.items():
+        common = (("fileSystemType", "OpenZFS"), ("deploymentOption", option))
+        rates += [
+            FsxRate(
+                OPENZFS,
+                deployment,
+                ("ssd_gib_month",),
+                "Storage",
+                (*common, ("storageType", "SSD")),
+                GB_MONTH,
+            ),
+            FsxRate(
+                OPENZFS,
+                deployment,
+                ("throughput_mbps_month",),
+                "Provisioned Throughput",
+                common,
+                THROUGHPUT_MONTH,
+            ),
+            FsxRate(OPENZFS, deployment, ("iops_month",), "Provisioned IOPS", common, IOPS_MONTH),
+        ]
+    return rates
+
+
+def _lustre_rates() -> list[FsxRate]:
+    return [
+        FsxRate(
+            LUSTRE,
+            deployment,
+            ("gib_month", str(tier)),
+            "Storage",
+            (
+                ("fileSystemType", "Lustre"),
+                ("storageType", "SSD"),
+                ("throughputCapacity", str(tier)),
+            ),
+            GB_MONTH,
+        )
+        for deployment, tiers in LUSTRE_TIERS.items()
+        for tier in tiers
+    ]
+
+
+FSX_RATES: tuple[FsxRate, ...] = (*_openzfs_rates(), *_lustre_rates())
+
+
+class Refused(Exception):
+    """The Price List answer is not one this script can turn into a rate without guessing."""
+
+
+def _pages(call: Any, key: str, **kwargs: Any) -> Iterator[Any]:
+    token = None
+    while True:
+        answer = call(**kwargs, **({"NextToken": token} if token else {}))
+        yield from answer.get(key, [])
+        token = answer.get("NextToken")
+        if not token:
+            return
+
+
+def attribute_names(client: Any) -> set[str]:
+    names: set[str] = set()
+    for service in _pages(client.describe_services, "Services", ServiceCode=FSX_SERVICE):
+        if service.get("ServiceCode") == FSX_SERVICE:
+            names.update(service.get("AttributeNames") or [])
+    return names
+
+
+def attribute_values(client: Any, name: str) -> set[str]:
+    return {
+        v.get("Value")
+        for v in _pages(
+            client.get_attribute_values,
+            "AttributeValues",
+            ServiceCode=FSX_SERVICE,
+            AttributeName=name,
+        )
+    }
+
+
+def rate_of(item: str | dict[str, Any], rate: FsxRate, region: str) -> tuple[float, str]:
+    """(USD per unit, sku) of one GetProducts PriceList entry, or Refused with the reason."""
+    entry = json.loads(item) if isinstance(item, str) else item
+    product = entry.get("product") or {}
+    attrs = product.get("attributes") or {}
+    sku = product.get("sku") or "?"
+    if entry.get("serviceCode", FSX_SERVICE) != FSX_SERVICE:
+        raise Refused(f"product {sku} is of service {entry.get('serviceCode')!r}")
+    if product.get("productFamily") != rate.product_family:
+        raise Refused(
+            f"product {sku} is of product family {product.get('productFamily')!r}, "
+            f"not {rate.product_family!r}"
+        )
+    for name, value in (("regionCode", region), *rate.attributes):
+        if attrs.get(name) != value:
+            raise Refused(f"product {sku} has {name} {attrs.get(name)!r}, not {value!r}")
+    terms = entry.get("terms") or {}
+    others = sorted(k for k in terms if k != "OnDemand")
+    if others:
+        raise Refused(f"product {sku} has {', '.join(others)} terms, not OnDemand alone")
+    on_demand = list((terms.get("OnDemand") or {}).values())
+    if len(on_demand) != 1:
+        raise Refused(f"product {sku} has {len(on_demand)} OnDemand terms, expected 1")
+    dimensions = list((on_demand[0].get("priceDimensions") or {}).values())
+    if len(dimensions) != 1:
+        raise Refused(f"product {sku} has {len(dimensions)} price dimensions, expected 1")
+    (dim,) = dimensions
+    unit = dim.get("unit")
+    if unit not in rate.units:
+        raise Refused(f"unit {unit!r}, expected {' or '.join(sorted(rate.units))}")
+    if str(dim.get("beginRange", "0")) != "0" or str(dim.get("endRange", "Inf")) != "Inf":
+        raise Refused(f"a tiered price ({dim.get('beginRange')} to {dim.get('endRange')})")
+    per_unit = dim.get("pricePerUnit") or {}
+    if set(per_unit) != {"USD"}:
+        raise Refused(f"priced in {', '.join(sorted(per_unit)) or 'no currency'}, not USD")
+    try:
+        usd = float(per_unit["USD"])
+    except (TypeError, ValueError):
+        raise Refused(f"price {per_unit['USD']!r} is not a number") from None
+    if not math.isfinite(usd) or usd < 0:
+        raise Refused(f"price {per_unit['USD']!r} is not a price")
+    return usd, sku
+
+
+def fetch_rate(client: Any, rate: FsxRate, region: str) -> tuple[float, str]:
+    pairs = (("regionCode", region), ("productFamily", rate.product_family), *rate.attributes)
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in pairs]
+    found = list(
+        _pages(
+            client.get_products,
+            "PriceList",
+            ServiceCode=FSX_SERVICE,
+            Filters=filters,
+            FormatVersion="aws_v1",
+            MaxResults=100,
+        )
+    )
+    if len(found) != 1:
+        shown = ", ".join(f"{k}={v}" for k, v in pairs)
+        raise Refused(f"{len(found)} products match {shown}, expected exactly 1")
+    return rate_of(found[0], rate, region)
+
+
+@dataclass
+class FsxResult:
+    rates: dict[FsxRate, tuple[float, str]]
+    refused: dict[FsxRate, str]
+    fatal: str | None = None
+
+
+def fetch_fsx(client: Any, region: str) -> FsxResult:
+    """Every FSX_RATES rate for `region`, or why it was refused."""
+    result = FsxResult({}, {})
+    names = {"regionCode", *(n for r in FSX_RATES for n, _ in r.attributes)}
+    known = attribute_names(client)
+    missing = sorted(names - known)
+    if missing:
+        result.fatal = (
+            f"fsx: {FSX_SERVICE} has no attribute {', '.join(missing)} (DescribeServices): "
+            "the Price List is not what this script was written for"
+        )
+        return result
+    values = {n: attribute_values(client, n) for n in sorted(names)}
+    if region not in values["regionCode"]:
+        result.fatal = f"fsx: {region} is not a regionCode {FSX_SERVICE} has prices for"
+        return result
+    for rate in FSX_RATES:
+        absent = [(n, v) for n, v in rate.attributes if v not in values[n]]
+        if absent:
+            result.refused[rate] = "; ".join(
+                f"{n} {v!r} is not a value {FSX_SERVICE} lists (GetAttributeValues)"
+                for n, v in absent
+            )
+            continue
+        try:
+            result.rates[rate] = fetch_rate(client, rate, region)
+        except Refused as why:
+            result.refused[rate] = str(why)
+    return result
+
+
+def fsx_sections(result: FsxResult) -> dict[str, dict[str, Any]]:
+    """The region's fsx-openzfs and fsx-lustre sections: found rates, refused ones null."""
+    sections: dict[str, dict[str, Any]] = {OPENZFS: {}, LUSTRE: {}}
+    for rate in FSX_RATES:
+        found = result.rates.get(rate)
+        node = sections[rate.section].setdefault("deployment_types", {})
+        node = node.setdefault(rate.deployment, {})
+        for key in rate.path[:-1]:
+            node = node.setdefault(key, {})
+        node[rate.path[-1]] = None if found is None else found[0]
+    return sections
+
+
+def write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _refresh_fsx(client: Any, table: dict[str, Any], region: str, partial: bool) -> int:
+    result = fetch_fsx(client, region)
+    for unmapped in UNMAPPED.values():
+        for deployment, why in unmapped.items():
+            print(f"refresh_prices: fsx.{deployment}: not refreshed: {why}", file=sys.stderr)
+    if result.fatal:
+        print(f"refresh_prices: {result.fatal}; nothing written", file=sys.stderr)
+        return EXIT_REFUSED
+    for rate, why in result.refused.items():
+        print(f"refresh_prices: {rate.name}: {why}", file=sys.stderr)
+    if result.refused and not partial:
+        print(
+            f"refresh_prices: {len(result.refused)} FSx rates refused; nothing written "
+            "(--partial writes the others)",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
+    if not result.rates:
+        print("refresh_prices: no FSx rate passed; nothing written", file=sys.stderr)
+        return EXIT_REFUSED
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    regions = table.setdefault("regions", {})
+    regions.setdefault(region, {}).update(fsx_sections(result))
+    for section in (OPENZFS, LUSTRE):
+        record = table.setdefault("sections", {}).setdefault(section, {})
+        record.setdefault("refreshed", {})[region] = {
+            "as_of": today,
+            "source": (
+                f"AWS Price List Query API, GetProducts ServiceCode={FSX_SERVICE} "
+                f"regionCode={region}, OnDemand USD (scripts/refresh_prices.py --fsx)"
+            ),
+            "skus": {r.name: sku for r, (_, sku) in result.rates.items() if r.section == section},
+            "refused": {r.name: why for r, why in result.refused.items() if r.section == section},
+            "not_refreshed": UNMAPPED[section],
+        }
+    return EXIT_PARTIAL if result.refused else EXIT_OK
+
+
+# --------------------------------------------------------------------------- CLI
+
+
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--region", required=True)
-    parser.add_argument("--types", default="", help="comma-separated types to add")
+    parser.add_argument("--types", default="", help="comma-separated EC2 types to add")
+    parser.add_argument(
+        "--fsx", action="store_true", help="refresh the FSx sections instead of ec2_hourly"
+    )
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --fsx: write the rates that passed even if others were refused (exit 3)",
+    )
     parser.add_argument("--out", type=Path, default=PRICES)
     parser.add_argument("--endpoint-url")
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.partial and not args.fsx:
+        parser.error("--partial applies to --fsx only")
+
+    try:
+        table = json.loads(args.out.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        print(f"{args.out}: cannot read the price table: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(table, dict) or not isinstance(table.get("regions"), dict):
+        print(f"{args.out}: not a price table (no `regions` object)", file=sys.stderr)
+        return EXIT_USAGE
 
     import boto3
 
-    table = json.loads(args.out.read_text(encoding="utf-8"))
+    client = boto3.client("pricing", region_name="us-east-1", endpoint_url=args.endpoint_url)
+    if args.fsx:
+        code = _refresh_fsx(client, table, args.region, args.partial)
+        if code in (EXIT_OK, EXIT_PARTIAL):
+            write_atomically(args.out, json.dumps(table, indent=2) + "\n")
+            print(f"refresh_prices: FSx rates for {args.region} in {args.out}")
+        return code
+
     region = table["regions"].setdefault(args.region, {})
     types = set(region.get("ec2_hourly", {})) | {t for t in args.types.split(",") if t}
-    client = boto3.client("pricing", region_name="us-east-1", endpoint_url=args.endpoint_url)
     hourly = fetch_hourly(client, args.region, types)
     missing = sorted(types - set(hourly))
     if missing:
         print(f"refresh_prices: no price for {', '.join(missing)}", file=sys.stderr)
     region["ec2_hourly"] = dict(sorted(hourly.items()))
     table["as_of"] = dt.datetime.now(dt.UTC).date().isoformat()
-    args.out.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    write_atomically(args.out, json.dumps(table, indent=2) + "\n")
     print(f"refresh_prices: {len(hourly)} prices for {args.region} in {args.out}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":
