@@ -201,7 +201,7 @@ def render_html(data: ReportData) -> str:
         body.append("<h2>ioping latency</h2>")
         body.append(
             '<p class="note">Every timed ioping request of every slot pooled per cell '
-            "(the warm-up request dropped); the p-th percentile is the smallest request time "
+            "(requests ioping leaves out of its own statistics dropped: the warm-up, outside -t/-T, failed or interrupted); the p-th percentile is the smallest request time "
             "reaching ceil(p/100 &times; requests).</p>"
         )
         charts(ioping_specs(data.ioping))

@@ -204,7 +204,7 @@ FIO_LATENCY_BINS = Table(
 
 IOPING_REQUESTS = Table(
     "ioping_requests",
-    "one row per timed ioping request (the warm-up request is dropped)",
+    "one row per timed ioping request (requests ioping leaves out of its own statistics: the warm-up, outside -t/-T, failed or interrupted, are dropped)",
     WORKLOAD_KEY
     + (
         _c("request", "int", "ioping's request number"),
