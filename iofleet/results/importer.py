@@ -59,6 +59,7 @@ class Piece:
     host: str | None = None
     fio_version: str | None = None
     started: datetime | None = None
+    note: str | None = None  # a warning on the file, printed as `PATH: note`
 
 
 @dataclass
@@ -163,20 +164,42 @@ def read_pieces(path: Path) -> list[Piece]:
         raw = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    note = None
     try:
         text = decode_text(raw)  # UTF-8, or what a byte-order mark names (UTF-16, ...)
     except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"not {exc.encoding.upper()} text (fio JSON or ioping -J output expected)"
-        ) from None
+        refused = f"not {exc.encoding.upper()} text (fio JSON or ioping -J output expected)"
+        if exc.encoding != "utf-8":  # a byte-order mark named the encoding: it is wrong
+            raise ValueError(refused) from None
+        # fio and ioping print job names, file names and mount sources as the system
+        # gives them (bytes): a Latin-1 name makes the output not UTF-8 inside a string.
+        # Read like `iofleet local` and the ingest Lambda do (U+FFFD for each bad
+        # sequence), and say so; a file that does not then parse keeps this reason.
+        text = decode_text(raw, errors="replace")
+        bad = text.count("\ufffd") - raw.count("\ufffd".encode())
+        note = (
+            f"not UTF-8 at byte offset {exc.start}: {bad} invalid sequence"
+            f"{'s' if bad != 1 else ''} read as U+FFFD (a job, file or mount name in "
+            "another encoding?)"
+        )
+    else:
+        refused = ""
     if not text.strip():
         raise ValueError("empty file")
     kind = detect_kind(text)
-    if kind == "app":
-        raise ValueError("an iofleet app timing file: not importable (fio or ioping output only)")
-    if kind == "ioping":
-        return [_ioping_piece(path, text)]
-    return _fio_pieces(path, text)
+    try:
+        if kind == "app":
+            raise ValueError(
+                "an iofleet app timing file: not importable (fio or ioping output only)"
+            )
+        pieces = [_ioping_piece(path, text)] if kind == "ioping" else _fio_pieces(path, text)
+    except ValueError:
+        if note:
+            raise ValueError(refused) from None
+        raise
+    for piece in pieces:
+        piece.note = note
+    return pieces
 
 
 def _slot_key(piece: Piece, slot_per: str) -> tuple[str, str | None]:
@@ -360,6 +383,9 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
         raise ValidationFailed(problems or [Problem("FILES", "no file given")])
     for problem in problems:
         print(problem, file=sys.stderr)
+    notes = {str(p.path): p.note for slot in slots for _, p in slot.pieces if p.note}
+    for where, note in notes.items():
+        print(f"{where}: {note}", file=sys.stderr)
     make_out_dir(out)
     with output_lock(out, "iofleet import"):  # one writer per --out: a second one exits 4
         run_id, warehouse, stats, errors = _import_locked(out, label, slots, workloads)

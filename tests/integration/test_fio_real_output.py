@@ -11,7 +11,9 @@ checked against every figure of fio's own percentile list.
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -332,3 +334,50 @@ def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_cost
     ]
     assert sorted(rows, key=repr) == sorted(want, key=repr)
     assert db.execute("SELECT count(*) FROM slots").fetchone() == (len(files),)
+
+
+def test_a_job_and_file_named_in_latin1_import_with_one_warning(tmp_path: Path) -> None:
+    # given real fio output of a job named in Latin-1 writing a file named in Latin-1:
+    # fio prints both as the bytes it was given, so the document is not UTF-8
+    data = os.fsencode(tmp_path) + b"/d\xe9j\xe0"
+    job = tmp_path / "job.fio"
+    job.write_bytes(b"[caf\xe9]\nfilename=" + data + b"\nsize=1m\nrw=read\nbs=4k\n")
+    out_json = tmp_path / "out.json"
+    result = subprocess.run(
+        ["fio", "--output-format=json+", f"--output={out_json}", str(job)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    raw = out_json.read_bytes()
+    assert b'"jobname" : "caf\xe9"' in raw and os.path.exists(data)
+    # and beside it a gzip of the same bytes (not text at all)
+    zipped = tmp_path / "out.json.gz"
+    zipped.write_bytes(gzip.compress(raw))
+    # when both are imported
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "iofleet.cli", "import", str(out_json), str(zipped)]
+    result = subprocess.run(
+        [*argv, "--out", str(out), "--label", "latin1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    # then fio's figures reach the warehouse under the job name with U+FFFD for the byte
+    doc = json.loads(raw.decode("latin-1"))
+    db = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    rows = db.execute("SELECT job, iops, io_bytes FROM fio_results").fetchall()
+    [read] = [j["read"] for j in doc["jobs"]]
+    assert rows == [("caf\ufffd", read["iops"], read["io_bytes"])]
+    # with one warning line naming the file and the first bad byte
+    lines = result.stderr.splitlines()
+    offset, bad = raw.index(b"\xe9"), sum(byte >= 0x80 for byte in raw)  # each alone
+    assert [line for line in lines if line.startswith(f"{out_json}: ")] == [
+        f"{out_json}: not UTF-8 at byte offset {offset}: {bad} invalid sequences read as "
+        "U+FFFD (a job, file or mount name in another encoding?)"
+    ], result.stderr
+    # and the gzip is refused as not text, costing the other file nothing
+    assert f"{zipped}: not UTF-8 text (fio JSON or ioping -J output expected)" in lines
+    assert result.returncode == 1
