@@ -381,3 +381,38 @@ def test_a_job_and_file_named_in_latin1_import_with_one_warning(tmp_path: Path) 
     # and the gzip is refused as not text, costing the other file nothing
     assert f"{zipped}: not UTF-8 text (fio JSON or ioping -J output expected)" in lines
     assert result.returncode == 1
+
+
+@pytest.mark.parametrize("fmt", ["json,normal", "normal,json+"])
+def test_the_normal_report_beside_the_json_is_one_note_and_fios_messages_stay(
+    fmt: str, tmp_path: Path
+) -> None:
+    # given fio's normal report beside its JSON, and fio's own error lines (its stderr,
+    # as `fio ... > out 2>&1` saves them) from a job that cannot create its file
+    argv = ["fio", "--name=job", f"--filename={tmp_path / 'data.bin'}", *SMALL, "--rw=read"]
+    argv += ["--name=broken", "--filename=/proc/no-such-dir/data", *SMALL, "--rw=read"]
+    result = subprocess.run(
+        [*argv, f"--output-format={fmt}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=60,
+        check=False,
+    )
+    text = result.stdout.decode()
+    report = [line.strip() for line in text.splitlines() if "(groupid=" in line]
+    errors = [line.strip() for line in text.splitlines() if line.startswith("fio: ")]
+    assert report and errors, text
+    # when
+    out = parse_fio(text)
+    # then the report is one note, fio's messages are each a warning of their own,
+    # and no line of the report is a warning
+    [folded] = [w for w in out.warnings if w.startswith("fio's normal report")]
+    assert all(e in out.warnings for e in errors), out.warnings
+    assert not [w for w in out.warnings if any(w == line for line in report)], out.warnings
+    assert not [w for w in out.warnings if w.startswith(("Run status", "Disk stats"))]
+    # and the figures are fio's JSON's
+    assert [(r["job"], r["iops"]) for r in out.records] == [
+        (j["jobname"], j["read"]["iops"])
+        for j in fio_document(text[text.index("\n{") + 1 :])["jobs"]
+        if j["read"]["total_ios"]
+    ]

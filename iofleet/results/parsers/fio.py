@@ -113,6 +113,12 @@ ALL_CLIENTS = "All clients"  # the jobname of fio's summed entry in client_stats
 _JSON_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
 _ETA_LINE = re.compile(r"Jobs: \d+ \(")
 _MAX_QUOTE = 120
+# a job's block of the normal report (stat.c show_thread_status_normal) and its group
+# summary (show_group_stats)
+_NORMAL_REPORT = re.compile(
+    r": \(groupid=\d+, jobs=\d+\): err=|^Run status group \d+ \(all jobs\):"
+)
+_FIO_MESSAGE = ("fio: ", "note: ")
 
 
 class Bins(Sequence[tuple[int, int]]):
@@ -253,6 +259,18 @@ def _text_lines(text: str) -> list[str]:
     return [line for line in lines if line and not _ETA_LINE.match(line)]
 
 
+def _notes(lines: list[str]) -> list[str]:
+    """The notes worth a warning each: with `--output-format=json,normal` fio's normal
+    report (its job headers, `(groupid=N, jobs=N)` blocks, run status and disk stats)
+    is one note, not a warning per line. fio's own messages (`fio: ...`, `note: ...`,
+    log_err/log_info) stay one warning each."""
+    if not any(_NORMAL_REPORT.search(line) for line in lines):
+        return lines
+    kept = [line for line in lines if line.startswith(_FIO_MESSAGE)]
+    folded = len(lines) - len(kept)
+    return [f"fio's normal report beside the JSON ({folded} lines) not read", *kept]
+
+
 def _decode(text: str) -> tuple[dict, list[str]]:
     """The fio JSON document and the non-empty text lines around it."""
     if not text.strip():
@@ -268,7 +286,7 @@ def _decode(text: str) -> tuple[dict, list[str]]:
                 pass  # the stdlib path below decides, with its own error messages
             else:
                 if isinstance(doc, dict):
-                    return doc, _text_lines(text[: head.start()])
+                    return doc, _notes(_text_lines(text[: head.start()]))
     # candidate starts are found lazily: the first one nearly always decodes
     starts = (m.start() for m in _JSON_START.finditer(text))
     # strict=False: fio's JSON printer (json.c) escapes only '"' and '\\', so a tab in a
@@ -293,7 +311,7 @@ def _decode(text: str) -> tuple[dict, list[str]]:
                     f"{1 + more} fio JSON documents in one output "
                     "(fio --status-interval, or several runs in one file); expected one"
                 )
-            return doc, _text_lines(text[:start]) + _text_lines(after)
+            return doc, _notes(_text_lines(text[:start]) + _text_lines(after))
     if first_error is None:  # no line starts with "{"
         first = _text_lines(text)[0]
         raise ParseError(f"no fio JSON document in the output (first line: {_quote(first)!r})")
