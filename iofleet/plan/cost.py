@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -70,6 +70,64 @@ class Estimate:
         }
 
 
+GIB = 1024**3
+
+
+@dataclass
+class EfsTransfer:
+    """One slot's bytes through an elastic EFS, which bills reads and writes per GiB."""
+
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
+    unknown: str = ""  # why it cannot be estimated, if it cannot
+
+
+def efs_transfer(
+    expected: Sequence[Mapping[str, Any]], payloads: Sequence[Mapping[str, Any]]
+) -> EfsTransfer:
+    """One slot's EFS traffic: each fio job at its expected rate for its expected run
+    time (the plan's ceilings: for elastic EFS the instance's, so at most this), the
+    files fio lays out before reading (size x numjobs), and ioping's requests and its
+    working-set file.
+    An app's traffic, or a job without an expected rate or run time, is not estimated."""
+    from iofleet.plan.expect import job_profiles, parse_size
+
+    out = EfsTransfer()
+    for entry in expected:
+        bw, seconds = entry.get("expected_bw_bytes"), entry.get("runtime_s")
+        if bw is None or seconds is None:
+            out.unknown = f"{entry['job']} {entry['direction']}: no expected rate or run time"
+            return out
+        if entry["direction"] == "write":
+            out.write_bytes += bw * seconds
+        else:  # read; trim moves no data but is counted as a read, at most
+            out.read_bytes += bw * seconds
+    for p in payloads:
+        if p["kind"] == "app":
+            out.unknown = f"app {p.get('name', '?')}: its traffic is not known before it runs"
+            return out
+        if p["kind"] == "ioping":
+            # its requests (-s, 4 KiB unless given; the warm-up is one more), and on a
+            # directory the 1 MiB working-set file it writes first (-S)
+            size = parse_size(str(p["size"])) if p.get("size") else 4096
+            moved = (int(p.get("count", 0)) + 1) * float(size or 4096)
+            out.write_bytes += 1024**2
+            if p.get("write"):
+                out.write_bytes += moved
+            else:
+                out.read_bytes += moved
+        elif p["kind"] == "fio":
+            try:
+                profiles = job_profiles(str(p["name"]), p.get("params") or {})
+            except (KeyError, OSError, ValueError):
+                out.unknown = f"fio job {p['name']} could not be read"
+                return out
+            for profile in profiles:
+                if profile.shares.get("read", 0) > 0 and profile.size_bytes:
+                    out.write_bytes += profile.size_bytes * profile.numjobs  # the layout
+    return out
+
+
 def _region_prices(region: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The region's shipped rates, with a matrix's own `prices` for it laid over them."""
     return region_prices(price_table(), region, overrides)
@@ -102,10 +160,13 @@ def estimate_cell(
     populate: bool = False,
     workloads_per_slot: int = 1,
     prices: Mapping[str, Any] | None = None,
+    efs_transfer: EfsTransfer | None = None,
 ) -> Estimate:
     """Cost of one cell: `fleet_size` instances (and volumes) for `slot_seconds` each.
 
-    `prices`: the region's rates (default: the shipped table's for `region`)."""
+    `prices`: the region's rates (default: the shipped table's for `region`).
+    `efs_transfer`: one slot's bytes read and written on an elastic EFS (efs_transfer());
+    None: not estimated (named in `unknown`)."""
     prices = _region_prices(region) if prices is None else prices
     assumptions = price_table()["assumptions"]
     est = Estimate()
@@ -161,7 +222,27 @@ def estimate_cell(
                 efs.get("standard_gib_month"),
             )
         if storage.throughput_mode == "elastic":
-            est.unknown.append("efs elastic throughput (per GiB transferred; not estimated)")
+            if efs_transfer is None or efs_transfer.unknown:
+                why = efs_transfer.unknown if efs_transfer else "not estimated"
+                est.unknown.append(f"efs elastic throughput (per GiB transferred; {why})")
+            else:
+                est.add(
+                    "efs elastic reads",
+                    efs_transfer.read_bytes * fleet_size / GIB,
+                    "GiB",
+                    efs.get("elastic_read_gib"),
+                )
+                est.add(
+                    "efs elastic writes",
+                    efs_transfer.write_bytes * fleet_size / GIB,
+                    "GiB",
+                    efs.get("elastic_write_gib"),
+                )
+        elif storage.throughput_mode is None:  # an existing file system, modes not known
+            est.unknown.append(
+                "efs transfer charges (billed per GiB if the existing file system is "
+                "elastic; its throughput mode is not known offline)"
+            )
     elif storage.type in ("fsx-openzfs", "fsx-lustre"):
         from iofleet.plan import fsx
 
@@ -287,6 +368,11 @@ def plan_annotations(plan: Any, region: str | None = None) -> dict[str, Any]:
                 populate=any(p["kind"] == "app" and p.get("populate") for p in payloads),
                 workloads_per_slot=len(payloads),
                 prices=prices,
+                efs_transfer=(
+                    efs_transfer(expected, payloads)
+                    if spec.type == "efs" and spec.throughput_mode == "elastic"
+                    else None
+                ),
             )
             from iofleet.plan import mountpoint
 
@@ -361,9 +447,18 @@ def budget_problem(plan: Any, region: str | None = None) -> str | None:
             "give the region's rates in the matrix's prices, or leave budget_usd out"
         )
     estimate = run["estimated_cost_usd"]
+    unknown = run["cost_unknown"]
+    if estimate <= budget and unknown:
+        # a budget is a cap: a sum of the known items could pass and the run cost more
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        return (
+            f"the estimate (${estimate:,.2f} in {run['region']}) leaves out {unknown[0]}"
+            f"{more}: the budget cannot be checked; give missing rates in the matrix's "
+            "prices, or leave budget_usd out"
+        )
     if estimate <= budget:
         return None
-    more = "" if run["cost_complete"] else " (known prices only; some are unknown)"
+    more = " (known prices only; some are unknown)" if unknown else ""
     return (
         f"plan estimated at ${estimate:,.2f}{more} in {run['region']} "
         f"(prices as of {run['prices_as_of']}{_matrix_prices_text(run)}), "

@@ -156,3 +156,82 @@ def test_local_plan_has_expectations_but_no_cost(tmp_path: Path, capsys) -> None
     data = json.loads(out)
     assert data["estimated_cost_usd"] == 0.0
     assert data["cells"][0]["expected"][0]["limited_by"] == "unknown"
+
+
+def _efs(**fields: Any) -> list[dict[str, Any]]:
+    return [{"type": "efs", "label": "efs", **fields}]
+
+
+def test_elastic_efs_transfer_is_priced_from_the_expected_rates_and_the_layout(
+    tmp_path: Path, capsys
+) -> None:
+    # given an EFS the stack creates (elastic), 4 slots of a sequential 1 MiB read and
+    # an ioping probe of 10 reads
+    fleet, size_gib = 4, 2
+    doc = matrix(
+        storage=_efs(),
+        workloads=[
+            {"fio": "seq-read-1m-qd32", "params": {"RUNTIME": 60, "SIZE": f"{size_gib}g"}},
+            {"ioping": {"count": 10, "interval_ms": 0}},
+        ],
+        parallelism=[fleet],
+    )
+    # when it is planned
+    code, out, _ = plan(tmp_path, capsys, doc, "--format", "json")
+    assert code == 0
+    [cell] = json.loads(out)["cells"]
+    items = {i["item"]: i for i in cell["cost"]["items"]}
+    # then reads are the job at its expected rate for its run time plus ioping's 11
+    # requests of 4 KiB, per slot, times the fleet; writes are the file fio lays out
+    # before reading plus ioping's 1 MiB working set
+    [entry] = cell["expected"]
+    slot_read = entry["expected_bw_bytes"] * entry["runtime_s"] + 11 * 4096
+    assert items["efs elastic reads"]["quantity"] == pytest.approx(
+        slot_read * fleet / 1024**3, rel=1e-6
+    )
+    slot_written = size_gib * 1024**3 + 1024**2
+    assert items["efs elastic writes"]["quantity"] == pytest.approx(
+        slot_written * fleet / 1024**3, rel=1e-6
+    )
+    # at the shipped rates, and nothing is left unknown
+    assert (items["efs elastic reads"]["unit_usd"], items["efs elastic writes"]["unit_usd"]) == (
+        0.03,
+        0.06,
+    )
+    assert cell["cost"]["complete"] is True
+
+
+@pytest.mark.parametrize(
+    ("storage", "workloads", "left_out"),
+    [
+        # an existing file system: its throughput mode (and so its transfer charges)
+        # is not known offline
+        (_efs(file_system_id="fs-0123456789abcdef0"), None, "efs transfer charges"),
+        # an app's traffic on an elastic file system is not known before it runs
+        (
+            _efs(),
+            [{"app": "c-build"}],
+            "efs elastic throughput (per GiB transferred; app c-build",
+        ),
+    ],
+    ids=["existing-efs", "app-on-elastic"],
+)
+def test_a_budget_is_refused_when_the_estimate_leaves_something_out(
+    tmp_path: Path, capsys, storage: list, workloads: list | None, left_out: str
+) -> None:
+    # given a budget far above the known part of the estimate
+    doc = matrix(storage=storage, limits={"budget_usd": 100000})
+    if workloads:
+        doc["workloads"] = workloads
+    # when it is planned
+    code, out, err = plan(tmp_path, capsys, doc)
+    # then it is refused in one line naming what the estimate leaves out
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"{tmp_path / 'm.json'}: limits.budget_usd: the estimate ($")
+    assert left_out in line and "leaves out " in line and "the budget cannot be checked" in line
+    # and without a budget the same matrix plans, its estimate saying what is unknown
+    del doc["limits"]
+    code, out, _ = plan(tmp_path, capsys, doc)
+    assert code == 0 and "unknown: 1 item(s), not included" in out
+
