@@ -179,7 +179,12 @@ def _coverage_problems(opts: Mapping[str, str], writers: list[Mapping[str, str]]
             continue
         assert jobs is not None and files is not None and size is not None
         assert w_jobs is not None and w_files is not None and w_size is not None
-        if jobs <= w_jobs and files <= w_files and size <= w_size:
+        # fio divides a job's size between its files: each file is size / nrfiles
+        if (
+            jobs <= w_jobs
+            and files <= w_files
+            and size // max(files, 1) <= w_size // max(w_files, 1)
+        ):
             return []
     return [
         "the reader needs more or larger files (numjobs, nrfiles, size) than its writer "
@@ -349,8 +354,9 @@ GIB = 1024**3
 
 def fio_traffic(payloads: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, list[str]]:
     """(bytes written, bytes read, files written, notes) by one slot's fio workloads: each
-    section's size x numjobs x nrfiles, written once and read once (the jobs Mountpoint
-    can run are size-based); what cannot be counted is named in the notes."""
+    section's size x numjobs (fio divides a job's size between its nrfiles files),
+    written once and read once (the jobs Mountpoint can run are size-based), and
+    numjobs x nrfiles files; what cannot be counted is named in the notes."""
     from iofleet.plan.fiojobs import TARGET_PARAM, _job_sections, fio_size_bytes, get_job
 
     written = read = files = 0
@@ -367,13 +373,16 @@ def fio_traffic(payloads: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, l
             except ValueError:
                 notes.append(f"{p['name']} [{name}]: size not countable")
                 continue
-            count = (_number(opts, "numjobs", 1) or 1) * (_number(opts, "nrfiles", 1) or 1)
+            if "filesize" in opts:  # files of their own size, I/O up to `size`: not counted
+                notes.append(f"{p['name']} [{name}]: filesize set: bytes not countable")
+                continue
+            jobs = _number(opts, "numjobs", 1) or 1
             base, _ = _direction(opts)
             if base == SEQUENTIAL_WRITE:
-                written += size * count
-                files += count
+                written += size * jobs
+                files += jobs * (_number(opts, "nrfiles", 1) or 1)
             elif base in READS:
-                read += size * count
+                read += size * jobs
     return written, read, files, notes
 
 
