@@ -331,6 +331,7 @@ def run_local(
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
+    check_room(plan, base, matrix_file_name(matrix_path))
     made = make_targets(plan, base, matrix_file_name(matrix_path))
     running = False
     try:
@@ -344,6 +345,17 @@ def run_local(
     finally:
         if not running:  # refused before the run began: it leaves nothing behind
             remove_made(made)
+
+
+def check_room(plan: Any, base: Path, file: str) -> None:
+    """EnvironmentProblem (exit 3) when a cell's files will not fit on its target."""
+    from iofleet.local.space import room_problems
+
+    targets = [resolve_local_path(s.path, base) for s in plan.matrix.storage]
+    room = room_problems(plan, targets)
+    if room:
+        index, why = room[0]
+        raise EnvironmentProblem(f"{file}: storage[{index}].path: {why}")
 
 
 def make_targets(plan: Any, base: Path, file: str) -> list[Path]:

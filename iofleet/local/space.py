@@ -1,0 +1,91 @@
+"""Room on the target for a local cell's files, checked before the run starts.
+
+A local cell's slots run at once and each keeps its fio files until the slot ends
+(iofleet/agent/target.py cleanup_target), so a cell needs about fleet_size x the
+bytes its workloads lay out. Without this check a matrix planned for AWS (seed 004's
+parallelism of 200 with 4 GiB jobs: 800 GiB) fills the file system the target is on,
+every other program writing there included, before its slots fail with ENOSPC.
+
+Counted per slot: each fio section's size x numjobs (fio divides a job's size between
+its nrfiles files), every workload's sections, and 1 MiB per ioping workload (its
+working-set file). App workloads bring their own sources and build trees: not counted,
+and the message says so. One GiB is left free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+KEEP_FREE = GIB
+
+
+def slot_bytes(payloads: Sequence[Mapping[str, Any]]) -> tuple[int, list[str]]:
+    """(bytes one slot lays out, what is not counted)."""
+    from iofleet.plan.expect import job_profiles
+
+    total, uncounted = 0, []
+    for p in payloads:
+        if p["kind"] == "ioping":
+            total += 1024**2
+        elif p["kind"] == "app":
+            uncounted.append(f"app {p.get('name', '?')}")
+        elif p["kind"] == "fio":
+            try:
+                profiles = job_profiles(str(p["name"]), p.get("params") or {})
+            except (KeyError, OSError, ValueError):
+                uncounted.append(f"fio job {p['name']}")
+                continue
+            for profile in profiles:
+                if profile.size_bytes is None:
+                    uncounted.append(f"fio job {p['name']} [{profile.job}] (size unknown)")
+                else:
+                    total += profile.size_bytes * profile.numjobs
+    return total, uncounted
+
+
+def _existing(path: Path) -> Path:
+    """The path, or its nearest existing parent (make_targets may not have run yet)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return path
+
+
+def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
+    """[(storage index, message)] for each storage whose largest cell will not fit."""
+    problems: list[tuple[int, str]] = []
+    for i, (storage, target) in enumerate(zip(plan.matrix.storage, targets, strict=True)):
+        cells = [c for c in plan.cells if c.storage_label == storage.label]
+        if not cells:
+            continue
+        needs = []
+        for cell in cells:
+            per_slot, uncounted = slot_bytes(cell.workload_payloads())
+            needs.append((per_slot * cell.fleet_size, per_slot, cell, uncounted))
+        need, per_slot, cell, uncounted = max(needs, key=lambda n: n[0])
+        try:
+            st = os.statvfs(_existing(target))
+        except OSError:
+            continue  # make_targets names what is wrong with the path
+        free = st.f_bavail * st.f_frsize  # what an unprivileged writer may use
+        if need + KEEP_FREE <= free:
+            continue
+        besides = f"; not counted: {', '.join(uncounted)}" if uncounted else ""
+        problems.append(
+            (
+                i,
+                f"cell {cell.cell_id} lays out ~{_gib(need)} of files at once "
+                f"({cell.fleet_size} slots x {_gib(per_slot)}{besides}), and the file system of {target} has "
+                f"{_gib(free)} free (iofleet keeps {_gib(KEEP_FREE)} free): use smaller SIZE "
+                "or parallelism, or a target with room",
+            )
+        )
+    return problems
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:,.1f} GiB" if n >= GIB else f"{n / 1024**2:,.1f} MiB"

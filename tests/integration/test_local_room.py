@@ -1,0 +1,96 @@
+"""`iofleet local` refuses a cell whose files will not fit on its target, before it
+writes anything (iofleet/local/space.py), instead of filling the file system.
+
+The target is a real tmpfs of a known size (needs root, as the loop-device tests do).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    point = tmp_path / "mnt"
+    point.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1280m", "iofleet-room", str(point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", str(point)], capture_output=True, check=False)
+
+
+def _local(tmp_path: Path, target: Path, size: str, fleets: list[int]) -> tuple[int, str]:
+    matrix = tmp_path / "m.json"
+    doc = {
+        "name": "room",
+        "storage": [{"type": "local", "label": "small", "path": str(target / "t")}],
+        "workloads": [
+            {"fio": "seq-write-1m-qd32", "params": {"SIZE": size, "RUNTIME": 1, "DIRECT": 0}},
+            {"ioping": {"count": 2, "interval_ms": 0}},
+        ],
+        "parallelism": fleets,
+    }
+    matrix.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return proc.returncode, proc.stderr
+
+
+def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written(
+    small_fs: Path, tmp_path: Path
+) -> None:
+    # given a 1,280 MiB file system, and a matrix whose second cell lays out 4 x 64 MiB
+    # of fio files (and ioping's 1 MiB each) while 1 GiB is kept free
+    before = os.statvfs(small_fs)
+    # when it is run
+    code, err = _local(tmp_path, small_fs, "64m", [1, 4])
+    # then it is refused in one line naming the file, the storage, the cell and the room
+    assert code == 3, err
+    [line] = err.splitlines()
+    assert line.startswith(f"iofleet: {tmp_path / 'm.json'}: storage[0].path: cell c0")
+    assert "-small-x4-" in line, line
+    assert "~260.0 MiB of files at once (4 slots x 65.0 MiB)" in line, line
+    # and nothing was created: not the target, not --out, not one block on the file system
+    assert list(small_fs.iterdir()) == []
+    assert not (tmp_path / "out").exists()
+    after = os.statvfs(small_fs)
+    assert (after.f_bfree, after.f_ffree) == (before.f_bfree, before.f_ffree)
+
+
+def test_a_cell_that_fits_runs_and_leaves_the_room_it_found(small_fs: Path, tmp_path: Path) -> None:
+    # given the same file system and cells that fit beside the 1 GiB kept free
+    code, err = _local(tmp_path, small_fs, "32m", [1, 2])
+    # then it runs, and its files are gone from the target afterwards
+    assert code == 0, err
+    target = small_fs / "t"
+    assert [p for p in target.rglob("*") if p.is_file()] == []
+    assert (tmp_path / "out" / "warehouse.duckdb").is_file()
