@@ -75,3 +75,31 @@ def test_progress_lines_ending_in_carriage_returns_before_the_document(
         out = fio_parser.parse_fio(with_eta)
         assert out.records == expected
         assert out.warnings == ["Starting 1 process"]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["1", "2", "300"],
+        ["+5", "6"],  # int() takes a sign, JSON does not
+        ["05", "6"],  # int() takes leading zeros, JSON does not
+        ["1_000", "2"],  # int() takes underscores
+        [" 7", "8 "],  # int() strips spaces; JSON skips them too
+        ["\u0661\u0662", "3"],  # Arabic-Indic digits: int() reads 12
+        ["1e3", "4"],  # JSON reads a float
+        ["1,2", "3"],  # a comma inside a key
+        ["true", "1"],
+        ["-0", "1"],
+        ["9" * 30, "1"],  # beyond 64 bits
+        ["x", "1"],
+    ],
+)
+def test_bin_keys_decode_as_int_would(keys: list[str]) -> None:
+    from iofleet.results.parsers.fio import _int_keys
+
+    try:
+        want = list(map(int, keys))
+    except ValueError:
+        want = []
+    raw = dict.fromkeys(keys, 1)
+    assert _int_keys(raw) == want
