@@ -573,6 +573,70 @@ def plan_env(job: JobFile, params: Mapping[str, object]) -> dict[str, str]:
     return env
 
 
+def _shown(path: str) -> str:
+    """A job file as a problem line names it: relative to the library when inside it."""
+    try:
+        return str(Path(path).relative_to(jobs_dir()))
+    except ValueError:
+        return path
+
+
+def option_problems(name: str, params: Mapping[str, object], release: str) -> list[tuple[str, str]]:
+    """(`fio` or `params.KEY`, message) for every option of library job `name`, with the
+    matrix's `params`, that fio `release` refuses or misreads (iofleet/plan/fioopts.py).
+    A problem on a line that uses a parameter the matrix sets is the parameter's.
+    KeyError / JobFileError as get_job (the matrix validation reports those first)."""
+    from iofleet.plan import fioopts
+
+    job = get_job(name)
+    env = plan_env(job, params)
+    if TARGET_PARAM in env:
+        env[TARGET_PARAM] = "/mnt/iofleet"
+    try:
+        problems = fioopts.check_job_file(job.path, env, release)
+    except fioopts.JobTextError as exc:
+        return [("fio", f"job {name!r}: {exc}")]
+    given = {str(k).upper(): str(k) for k in params}
+    out: list[tuple[str, str]] = []
+    for p in problems:
+        key = next((given[v] for v in p.variables if v in given), None)
+        where = f"params.{key}" if key else "fio"
+        where_in = f"[{p.section}] " if p.section else ""
+        text = f"{_shown(p.path)}:{p.line}: {where_in}{p.message}"
+        out.append((where, f"job {name!r} for fio {release}: {text}"))
+    return out
+
+
+def parse_only_problem(
+    name: str, params: Mapping[str, object], target_dir: str, fio: str = "fio"
+) -> str | None:
+    """What `fio --parse-only` (the installed fio) says against library job `name` with
+    `params`, None if it accepts it. fio parses the options and starts no I/O."""
+    import subprocess
+
+    job = get_job(name)
+    env = dict(os.environ)
+    env.update(plan_env(job, params))
+    if TARGET_PARAM in env:
+        env[TARGET_PARAM] = target_dir
+    try:
+        result = subprocess.run(
+            [fio, "--parse-only", str(job.path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"fio --parse-only could not run: {exc}"
+    if result.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in (result.stderr + result.stdout).splitlines() if ln.strip()]
+    said = "; ".join(lines[:2]) if lines else f"exit status {result.returncode}"
+    return f"job {name!r}: fio --parse-only refuses it: {said}"
+
+
 def raw_plan_problem(name: str, params: Mapping[str, object], device_bytes: int) -> str | None:
     """Why library job `name` with `params` cannot run on a raw device of `device_bytes`
     (the agent's own check, raw_layout, made at plan time), None if it can."""

@@ -302,9 +302,11 @@ Storage = Annotated[
 ]
 
 
-def _param_value(value: Any) -> str | int | float:
+def _param_value(value: Any) -> str | int:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"must be a string or a number, got {_json_kind(value)}")
+    if isinstance(value, float):  # as integer fields: 60.0 is not an integer (decision 42)
+        raise ValueError(f"must be a valid integer or a string, got {_json_kind(value)}")
     return value
 
 
@@ -1125,6 +1127,39 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                     )
     else:
         problems.append(((), f"unknown target {target!r} (aws or local)"))
+        return problems
+    return problems + _fio_option_problems(matrix, target)
+
+
+def _fio_option_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
+    """Options of the matrix's fio jobs that the fio the run uses refuses or misreads:
+    checked against fio's option table of that release (iofleet/plan/fioopts.py), and,
+    for a local run with fio installed, by that fio's own `--parse-only` too."""
+    import shutil
+
+    from iofleet.plan import fioopts
+    from iofleet.plan.fiojobs import JobFileError, option_problems, parse_only_problem
+
+    fio = shutil.which("fio") if target == "local" else None
+    if target == "aws":
+        from iofleet.plan.hosts import for_matrix
+
+        release = fioopts.release_for_host(for_matrix(matrix)[0].release)
+    else:
+        release = fioopts.release_for_version(fioopts.installed_version(fio))
+    target_dir = next((s.path for s in matrix.storage if isinstance(s, LocalStorage)), "/tmp")
+    problems: list[tuple[Loc, str]] = []
+    for i, w in enumerate(matrix.workloads):
+        if not isinstance(w, FioWorkload):
+            continue
+        try:
+            found = option_problems(w.fio, w.params, release)
+            if not found and fio is not None:
+                said = parse_only_problem(w.fio, w.params, target_dir, fio)
+                found = [("fio", said)] if said else []
+        except (KeyError, JobFileError):
+            continue  # reported by the matrix validation
+        problems += [(("workloads", i, *where.split(".", 1)), msg) for where, msg in found]
     return problems
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -322,6 +323,53 @@ def test_a_malformed_job_file_is_the_matrix_problem(box: Sandbox, name: str) -> 
     assert box.refused("jobs", env=env) == f"{library / name}.fio: {why}"
 
 
+# fio options fio refuses (or reads other than written), in a job file of the user's library:
+# name -> (the job's option lines, the problem iofleet names)
+BAD_OPTION_FILES = {
+    "typo": (
+        "size=64k\niodepht=32\n",
+        "[x] unknown fio option 'iodepht' (did you mean 'iodepth'?)",
+    ),
+    "enum": (
+        "size=64k\nrw=radnread\n",
+        "[x] rw=radnread: 'radnread' is not one of read, write, trim, randread, randwrite, "
+        "randtrim, rw, readwrite, randrw, trimwrite, randtrimwrite (did you mean 'randread'?)",
+    ),
+    "unit": ("size=64k\nbs=4q\n", "[x] bs=4q: '4q' is not a number or a size (k, m, g, t, p)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_OPTION_FILES))
+def test_a_bad_fio_option_in_a_job_file_is_the_matrix_problem(box: Sandbox, name: str) -> None:
+    from iofleet.plan import fioopts
+
+    body, why = BAD_OPTION_FILES[name]
+    text = f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\n{body}"
+    library = _library(box, name, text.encode())
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    release = fioopts.release_for_version(fioopts.installed_version(shutil.which("fio")))
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": name}]))
+    expected = f"{matrix}: workloads[0].fio: job {name!r} for fio {release}: {name}.fio:6: {why}"
+    assert box.refused("plan", str(matrix), "--target", "local", env=env) == expected
+    assert box.refused("local", str(matrix), "--out", "out", "-q", env=env) == expected
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="the second check needs fio")
+def test_what_only_the_installed_fio_refuses_is_refused_by_its_parse_only(box: Sandbox) -> None:
+    # an external engine's path is not in fio's option table: the table check passes it,
+    # the local fio's --parse-only does not (the file is not there)
+    text = (
+        "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nsize=64k\n"
+        "ioengine=external:/nonexistent/engine.so\n"
+    )
+    library = _library(box, "ext", text.encode())
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "ext"}]))
+    line = box.refused("plan", str(matrix), "--target", "local", env=env)
+    assert line.startswith(f"{matrix}: workloads[0].fio: job 'ext': fio --parse-only refuses it: ")
+    assert "/nonexistent/engine.so" in line
+
+
 def test_a_missing_job_library(box: Sandbox) -> None:
     library = box.inputs / "no-such-library"
     env = {"IOFLEET_FIO_JOBS": str(library)}
@@ -489,8 +537,8 @@ def test_a_read_only_warehouse_is_reported_without_a_write(box: Sandbox, warehou
 def test_an_unusual_valid_matrix_runs_every_slot(box: Sandbox) -> None:
     # given a matrix nobody here would write, every part of it valid: the longest name,
     # odd labels, one directory under three spellings (relative with '+' and a trailing
-    # slash, relative without, through a symbolic link), lower-case parameter names and
-    # whole floats, ioping's smallest count, an app writing non-ASCII, fleet sizes out
+    # slash, relative without, through a symbolic link), lower-case parameter names (a
+    # whole float such as 1.0 is refused since decision 42), ioping's smallest count, an app writing non-ASCII, fleet sizes out
     # of order, repeats, and a description with markup, a right-to-left override and a
     # newline
     (box.work / "t+1").mkdir()
@@ -508,7 +556,7 @@ def test_an_unusual_valid_matrix_runs_every_slot(box: Sandbox) -> None:
                 "fio": "latency-4k-qd1-randread",
                 "params": {"runtime": "1s", "size": 65536, "direct": 0},
             },
-            {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1.0, "SIZE": "64k"}},
+            {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1, "SIZE": "64k"}},
             {"ioping": {"count": 2, "interval_ms": 0}},
             {"app": {"name": "a..b", "run": "echo 'héllo wörld' > f && test -s f"}},
         ],

@@ -22,7 +22,7 @@ def aws_doc(**overrides: Any) -> dict[str, Any]:
         "workloads": [
             {
                 "fio": "randread-16k-psync-16jobs",
-                "params": {"runtime": 2, "SIZE": "16m", "Direct": 0.0},
+                "params": {"runtime": 2, "SIZE": "16m", "Direct": 0},
             },
             {"ioping": {"count": 10, "interval_ms": 0}},
             {"app": "c-build"},

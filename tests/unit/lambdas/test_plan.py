@@ -263,3 +263,29 @@ def test_matrix_prices_reach_the_run_json_in_s3_and_its_cost_rows(
     by_cell = {r["cell_id"]: r for r in rows}
     for cell in fsx_cells:
         assert by_cell[cell["cell_id"]]["estimated_cost_usd"] == cell["estimated_cost_usd"]
+
+
+def test_a_fio_option_typo_fails_the_plan_lambda_without_fio_and_writes_nothing(
+    cloud: Cloud,
+    context: FakeLambdaContext,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    # the Lambda has no fio binary: the option table of the hosts' fio (24.04: 3.36) decides
+    monkeypatch.setenv("PATH", str(tmp_path))
+    library = tmp_path / "jobs"
+    library.mkdir()
+    (library / "typo.fio").write_text(
+        "; typo\n; @param TARGET=.  where\n[x]\ndirectory=${TARGET}\nsize=1m\niodepht=32\n"
+    )
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    matrix = example("seed000-ebs-optimized-ceiling.json")
+    matrix["workloads"] = [{"fio": "typo"}]
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is False
+    assert out["errors"] == [
+        "workloads[0].fio: job 'typo' for fio 3.36: typo.fio:6: [x] unknown fio option "
+        "'iodepht' (did you mean 'iodepth'?)"
+    ]
+    assert cloud.keys() == []
+    assert cloud.client("dynamodb").scan(TableName=cloud.table)["Count"] == 0

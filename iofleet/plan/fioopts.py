@@ -1,0 +1,451 @@
+"""fio job options checked at plan time, against fio's own option table.
+
+`iofleet/plan/data/fio-options-<release>.json` is generated from fio's source
+(options.c `fio_options[]`, engines/*.c) by `scripts/gen_fio_options.py`, one file per
+fio release the agent runs on (docs/decisions.md #42). No fio binary is needed, so the
+Plan Lambda makes the same check as `iofleet plan`.
+
+The job-file reader follows fio's init.c `__parse_jobs_ini`: a `;` or `#` ends the line
+(anywhere in it), `[name]` opens a section (a name starting with `global` is a global
+section), `include FILE` pulls in a file of options (relative to the including file),
+no option may come before the first section. `${VAR}` is replaced from fio's environment
+(options.c `fio_option_dup_subs`: an unset variable becomes empty); the caller gives
+the variables it knows and a value using any other is not checked (fio may find it in
+the environment it runs with). `$pagesize`, `$mb_memory` and `$ncpus` make fio compute
+the value with bc: such values are not checked either.
+
+Values follow parse.c: option names are case-sensitive, a list value is cut at `,`
+(and, for numbers, at `:` or `-`), sizes take `k m g t p` (+ `i`/`b`/`ib`), times
+`us ms s m h d`, an enum value is matched exactly up to its first `,` or `:`. Where fio
+silently reads less than what was written (`bs=4q` is 4 bytes, `runtime=10x` is 10 s,
+`direct=1yes` is 1, `iodepth=1.5` is 1) the check refuses what fio would misread.
+
+Stdlib only (the Plan Lambda imports it).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+RELEASES = ("3.28", "3.33", "3.36")  # the pinned tables, oldest first
+NEWEST = RELEASES[-1]
+# fio from the distribution of the host the agent runs on (iofleet/plan/hosts.py)
+UBUNTU_FIO = {"22.04": "3.28", "24.04": "3.36"}
+DEFAULT_ENGINE = "psync"  # fio's FIO_PREFERRED_ENGINE on Linux
+_KEYWORDS = ("$pagesize", "$mb_memory", "$ncpus")
+_VAR_RE = re.compile(r"\$\{([^}]*)\}")
+_NUM = r"[+-]?(?:0x[0-9a-f]+|[0-9]+)"
+_SIZE_RE = re.compile(rf"(?P<n>{_NUM})(?P<unit>[kmgtp](?:ib|i|b)?|b)?", re.I)
+_TIME_RE = re.compile(rf"(?P<n>{_NUM})(?P<unit>usec|us|msec|ms|s|m|h|d)?", re.I)
+_INT_RE = re.compile(r"\s*(?:0x[0-9a-f]+|[0-9]+)", re.I)
+_FLOAT_RE = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?", re.I)
+_NUMERIC = {
+    "FIO_OPT_INT",
+    "FIO_OPT_ULL",
+    "FIO_OPT_STR_VAL",
+    "FIO_OPT_STR_VAL_ZONE",
+    "FIO_OPT_STR_VAL_TIME",
+}
+_MAX_INCLUDE_DEPTH = 16
+
+
+class JobTextError(ValueError):
+    """A job file fio cannot read at all (the message is one line)."""
+
+
+@dataclass(frozen=True)
+class OptionProblem:
+    path: str  # the file the line is in (an include may be another file)
+    line: int
+    section: str
+    message: str
+    variables: tuple[str, ...] = ()  # the ${VAR}s the line uses
+
+    def text(self) -> str:
+        where = f"[{self.section}] " if self.section else ""
+        return f"{self.path}:{self.line}: {where}{self.message}"
+
+
+@cache
+def table(release: str) -> dict[str, Any]:
+    """The option table of fio `release` (one of RELEASES)."""
+    path = DATA_DIR / f"fio-options-{release}.json"
+    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return doc
+
+
+@cache
+def _names(release: str) -> dict[str, str]:
+    """name or alias -> option name."""
+    out: dict[str, str] = {}
+    for name, opt in table(release)["options"].items():
+        out[name] = name
+        if opt.get("alias"):
+            out.setdefault(opt["alias"], name)
+    return out
+
+
+def release_for_version(version: str | None) -> str:
+    """The pinned table for a `fio --version` text (`fio-3.33`): the newest pinned release
+    not newer than it (the oldest for an older fio, the newest when unknown)."""
+    m = re.search(r"(\d+)\.(\d+)", version or "")
+    if not m:
+        return NEWEST
+    have = (int(m[1]), int(m[2]))
+    older = [r for r in RELEASES if tuple(int(x) for x in r.split(".")) <= have]
+    return older[-1] if older else RELEASES[0]
+
+
+def installed_version(fio: str | None) -> str | None:
+    """`fio --version` of the fio at path `fio` (None: not installed or not answering)."""
+    if fio is None:
+        return None
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [fio, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def release_for_host(ubuntu_release: str | None) -> str:
+    """The fio an AWS host installs from its distribution (None: an AMI of unknown
+    release, checked against the newest table)."""
+    return UBUNTU_FIO.get(ubuntu_release or "", NEWEST)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class _Line:
+    path: str
+    number: int
+    text: str  # stripped the way fio strips it, before ${VAR} substitution
+
+
+@dataclass
+class _Section:
+    name: str
+    path: str
+    line: int
+    options: list[_Line]
+
+    @property
+    def is_global(self) -> bool:
+        return self.name.startswith("global")
+
+
+def _strip(raw: str) -> str:
+    """fio's strip_blank_front + strip_blank_end: a ';' or '#' ends the line."""
+    text = raw.lstrip()
+    for mark in (";", "#"):
+        cut = text.find(mark)
+        if cut >= 0:
+            text = text[:cut]
+    return text.rstrip()
+
+
+def _read(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise JobTextError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise JobTextError(f"{path} is not UTF-8 (byte offset {exc.start})") from None
+
+
+def _include_path(including: Path, name: str) -> Path:
+    target = Path(name)
+    if target.is_absolute():
+        return target
+    return including.parent / target  # fio: relative to the including file
+
+
+def read_sections(path: Path, lines: list[str] | None = None) -> list[_Section]:
+    """The sections of job file `path` with their option lines, includes expanded."""
+    sections: list[_Section] = []
+
+    def walk(file: Path, text_lines: list[str], depth: int, into: _Section | None) -> None:
+        for number, raw in enumerate(text_lines, start=1):
+            text = _strip(raw)
+            if not text:
+                continue
+            if text.startswith("["):
+                if into is not None and depth > 0:
+                    raise JobTextError(f"{file}:{number}: no new sections in included files")
+                name = text[1:-1] if text.endswith("]") else text[1:]
+                into = _Section(name, str(file), number, [])
+                sections.append(into)
+                continue
+            if into is None:
+                raise JobTextError(
+                    f"{file}:{number}: option {text!r} outside of a [section] (fio refuses it)"
+                )
+            if text.startswith("include"):
+                name = text[len("include") + 1 :]
+                if depth >= _MAX_INCLUDE_DEPTH:
+                    raise JobTextError(f"{file}:{number}: includes nest too deep")
+                target = _include_path(file, name)
+                try:
+                    included = _read(target)
+                except JobTextError as exc:
+                    raise JobTextError(f"{file}:{number}: include {name}: {exc}") from None
+                walk(target, included, depth + 1, into)
+                continue
+            into.options.append(_Line(str(file), number, text))
+
+    walk(path, lines if lines is not None else _read(path), 0, None)
+    return sections
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _suggest(word: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _int(text: str) -> int:
+    """A C strtoll/sscanf number: hex with 0x, else decimal (leading zeros allowed)."""
+    text = text.strip()
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("+-")
+    return sign * (int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 10))
+
+
+def _size_value(m: re.Match[str]) -> int:
+    n = _int(m["n"])
+    unit = (m["unit"] or "").lower()
+    if not unit or unit == "b":
+        return n
+    power = "_kmgtp".index(unit[0])
+    base = 1000 if unit.endswith("ib") else 1024  # fio's default kb_base inverts IEC
+    return n * base**power
+
+
+def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
+    """Why one number of a numeric option's value is not one fio reads as written."""
+    ftype = opt["fio_type"]
+    text = piece.strip()
+    if piece[:1].isspace() and re.search(r"[0-9][a-z%]", text, re.I):
+        # parse.c looks for the unit from the value's first character: " 4k" is 4
+        return f"{piece!r}: fio reads the number without its unit after a space; remove the space"
+    if ftype == "FIO_OPT_STR_VAL_ZONE" and re.fullmatch(r"[0-9]+z", text):
+        return None
+    if text.startswith("("):
+        return "fio's arithmetic expressions are not checked by iofleet; write the number"
+    if ftype == "FIO_OPT_STR_VAL_TIME" or opt.get("is_time"):
+        if not _TIME_RE.fullmatch(text):
+            return f"{piece!r} is not a time (a whole number, optionally with us, ms, s, m, h, d)"
+        return None
+    if opt.get("percent") and re.fullmatch(r"[0-9]+%", text):
+        return None
+    m = _SIZE_RE.fullmatch(text)
+    if not m:
+        what = "a number or a size (k, m, g, t, p"
+        what += ", or N%)" if opt.get("percent") else ")"
+        return f"{piece!r} is not {what}"
+    value = _size_value(m)
+    if opt.get("pow2") and (value <= 0 or value & (value - 1)):
+        return f"{piece!r} must be a power of 2"
+    lo, hi = opt.get("min"), opt.get("max")
+    if lo is not None and value < lo:
+        return f"{piece!r} is below fio's minimum {lo}"
+    if hi is not None and value > hi:
+        return f"{piece!r} is above fio's maximum {hi}"
+    return None
+
+
+def _value_problem(name: str, opt: dict[str, Any], value: str | None, release: str) -> str | None:
+    ftype = opt["fio_type"]
+    if ftype == "FIO_OPT_DEPRECATED":
+        why = f" ({opt['help']})" if opt.get("help") else ""
+        return f"{name} is deprecated and fio {release} refuses it{why}"
+    if ftype == "FIO_OPT_UNSUPPORTED":
+        why = f" ({opt['help']})" if opt.get("help") else ""
+        return f"{name} is not supported by fio on Linux{why}"
+    if ftype == "FIO_OPT_SOFT_DEPRECATED":
+        return None
+    if value is None:
+        if ftype == "FIO_OPT_STR_SET" or (ftype == "FIO_OPT_STR" and not opt.get("values")):
+            return None
+        return f"{name} needs a value ({name}=...)"
+    if ftype in _NUMERIC:
+        pieces = [p for p in re.split(r"[,:-]" if "," not in value else ",", value)]
+        if not any(p.strip() for p in pieces):
+            return f"{name} needs a value"
+        for piece in pieces:
+            if piece.strip():
+                problem = _piece_problem(opt, piece)
+                if problem:
+                    return f"{name}={value}: {problem}"
+        return None
+    if ftype in ("FIO_OPT_BOOL", "FIO_OPT_STR_SET"):
+        if not _INT_RE.fullmatch(value):
+            return f"{name}={value}: expected " + (
+                "0 or 1" if ftype == "FIO_OPT_BOOL" else "a number"
+            )
+        number = _int(value)
+        lo, hi = opt.get("min"), opt.get("max")
+        if (lo is not None and number < lo) or (hi is not None and number > hi):
+            return f"{name}={value}: expected {lo if lo is not None else 0} to {hi}"
+        return None
+    if ftype in ("FIO_OPT_STR", "FIO_OPT_STR_ULL", "FIO_OPT_STR_MULTI"):
+        values = opt.get("values")
+        if not values:
+            return None
+        pieces = value.split(",") if ftype == "FIO_OPT_STR_MULTI" else [value]
+        for piece in pieces:
+            head = re.split(r"[,:]", piece, maxsplit=1)[0]
+            if head not in values:
+                hint = _suggest(head, values)
+                if head != head.strip():
+                    hint = " (fio keeps the space after '=')"
+                return f"{name}={value}: {head!r} is not one of {', '.join(values)}{hint}"
+        return None
+    if ftype == "FIO_OPT_STR_STORE":
+        if not value:
+            return f"{name} needs a value"
+        return None
+    if ftype == "FIO_OPT_RANGE":
+        for piece in value.split(","):
+            if not piece:
+                continue
+            ends = re.split(r"[-:]", piece, maxsplit=1)
+            if len(ends) != 2 or not all(_SIZE_RE.fullmatch(e.strip()) for e in ends):
+                return f"{name}={value}: {piece!r} is not a range LOW-HIGH of sizes (4k-64k)"
+        return None
+    if ftype == "FIO_OPT_FLOAT_LIST":
+        items = value.split(":")
+        limit = opt.get("maxlen")
+        if limit and len(items) > limit:
+            return f"{name}={value}: at most {limit} values"
+        for item in items:
+            if not _FLOAT_RE.fullmatch(item):
+                return f"{name}={value}: {item!r} is not a number"
+            fnum = float(item)
+            if ("minfp" in opt or "maxfp" in opt) and not (
+                opt.get("minfp", float("-inf")) <= fnum <= opt.get("maxfp", float("inf"))
+            ):
+                return f"{name}={value}: {item} is outside {opt.get('minfp')}..{opt.get('maxfp')}"
+        return None
+    return None
+
+
+def _engine_problem(value: str, release: str) -> str | None:
+    engines = table(release)["engines"]
+    if value in engines or value.startswith("external:") or "/" in value:
+        return None
+    hint = _suggest(value, sorted(engines))
+    newer = [r for r in RELEASES if r > release and value in table(r)["engines"]]
+    if newer:
+        return f"ioengine {value!r} needs fio {newer[0]} or newer (this run has fio {release})"
+    return f"ioengine={value}: unknown ioengine {value!r}{hint}"
+
+
+def _unknown_option(key: str, engine: str, release: str) -> str:
+    for newer in RELEASES:
+        if newer > release and key in _names(newer):
+            return f"{key} needs fio {newer} or newer (this run has fio {release})"
+    owners = [
+        e for e, spec in table(release)["engines"].items() if key in spec["options"] and e != engine
+    ]
+    if owners:
+        named = " or ".join(owners[:3]) + (" (...)" if len(owners) > 3 else "")
+        return f"{key} is an option of ioengine {named}, not of this job's ioengine {engine}"
+    candidates = list(_names(release)) + list(
+        table(release)["engines"].get(engine, {"options": {}})["options"]
+    )
+    if key.lower() in candidates:
+        return f"unknown fio option {key!r} (option names are case-sensitive: {key.lower()!r})"
+    return f"unknown fio option {key!r}{_suggest(key, candidates)}"
+
+
+def _substitute(text: str, env: Mapping[str, str]) -> tuple[str, bool, tuple[str, ...]]:
+    """(text with the known ${VAR}s replaced, whether all were known, the VARs used)."""
+    used = tuple(_VAR_RE.findall(text))
+    known = all(v in env for v in used)
+    return _VAR_RE.sub(lambda m: env.get(m.group(1), m.group(0)), text), known, used
+
+
+def check_sections(
+    sections: list[_Section], env: Mapping[str, str], release: str = NEWEST
+) -> list[OptionProblem]:
+    """Every option fio `release` would refuse (or misread) in `sections`."""
+    problems: list[OptionProblem] = []
+    global_engine: str | None = None
+    options = table(release)["options"]
+    for section in sections:
+        parsed: list[tuple[_Line, str, str | None, bool, tuple[str, ...]]] = []
+        own_engine: str | None = None
+        for line in section.options:
+            text, known, used = _substitute(line.text, env)
+            key, eq, value = text.partition("=")
+            key = key.rstrip()
+            parsed.append((line, key, value if eq else None, known, used))
+            if key == "ioengine" and eq and known:
+                own_engine = value
+        engine = own_engine or global_engine or DEFAULT_ENGINE
+        engine_opts = table(release)["engines"].get(engine, {"options": {}})["options"]
+        for line, key, given, known, used in parsed:
+
+            def add(
+                message: str,
+                line: _Line = line,
+                used: tuple[str, ...] = used,
+                sec: str = section.name,
+            ) -> None:
+                problems.append(OptionProblem(line.path, line.number, sec, message, used))
+
+            if "${" in key and not known:
+                continue  # the name itself comes from the environment at run time
+            name = _names(release).get(key)
+            opt = options.get(name) if name else engine_opts.get(key)
+            if opt is None:
+                if engine not in table(release)["engines"] and (
+                    engine.startswith("external:") or "/" in engine
+                ):
+                    continue  # an external engine's own options: not in fio's tables
+                add(_unknown_option(key, engine, release))
+                continue
+            if not known or (given is not None and any(k in given for k in _KEYWORDS)):
+                continue  # fio fills the value at run time
+            if name == "ioengine" and given is not None:
+                problem = _engine_problem(given, release)
+            else:
+                problem = _value_problem(key, opt, given, release)
+            if problem:
+                add(problem)
+        if section.is_global and own_engine:
+            global_engine = own_engine
+    return problems
+
+
+def check_job_file(
+    path: Path, env: Mapping[str, str], release: str = NEWEST
+) -> list[OptionProblem]:
+    """Problems of job file `path` for fio `release`; JobTextError if fio cannot read it."""
+    sections = read_sections(path)
+    if not any(not s.is_global for s in sections):
+        return [
+            OptionProblem(
+                str(path),
+                1,
+                "",
+                "no job section, only [global] (fio runs nothing: 'No job(s) defined')",
+            )
+        ]
+    return check_sections(sections, env, release)

@@ -1,0 +1,199 @@
+"""fio job options checked at plan time against fio's own option tables
+(iofleet/plan/fioopts.py, iofleet/plan/data/fio-options-*.json).
+
+The probe job files (tests/data/probes/fio-jobs) are also run through the real fio
+by tests/integration/test_fio_options_real.py: this file checks iofleet's verdict and
+message for each; that one checks that fio agrees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iofleet.errors import ValidationFailed
+from iofleet.plan import fiojobs, fioopts
+from iofleet.plan.matrix import build_plan, validate_matrix_dict
+
+PROBES = Path(__file__).resolve().parents[1] / "data" / "probes" / "fio-jobs"
+EXPECTED: dict[str, dict[str, Any]] = json.loads((PROBES / "expected.json").read_text())
+# the fio releases the tables were generated from (git tags of github.com/axboe/fio)
+PINNED = {
+    "3.28": "d83ac9d3d30d5f5dc6d0e425e4ba945a772839f6",
+    "3.33": "72bcaffd7d56d4c2ebad6d0a1e465e0e9db8be40",
+    "3.36": "624e263f6acb1563471a83601ce19dfb77ac5694",
+}
+
+
+def _first_problem(path: Path, release: str = "3.33") -> str | None:
+    try:
+        problems = [p.text() for p in fioopts.check_job_file(path, {}, release)]
+    except fioopts.JobTextError as exc:
+        problems = [str(exc)]
+    return problems[0].replace(f"{PROBES}/", "") if problems else None
+
+
+def test_every_probe_file_has_an_entry_and_every_entry_a_file() -> None:
+    assert {p.stem for p in PROBES.glob("*.fio")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_probe_job_file_gets_its_verdict(name: str) -> None:
+    # given a job file fio accepts (accepted-*), refuses (refused-*) or reads other than
+    # written (stricter-*); when checked; then exactly the expected first problem
+    expected = EXPECTED[name]["problem"]
+    assert (expected is None) == name.startswith("accepted-")
+    assert _first_problem(PROBES / f"{name}.fio") == expected
+
+
+@pytest.mark.parametrize("release", fioopts.RELEASES)
+def test_tables_name_their_fio_release_and_commit(release: str) -> None:
+    table = fioopts.table(release)
+    assert (table["fio"], table["tag"], table["commit"]) == (
+        release,
+        f"fio-{release}",
+        PINNED[release],
+    )
+    assert {"rw", "bs", "iodepth", "ioengine", "size", "runtime"} <= set(table["options"])
+    assert table["options"]["rw"]["values"][:2] == ["read", "write"]
+    assert "userspace_reap" in table["engines"]["libaio"]["options"]
+    assert "fixedbufs" in table["engines"]["io_uring"]["options"]
+
+
+@pytest.mark.parametrize("release", fioopts.RELEASES)
+def test_every_library_job_passes_with_its_defaults(release: str) -> None:
+    for job in fiojobs.list_jobs():
+        assert fiojobs.option_problems(job.name, {}, release) == [], job.name
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [
+        ("fio-3.33", "3.33"),
+        ("fio-3.35", "3.33"),
+        ("fio-3.41", "3.36"),
+        ("fio-3.16", "3.28"),
+        (None, "3.36"),
+        ("garbage", "3.36"),
+    ],
+)
+def test_a_fio_version_maps_to_the_newest_table_not_newer(
+    version: str | None, release: str
+) -> None:
+    assert fioopts.release_for_version(version) == release
+
+
+def test_hosts_map_to_their_distribution_fio() -> None:
+    assert fioopts.release_for_host("22.04") == "3.28"
+    assert fioopts.release_for_host("24.04") == "3.36"
+    assert fioopts.release_for_host(None) == "3.36"
+
+
+def _write(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.fio"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_an_option_of_a_newer_fio_is_refused_on_an_older_one(tmp_path: Path) -> None:
+    path = _write(tmp_path, "new", "[a]\nsize=1m\nlog_entries=4096\n")
+    assert _first_problem(path, "3.33") is None
+    assert fioopts.check_job_file(path, {}, "3.28")[0].message == (
+        "log_entries needs fio 3.33 or newer (this run has fio 3.28)"
+    )
+
+
+def test_an_io_uring_option_on_libaio_names_its_engine(tmp_path: Path) -> None:
+    path = _write(tmp_path, "e", "[global]\nioengine=libaio\n[a]\nsize=1m\nfixedbufs\n")
+    assert fioopts.check_job_file(path, {}, "3.36")[0].message == (
+        "fixedbufs is an option of ioengine io_uring or io_uring_cmd, not of this job's "
+        "ioengine libaio"
+    )
+
+
+def test_a_value_from_a_known_variable_is_checked_and_an_unknown_one_is_not(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, "v", "[a]\nsize=1m\nrw=${MODE}\n")
+    assert fioopts.check_job_file(path, {}, "3.36") == []  # fio's environment fills it
+    (problem,) = fioopts.check_job_file(path, {"MODE": "radnread"}, "3.36")
+    assert problem.variables == ("MODE",)
+    assert problem.message.startswith("rw=radnread: 'radnread' is not one of read, write")
+
+
+# ------------------------------------------------------------------ through the plan
+
+
+LIBRARY_HEAD = "; probe job\n; @param TARGET=.  where\n; @param DEPTH:int=1  queue depth\n"
+
+
+def _library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "probe.fio").write_text(LIBRARY_HEAD + body, encoding="utf-8")
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path / "lib"))
+
+
+def _aws_doc(**extra: Any) -> dict[str, Any]:
+    return {
+        "name": "opts",
+        "instance_types": ["m6i.large"],
+        "storage": [{"type": "ebs", "label": "gp3", "volume_type": "gp3", "size_gib": 100}],
+        "workloads": [{"fio": "probe", **extra}],
+        "parallelism": [1],
+    }
+
+
+def _aws_lines(doc: dict[str, Any]) -> list[str]:
+    with pytest.raises(ValidationFailed) as info:
+        build_plan(validate_matrix_dict(doc), target="aws")
+    return info.value.lines()
+
+
+def test_a_typo_in_a_library_job_refuses_the_aws_plan_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _library(tmp_path, monkeypatch, "[a]\ndirectory=${TARGET}\nsize=1m\niodepht=${DEPTH}\n")
+    assert _aws_lines(_aws_doc()) == [
+        "workloads[0].fio: job 'probe' for fio 3.36: probe.fio:7: [a] unknown fio option "
+        "'iodepht' (did you mean 'iodepth'?)"
+    ]
+
+
+def test_a_bad_value_from_a_matrix_parameter_is_the_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DEPTH is an int, 2 is a valid one, but it lands in direct=, a boolean
+    _library(tmp_path, monkeypatch, "[a]\ndirectory=${TARGET}\nsize=1m\ndirect=${DEPTH}\n")
+    build_plan(validate_matrix_dict(_aws_doc()), target="aws")  # the default, 1, is fine
+    assert _aws_lines(_aws_doc(params={"depth": 2})) == [
+        "workloads[0].params.depth: job 'probe' for fio 3.36: probe.fio:7: [a] direct=2: "
+        "expected 0 to 1"
+    ]
+
+
+def test_the_host_release_picks_the_fio_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _library(tmp_path, monkeypatch, "[a]\ndirectory=${TARGET}\nsize=1m\niodepth=${DEPTH}\nfdp=0\n")
+    build_plan(validate_matrix_dict(_aws_doc()), target="aws")  # Ubuntu 24.04: fio 3.36
+    assert _aws_lines({**_aws_doc(), "ubuntu_release": "22.04"}) == [
+        "workloads[0].fio: job 'probe' for fio 3.28: probe.fio:8: [a] fdp needs fio 3.36 or "
+        "newer (this run has fio 3.28)"
+    ]
+
+
+def test_a_whole_float_parameter_is_refused_like_an_integer_field() -> None:
+    doc = _aws_doc()
+    doc["workloads"] = [{"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 60.0}}]
+    with pytest.raises(ValidationFailed) as info:
+        validate_matrix_dict(doc)
+    assert info.value.lines() == [
+        "workloads[0].params.RUNTIME: must be a valid integer or a string, got 60.0"
+    ]
+    doc["parallelism"] = [1.0]
+    doc["workloads"] = [{"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 60}}]
+    with pytest.raises(ValidationFailed) as info:
+        validate_matrix_dict(doc)
+    assert info.value.lines() == ["parallelism[0]: must be a valid integer, got 1.0"]
