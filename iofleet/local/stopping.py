@@ -51,9 +51,14 @@ def signal_name(signum: int) -> str:
 
 
 class StopSignals:
-    """Installed for the length of a run (a context manager); see the module docstring."""
+    """Installed for the length of a run (a context manager); see the module docstring.
 
-    def __init__(self) -> None:
+    `once`: only the first signal ever interrupts (`iofleet import`, `report`,
+    `compare`: what follows it is a rollback and the removal of a temp file, which a
+    second signal must not cut)."""
+
+    def __init__(self, once: bool = False) -> None:
+        self.once = once
         self.received: list[int] = []
         self._raised = False
         self._interruptible = 0
@@ -77,6 +82,8 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
+        if self.once and self._raised:
+            return
         if self._interruptible or not (self._raised or self._shielded):
             self._raised = True
             raise Interrupted(signum)
@@ -128,10 +135,13 @@ class StopSignals:
         os.set_blocking(write_fd, False)
         previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         stops = {int(s) for s in STOP_SIGNALS}
+        interrupted = False
 
         def watch() -> None:
+            nonlocal interrupted
             while data := os.read(read_fd, 64):  # the signal numbers; b"" once closed
-                if stops.intersection(data):
+                if stops.intersection(data) and not (self.once and interrupted):
+                    interrupted = True
                     interrupt()
 
         watcher = threading.Thread(target=watch, name="iofleet-stop-watch", daemon=True)
@@ -143,3 +153,13 @@ class StopSignals:
             os.close(write_fd)  # the watcher reads EOF and ends
             watcher.join()
             os.close(read_fd)
+
+
+@contextmanager
+def command_stops(interrupt: Callable[[], None]) -> Iterator[StopSignals]:
+    """For `iofleet import`, `report` and `compare`: the first stop signal interrupts the
+    command wherever it is (`interrupt` stops a running DuckDB statement), and whatever
+    error it ends in is that signal's `Interrupted`; later signals wait, so the rollback
+    and the removal of a temp file that follow are never cut short."""
+    with StopSignals(once=True) as stops, stops.interrupting(interrupt), stops.interruptible():
+        yield stops
