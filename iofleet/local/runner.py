@@ -38,6 +38,7 @@ from iofleet.errors import EnvironmentProblem, UsageError
 from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import make_out_dir, not_a_directory, output_lock
+from iofleet.testhook import pause
 
 BARRIER_TIMEOUT_S = 600
 STOP_GRACE_S = 10.0  # a stopped agent's time to record its slot before SIGKILL
@@ -399,7 +400,7 @@ def remove_made(made: list[Path]) -> None:
 
 
 def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> int:  # type: ignore[no-untyped-def]
-    with StopSignals() as stops:
+    with StopSignals(deferred=True) as stops:
         with stops.shielded():  # a signal here stops the run before its first cell
             progress = Progress(sys.stderr, quiet)
             raw_root = out_dir / "raw"
@@ -463,6 +464,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
                 exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
             )
         finally:
+            pause("runner-cleanup")  # a test delivers a signal here (iofleet.testhook)
             with stops.shielded():
                 kill_orphans(others)  # while we are the subreaper: nothing escapes to init
                 set_subreaper(False)
@@ -521,33 +523,46 @@ def _run_cell(  # type: ignore[no-untyped-def]
         }
 
     slots: list[SlotProcess] = []
+    # a signal interrupts the cell only inside `opened`: the cleanup below is reached
+    # with signals waiting, whatever ended the block (stopping.StopSignals(deferred))
+    opened = stops.opened() if stops is not None else contextlib.nullcontext()
     try:
-        for wi, workload in enumerate(workloads):
-            if workload.get("kind") == "app" and workload.get("populate"):
-                from iofleet.agent.slot import run_populate
+        with opened:
+            for wi, workload in enumerate(workloads):
+                if workload.get("kind") == "app" and workload.get("populate"):
+                    from iofleet.agent.slot import run_populate
 
-                progress.line(f"{label}: populating {workload['name']} once for the cell")
-                rc = run_populate(payload(0), wi)
-                if rc != 0:
-                    summary.failed.append(f"{cell.cell_id}/populate")
-                    progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
+                    progress.line(f"{label}: populating {workload['name']} once for the cell")
+                    rc = run_populate(payload(0), wi)
+                    if rc != 0:
+                        summary.failed.append(f"{cell.cell_id}/populate")
+                        progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
 
-        for i in range(cell.fleet_size):
-            path = payloads_dir / f"slot-{i:04d}.json"
-            _write_json(path, payload(i))
-            slots.append(
-                SlotProcess(
-                    cell_id=cell.cell_id,
-                    slot_index=i,
-                    payload_path=path,
-                    log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
-                    raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
-                    workloads=len(workloads),
+            for i in range(cell.fleet_size):
+                path = payloads_dir / f"slot-{i:04d}.json"
+                _write_json(path, payload(i))
+                slots.append(
+                    SlotProcess(
+                        cell_id=cell.cell_id,
+                        slot_index=i,
+                        payload_path=path,
+                        log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
+                        raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
+                        workloads=len(workloads),
+                    )
                 )
+            _run_slots_of_cell(
+                slots,
+                target,
+                run_id,
+                base,
+                progress,
+                label,
+                cell_started,
+                keep_fds,
+                others,
+                on_started,
             )
-        _run_slots_of_cell(
-            slots, target, run_id, base, progress, label, cell_started, keep_fds, others, on_started
-        )
     except BaseException as exc:
         if isinstance(exc, Interrupted):
             why = f"run interrupted by {exc.name}"

@@ -53,12 +53,18 @@ def signal_name(signum: int) -> str:
 class StopSignals:
     """Installed for the length of a run (a context manager); see the module docstring.
 
+    `deferred`: a signal interrupts only inside `opened` (where the run waits for its
+    slots) or `interruptible`; anywhere else it waits for the next of them, so that
+    no code between two of them (an exception on its way to the cleanup, the last
+    cell's end and the writing of run.json) is cut short by it.
     `once`: only the first signal ever interrupts (`iofleet import`, `report`,
     `compare`: what follows it is a rollback and the removal of a temp file, which a
     second signal must not cut)."""
 
-    def __init__(self, once: bool = False) -> None:
+    def __init__(self, once: bool = False, deferred: bool = False) -> None:
         self.once = once
+        self.deferred = deferred  # outside `opened` and `interruptible`, signals wait
+        self._open = 0
         self.received: list[int] = []
         self._raised = False
         self._interruptible = 0
@@ -84,7 +90,9 @@ class StopSignals:
         self.received.append(signum)
         if self.once and self._raised:
             return
-        if self._interruptible or not (self._raised or self._shielded):
+        if self._interruptible or (
+            not (self._raised or self._shielded) and (self._open or not self.deferred)
+        ):
             self._raised = True
             raise Interrupted(signum)
 
@@ -103,6 +111,17 @@ class StopSignals:
             yield
         finally:
             self._shielded -= 1
+
+    @contextmanager
+    def opened(self) -> Iterator[None]:
+        """Inside, the first signal interrupts (with `deferred`); one that came while
+        outside is raised on entering."""
+        self.deliver()
+        self._open += 1
+        try:
+            yield
+        finally:
+            self._open -= 1
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
