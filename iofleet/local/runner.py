@@ -35,6 +35,7 @@ from iofleet.agent.reaper import (
 )
 from iofleet.agent.reaper import record_dead_agent as _record
 from iofleet.errors import EnvironmentProblem, UsageError
+from iofleet.local.leftovers import mark, remove_dead, unmark
 from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import make_out_dir, not_a_directory, output_lock
@@ -406,6 +407,10 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
             raw_root = out_dir / "raw"
             for line in recover_interrupted(out_dir, raw_root):
                 _say(line.removeprefix("iofleet: "))
+            targets = sorted({resolve_local_path(s.path, base) for s in matrix.storage})
+            for target in targets:  # what runners that died left there (leftovers.py)
+                for line in remove_dead(target):
+                    _say(line)
             plan_doc = plan.to_dict()
             raw_root.mkdir(parents=True, exist_ok=True)
             while True:  # the run's raw folder is created exclusively: its id is ours alone
@@ -431,6 +436,8 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
                 "plan": plan_doc,
             }
             _write_json(raw_root / run_id / "run.json", run_doc)
+            for target in targets:  # before the run writes anything there
+                mark(target, run_id)
             progress.done(
                 f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
             )
@@ -470,6 +477,8 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> i
                 set_subreaper(False)
                 run_doc.update(finished_at=iso(utc_now()), status=summary.status)
                 _write_json(raw_root / run_id / "run.json", run_doc)
+                for target in targets:
+                    unmark(target, run_id)
         hurried = stops.hurry  # a second signal while stopping: no ingest, no report
         try:
             if hurried:
