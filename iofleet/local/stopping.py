@@ -1,7 +1,10 @@
 """How `iofleet local` stops: SIGINT (Ctrl-C), SIGTERM and SIGHUP.
 
-The first of them interrupts the run where it is (`Interrupted`, a KeyboardInterrupt
-that names its signal): the runner stops every slot, records the slots that did not
+The first of them interrupts the run where it waits (`Interrupted`, a KeyboardInterrupt
+that names its signal): in a cell's populate step or its slots (`opened`), in the
+ingest or report (`interruptible`); one that comes anywhere else waits for the next
+of those points (`StopSignals(deferred=True)`), so no code between them is cut
+short. Then the runner stops every slot, records the slots that did not
 record themselves, removes what the run put on the target, and ingests what was
 measured. While it does that, later signals do not interrupt it (a cleanup cut in
 the middle is what leaves files and processes behind): they only make it hurry

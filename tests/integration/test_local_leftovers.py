@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.proctable import alive, wait_for
+from tests.integration.proctable import alive, files_under, wait_for
 from tests.integration.test_local_signals import (
     IOPING,
     Run,
@@ -101,6 +101,7 @@ def test_the_next_run_removes_what_a_sigkilled_runner_left_and_nothing_else(
     assert sorted(p.name for p in target.iterdir()) == ["iofleet-handmade", "mine.txt"]
     assert (target / "iofleet-handmade" / "f").read_text() == "keep\n"
     assert _under(tmp_path) == []
+    assert files_under(run.tmp) == []  # the dead run's TMPDIR: its temp files were unlinked
     assert str(tmp_path) not in Path("/proc/mounts").read_text()
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert str(tmp_path) not in loops
