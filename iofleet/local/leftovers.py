@@ -41,7 +41,12 @@ def mark_path(target: Path, run_id: str) -> Path:
 
 
 def boot_id() -> str:
-    return BOOT_ID.read_text(encoding="ascii").strip()
+    """The kernel's boot id; "" where it cannot be read (then only pid and start time
+    tell a runner's life)."""
+    try:
+        return BOOT_ID.read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
 
 
 def start_time(pid: int) -> int | None:
@@ -83,7 +88,10 @@ def mark(target: Path, run_id: str) -> None:
     cannot split it; a power cut may leave it empty, and an unreadable mark is left
     alone."""
     text = json.dumps({"run_id": run_id, **owner()}) + "\n"
-    fd = os.open(mark_path(target, run_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fd = os.open(mark_path(target, run_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError:  # a target we cannot write: its slots say so (nothing will be left)
+        return
     try:
         os.write(fd, text.encode())
     finally:
