@@ -301,9 +301,24 @@ def exit_at_once(code: int) -> NoReturn:
     os._exit(code)
 
 
+# Stopped by the first SIGINT/SIGTERM/SIGHUP wherever they are, a DuckDB statement
+# included: exit 128 + the signal, one line (iofleet.local.stopping.command_stops).
+STOPPABLE = frozenset({"import", "report", "compare"})
+
+
+def _call(args: argparse.Namespace) -> int:
+    if args.command not in STOPPABLE:
+        return int(args.func(args) or 0)
+    from iofleet.local.stopping import command_stops
+    from iofleet.results.warehouse import interrupt_open_warehouses
+
+    with command_stops(interrupt_open_warehouses):
+        return int(args.func(args) or 0)
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
-        return int(args.func(args) or 0)
+        return _call(args)
     except ValidationFailed as exc:
         for line in exc.lines():
             print(line, file=sys.stderr)
@@ -318,7 +333,16 @@ def _run(args: argparse.Namespace) -> int:
         print(f"iofleet: {exc}", file=sys.stderr)
         return EXIT_BUSY
     except KeyboardInterrupt as exc:  # `iofleet local` names the signal (local.stopping)
-        print("iofleet: interrupted", file=sys.stderr)
+        name = getattr(exc, "name", None)
+        outcome = getattr(exc, "outcome", None) or getattr(exc.__cause__, "outcome", None)
+        if outcome is None and args.command == "report" and args.html:
+            outcome = f"--html {args.html} not written (left as it was)"
+        print(
+            "iofleet: interrupted"
+            + (f" by {name}" if name else "")
+            + (f": {outcome}" if outcome else ""),
+            file=sys.stderr,
+        )
         return int(getattr(exc, "exit_status", EXIT_INTERRUPTED))
     except BrokenPipeError:
         return 0

@@ -26,10 +26,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from iofleet.testhook import pause
+
 TAIL_CHARS = 4000
 KILL_GRACE_S = 5.0  # the guardian's SIGTERM -> SIGKILL grace (guard.KILL_GRACE_S)
 GUARD = Path(__file__).with_name("guard.py")
 GUARD_EXEC_FAILED = "iofleet-guard: cannot run "  # guard.EXEC_FAILED
+
+
+class _Held:
+    """The workload child whose output is being kept (`run_child(hold_output=True)`):
+    its pid from its start until `output_taken`."""
+
+    pid: int | None = None
+
+
+def child_ended() -> bool:
+    """Whether the workload child of `run_child(hold_output=True)` has ended and its
+    output has not been saved yet (`output_taken`): a stop signal now must wait until
+    it is (iofleet.agent.slot.outputs_kept). Asks the kernel (waitid WNOWAIT, which
+    reaps nothing), so it holds from the instant the child exits."""
+    pid = _Held.pid
+    if pid is None:
+        return False
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped already: it has ended
+        return True
+    return info is not None
+
+
+def output_taken() -> None:
+    """The held child's output is saved (or given up): stop signals interrupt again."""
+    _Held.pid = None
 
 
 @dataclass(frozen=True)
@@ -122,8 +151,12 @@ def run_child(
     env: Mapping[str, str],
     deadline: float,
     keep_stdout: bool = True,
+    hold_output: bool = False,
 ) -> ChildResult:
-    """Run argv until it exits or time.monotonic() reaches deadline."""
+    """Run argv until it exits or time.monotonic() reaches deadline.
+
+    `hold_output`: a workload whose output must be saved once it has run: from the
+    child's exit, `child_ended()` is true until the caller calls `output_taken()`."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         life_r, life_w = os.pipe()  # the agent keeps life_w (close-on-exec) until the end
@@ -152,13 +185,18 @@ def run_child(
                 )
             finally:
                 os.close(life_r)
+            if hold_output:
+                _Held.pid = proc.pid
             timed_out = False
             try:
                 wait_until(proc, deadline)
+                if hold_output:
+                    pause("workload-ended")
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _stop(proc)
             except BaseException:
+                _Held.pid = None  # interrupted while it ran: there is no output to keep
                 _stop(proc)
                 raise
         finally:

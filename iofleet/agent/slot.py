@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from iofleet.agent.barrier import Barrier, BarrierError, BarrierResult, barrier_from_config, iso_us
 from iofleet.agent.manifest import clock_status, ec2_identity, system_info
@@ -32,7 +33,7 @@ from iofleet.agent.payload import (
     Workload,
     parse_payload,
 )
-from iofleet.agent.process import ChildResult, run_child
+from iofleet.agent.process import ChildResult, child_ended, output_taken, run_child
 from iofleet.agent.store import ResultsStore, StoreError, store_from_config
 from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
 from iofleet.results.parsers import ParseError
@@ -173,7 +174,9 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
         return Outcome(FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     env = dict(os.environ)
     env.update(job_env)
-    result = run_child(argv, cwd=ctx.target.workdir, env=env, deadline=ctx.deadline)
+    result = run_child(
+        argv, cwd=ctx.target.workdir, env=env, deadline=ctx.deadline, hold_output=True
+    )
     artifact = (
         ctx.put(f"w{w.index:02d}-fio-{_safe(w.name)}.json", result.stdout)
         if result.stdout
@@ -250,7 +253,9 @@ def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
         if problem:
             return Outcome(FAILED, problem)
     argv = ioping_argv(w, str(raw or ctx.target.workdir), raw is not None)
-    result = run_child(argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline)
+    result = run_child(
+        argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline, hold_output=True
+    )
     artifact = ctx.put(f"w{w.index:02d}-ioping.json", result.stdout) if result.stdout else None
     status, error = _child_failure("ioping", result)
     complaint = _ioping_complaint(result.stderr_tail)
@@ -278,6 +283,7 @@ def _run_app(ctx: _Context, w: Workload, phase: str) -> Outcome:
         env=ctx.app_env(),
         deadline=ctx.deadline,
         keep_stdout=False,
+        hold_output=phase == "run",
     )
     finished_at = _now()
     doc = {
@@ -475,6 +481,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     entries: list[dict[str, object]] = []
     phases: list[dict[str, object]] = []
     with contextlib.ExitStack() as tail:  # a signal that came meanwhile: on leaving
+        kept = tail.enter_context(outputs_kept())
         try:
             if target.error:
                 barrier.announce(spec.slot_index)  # the other slots need not wait for us
@@ -512,6 +519,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
                             outcome.status = FAILED
                             outcome.error = f"{outcome.error}; {moved}" if outcome.error else moved
                 entries.append(_entry(w, outcome))
+                kept.release()  # a signal that came since the workload ended: now
         except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
             interrupted = True
             error = "slot interrupted by a signal"
@@ -613,6 +621,58 @@ def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous if after is None else after)
+
+
+class _OutputsKept:
+    """SIGTERM and SIGINT as before, except between a workload's end and the moment its
+    output and outcome are saved (`iofleet.agent.process.child_ended`): a signal there
+    waits for `release`, so a workload that ran to its end is never lost to it."""
+
+    STOPS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        self.previous: dict[int, Any] = {}
+
+    def handle(self, signum: int, frame: object) -> None:
+        if child_ended():
+            self.held.append(signum)
+            return
+        self._meet(signum, self.previous[signum])
+
+    @staticmethod
+    def _meet(signum: int, handler: Any) -> None:
+        if callable(handler):
+            handler(signum, None)  # raises KeyboardInterrupt (sigterm_interrupts, Ctrl-C)
+        elif handler == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    def release(self) -> None:
+        output_taken()
+        if self.held:
+            first, self.held = self.held[0], []
+            self._meet(first, self.previous[first])
+
+
+@contextlib.contextmanager
+def outputs_kept() -> Iterator[_OutputsKept]:
+    """Installs `_OutputsKept` over the SIGTERM and SIGINT handlers of the moment (the
+    main thread only); on leaving, whichever handler a signal left is kept (SIGTERM's
+    own sets SIG_IGN), else the previous one comes back."""
+    kept = _OutputsKept()
+    if threading.current_thread() is not threading.main_thread():
+        yield kept
+        return
+    for signum in kept.STOPS:
+        kept.previous[signum] = signal.signal(signum, kept.handle)
+    try:
+        yield kept
+    finally:
+        output_taken()
+        for stop, handler in kept.previous.items():
+            if signal.getsignal(stop) == kept.handle:
+                signal.signal(stop, handler)
 
 
 @contextlib.contextmanager

@@ -150,6 +150,24 @@ def remove_workdir(root: Path, run_id: str, cell_id: str, subdir: str) -> str | 
     return _remove_workdir_at(cell_fd, root, run_id, cell_id, subdir)
 
 
+def remove_run_dir(root: Path, run_id: str) -> str | None:
+    """Remove `<root>/iofleet-<run_id>` whole without following symlinks (what a runner
+    that died left: iofleet.local.leftovers). Returns a problem, if any."""
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"could not open {root}: {exc.strerror or exc}"
+    try:
+        _remove_entry(root_fd, run_dir_name(run_id))
+    except FileNotFoundError:  # removed meanwhile (another run doing the same)
+        pass
+    except OSError as exc:
+        return f"could not remove {root / run_dir_name(run_id)}: {exc.strerror or exc}"
+    finally:
+        os.close(root_fd)
+    return None
+
+
 def _remove_workdir_at(
     cell_fd: int, root: Path, run_id: str, cell_id: str, subdir: str
 ) -> str | None:

@@ -1,7 +1,10 @@
 """How `iofleet local` stops: SIGINT (Ctrl-C), SIGTERM and SIGHUP.
 
-The first of them interrupts the run where it is (`Interrupted`, a KeyboardInterrupt
-that names its signal): the runner stops every slot, records the slots that did not
+The first of them interrupts the run where it waits (`Interrupted`, a KeyboardInterrupt
+that names its signal): in a cell's populate step or its slots (`opened`), in the
+ingest or report (`interruptible`); one that comes anywhere else waits for the next
+of those points (`StopSignals(deferred=True)`), so no code between them is cut
+short. Then the runner stops every slot, records the slots that did not
 record themselves, removes what the run put on the target, and ingests what was
 measured. While it does that, later signals do not interrupt it (a cleanup cut in
 the middle is what leaves files and processes behind): they only make it hurry
@@ -51,9 +54,20 @@ def signal_name(signum: int) -> str:
 
 
 class StopSignals:
-    """Installed for the length of a run (a context manager); see the module docstring."""
+    """Installed for the length of a run (a context manager); see the module docstring.
 
-    def __init__(self) -> None:
+    `deferred`: a signal interrupts only inside `opened` (where the run waits for its
+    slots) or `interruptible`; anywhere else it waits for the next of them, so that
+    no code between two of them (an exception on its way to the cleanup, the last
+    cell's end and the writing of run.json) is cut short by it.
+    `once`: only the first signal ever interrupts (`iofleet import`, `report`,
+    `compare`: what follows it is a rollback and the removal of a temp file, which a
+    second signal must not cut)."""
+
+    def __init__(self, once: bool = False, deferred: bool = False) -> None:
+        self.once = once
+        self.deferred = deferred  # outside `opened` and `interruptible`, signals wait
+        self._open = 0
         self.received: list[int] = []
         self._raised = False
         self._interruptible = 0
@@ -77,7 +91,11 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
-        if self._interruptible or not (self._raised or self._shielded):
+        if self.once and self._raised:
+            return
+        if self._interruptible or (
+            not (self._raised or self._shielded) and (self._open or not self.deferred)
+        ):
             self._raised = True
             raise Interrupted(signum)
 
@@ -96,6 +114,17 @@ class StopSignals:
             yield
         finally:
             self._shielded -= 1
+
+    @contextmanager
+    def opened(self) -> Iterator[None]:
+        """Inside, the first signal interrupts (with `deferred`); one that came while
+        outside is raised on entering."""
+        self.deliver()
+        self._open += 1
+        try:
+            yield
+        finally:
+            self._open -= 1
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
@@ -128,10 +157,13 @@ class StopSignals:
         os.set_blocking(write_fd, False)
         previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         stops = {int(s) for s in STOP_SIGNALS}
+        interrupted = False
 
         def watch() -> None:
+            nonlocal interrupted
             while data := os.read(read_fd, 64):  # the signal numbers; b"" once closed
-                if stops.intersection(data):
+                if stops.intersection(data) and not (self.once and interrupted):
+                    interrupted = True
                     interrupt()
 
         watcher = threading.Thread(target=watch, name="iofleet-stop-watch", daemon=True)
@@ -143,3 +175,13 @@ class StopSignals:
             os.close(write_fd)  # the watcher reads EOF and ends
             watcher.join()
             os.close(read_fd)
+
+
+@contextmanager
+def command_stops(interrupt: Callable[[], None]) -> Iterator[StopSignals]:
+    """For `iofleet import`, `report` and `compare`: the first stop signal interrupts the
+    command wherever it is (`interrupt` stops a running DuckDB statement), and whatever
+    error it ends in is that signal's `Interrupted`; later signals wait, so the rollback
+    and the removal of a temp file that follow are never cut short."""
+    with StopSignals(once=True) as stops, stops.interrupting(interrupt), stops.interruptible():
+        yield stops

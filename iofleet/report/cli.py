@@ -196,11 +196,7 @@ def report_command(
     `opened`: the warehouse already open at `warehouse` (`iofleet local` just
     ingested into it; it stays open), instead of opening the file again.
     `source`: `open_source`'s Athena options (athena, workgroup, database, athena_output)."""
-    from contextlib import nullcontext
-
-    from iofleet.report.html import render_html
     from iofleet.report.machine import VIEWS
-    from iofleet.results import source as read
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
@@ -215,6 +211,26 @@ def report_command(
         parse_target(target)  # a bad target is refused before anything is read
     if html and warehouse is not None and _same_file(Path(html), Path(warehouse)):
         raise UsageError(f"--html {html}: is the warehouse being read (give another path)")
+    try:
+        text = _report_text(warehouse, run_id, fmt, html, target, view, opened, source)
+    except KeyboardInterrupt as exc:  # iofleet.local.stopping.Interrupted: one line says
+        if html:
+            exc.outcome = f"--html {html} not written (left as it was)"  # type: ignore[attr-defined]
+        raise
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def _report_text(  # type: ignore[no-untyped-def]
+    warehouse, run_id, fmt, html, target, view, opened, source
+) -> str:
+    """Read the run, write --html (whole or not at all); the text to print."""
+    from contextlib import nullcontext
+
+    from iofleet.report.html import render_html
+    from iofleet.results import source as read
+
     with nullcontext(opened) if opened is not None else open_source(warehouse, **source) as src:
         if run_id is None:
             known = read.run_ids(src)
@@ -234,6 +250,4 @@ def report_command(
             if exc.strerror in MACHINE_ERRORS:
                 raise EnvironmentProblem(problem) from None
             raise UsageError(problem) from None
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    return 0
+    return text

@@ -399,6 +399,18 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
     return 1 if problems or errors else 0
 
 
+def _imported(warehouse: Path, run_id: str) -> bool:
+    """Whether the warehouse holds `run_id` (its ingest committed)."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            row = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    except duckdb.Error:  # no warehouse (or no runs table): nothing of it landed
+        return False
+    return bool(row and row[0])
+
+
 def _import_locked(
     out: Path, label: str, slots: Any, workloads: Any
 ) -> tuple[str, Path, Any, list[dict[str, Any]]]:
@@ -406,16 +418,37 @@ def _import_locked(
 
     run_id = new_import_run_id(label, datetime.now(UTC))
     raw = out / "raw"
+    tmp = out / f".import-{run_id}"
     try:
         raw.mkdir(parents=True, exist_ok=True)
-        tmp = out / f".import-{run_id}"
         write_run(tmp, run_id, label, slots, workloads)
         os.replace(tmp, raw / run_id)
     except OSError as exc:
-        shutil.rmtree(out / f".import-{run_id}", ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise EnvironmentProblem(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    except KeyboardInterrupt as exc:  # before the run was in place: nothing imported
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(raw / run_id, ignore_errors=True)  # the rename may have happened
+        exc.outcome = f"nothing imported, no file of it left in {out}"  # type: ignore[attr-defined]
+        raise
     warehouse = out / "warehouse.duckdb"
-    with Warehouse(warehouse) as wh:
-        stats = wh.ingest_dir(raw)
-        errors = wh.ingest_errors(run_id)
+    try:
+        with Warehouse(warehouse) as wh:
+            stats = wh.ingest_dir(raw)
+            errors = wh.ingest_errors(run_id)
+    except BaseException as exc:
+        # A stop signal (iofleet.local.stopping.command_stops: it may reach here as
+        # DuckDB's own "Query interrupted" RuntimeError), a full disk. The ingest is one
+        # transaction: when it did not commit, the run is taken out of raw/ too, so that
+        # the import did not happen at all (a later ingest of this --out would otherwise
+        # bring it in). Whether it committed, the warehouse says.
+        landed = _imported(warehouse, run_id)
+        if not landed:
+            shutil.rmtree(raw / run_id, ignore_errors=True)
+        exc.outcome = (  # type: ignore[attr-defined]
+            f"run {run_id} was imported whole into {warehouse} before it"
+            if landed
+            else f"nothing imported, no row of it in {warehouse} and no file of it in {raw}"
+        )
+        raise
     return run_id, warehouse, stats, errors

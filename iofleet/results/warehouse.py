@@ -25,6 +25,7 @@ import hashlib
 import io
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -142,6 +143,22 @@ class IngestStats:
         return text + (f"; {self.errors} ingest errors" if self.errors else "")
 
 
+_OPEN: set[duckdb.DuckDBPyConnection] = set()  # every Warehouse connection not closed
+_OPEN_LOCK = threading.Lock()
+
+
+def interrupt_open_warehouses() -> None:
+    """Stop the statement each open Warehouse connection runs (from any thread: a stop
+    signal's watcher, iofleet.local.stopping.command_stops)."""
+    with _OPEN_LOCK:
+        cons = list(_OPEN)
+    for con in cons:
+        try:
+            con.interrupt()
+        except duckdb.Error:  # closed meanwhile
+            pass
+
+
 class Warehouse:
     """A DuckDB file (or ":memory:") holding the results tables and views."""
 
@@ -151,12 +168,17 @@ class Warehouse:
         self.path = str(path)
         self.where = f"--warehouse {self.path}"  # iofleet.results.source.ResultsSource
         if read_only:
-            self.con = duckdb.connect(self.path, read_only=True)
+            self._connect(read_only=True)
             if self._up_to_date():
                 return
-            self.con.close()
-        self.con = duckdb.connect(self.path)
+            self.close()
+        self._connect(read_only=False)
         self._create()
+
+    def _connect(self, read_only: bool) -> None:
+        self.con = duckdb.connect(self.path, read_only=read_only)
+        with _OPEN_LOCK:
+            _OPEN.add(self.con)
 
     def __enter__(self) -> Warehouse:
         return self
@@ -170,6 +192,8 @@ class Warehouse:
         self.close()
 
     def close(self) -> None:
+        with _OPEN_LOCK:
+            _OPEN.discard(self.con)
         self.con.close()
 
     def _create(self) -> None:

@@ -86,3 +86,15 @@ def files_under(path: Path) -> list[str]:
     return sorted(
         str(p.relative_to(path)) for p in path.rglob("*") if p.is_symlink() or not p.is_dir()
     )
+
+
+def signal_pending(pid: int, signum: int) -> bool:
+    """Whether `signum` waits, undelivered, for the process (a stopped one keeps it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    masks = [
+        int(line.split()[1], 16) for line in status.splitlines() if line[:6] in ("SigPnd", "ShdPnd")
+    ]
+    return any(mask >> (signum - 1) & 1 for mask in masks)

@@ -11,11 +11,16 @@ next run into the same --out.
 Two moments inside the runner cannot be seen from outside (a DuckDB statement of the
 ingest; the report being written), so for those a driver wraps one internal function
 to mark the moment and make it last until the signal comes; everything else is the
-real code.
+real code. Two points that last no time at all (a workload's end before its output
+is saved; the last cell's end before run.json) are reached with the env-guarded hook
+of iofleet.testhook: the process stops itself there, the test signals the run and
+continues it once /proc shows the signal pending (`paused`). Most tests have one
+shape, `interrupt`: start, wait for the moment, signal the group, wait for the end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,12 +28,22 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
-from tests.integration.proctable import alive, comm, files_under, stat_fields, tree, wait_for
+from tests.integration.proctable import (
+    alive,
+    comm,
+    files_under,
+    signal_pending,
+    stat_fields,
+    tree,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -103,10 +118,11 @@ class Run:
         matrix: Path,
         quiet: bool = True,
         driver: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.tmp = tmp_path / "tmp"  # the run's TMPDIR: must be empty afterwards
         self.tmp.mkdir(exist_ok=True)
-        env = dict(os.environ, IOFLEET_CBUILD_FILES="12", TMPDIR=str(self.tmp))
+        env = dict(os.environ, IOFLEET_CBUILD_FILES="12", TMPDIR=str(self.tmp), **(env or {}))
         head = [sys.executable, "-m", "iofleet.cli"]
         if driver is not None:
             env.update(driver)
@@ -154,6 +170,59 @@ class Run:
 
     def stderr(self) -> str:
         return "\n".join(self.lines)
+
+
+def interrupt(
+    tmp_path: Path,
+    matrix: Path,
+    signum: int,
+    ready: Callable[[Run], object],
+    what: str,
+    **kwargs: Any,
+) -> tuple[Run, int]:
+    """The shape of these tests: start `iofleet local MATRIX`, wait until `ready(run)`
+    (bounded, `what` names it), signal the run's process group, wait for its end.
+    Returns the run and its exit status; the run never outlives the test."""
+    run = Run(tmp_path, matrix, **kwargs)
+    try:
+        wait_for(lambda: ready(run), 120, what)
+        run.signal(signum)
+        code = run.finish()
+    finally:
+        run.finish()
+    return run, code
+
+
+def paused(
+    tmp_path: Path, matrix: Path, point: str, signum: int, who: Callable[[Run], int | None]
+) -> tuple[Run, int]:
+    """Signal the run at exactly `point` (iofleet.testhook): the process `who(run)` finds
+    stops itself (SIGSTOP) there; the run's group is signalled; once that signal waits,
+    undelivered, on the stopped process (the runner's own, or the one it passes on to
+    an agent), it is continued (SIGCONT). No timing is involved."""
+    stopped: list[int] = []
+
+    def at_point(run: Run) -> bool:
+        pid = who(run)
+        info = stat_fields(pid) if pid is not None else None
+        if info is not None and info[1] == "T":
+            stopped.append(pid)  # type: ignore[arg-type]
+            return True
+        return False
+
+    run = Run(tmp_path, matrix, env={"IOFLEET_TEST_PAUSE_AT": point})
+    try:
+        wait_for(lambda: at_point(run), 120, f"the run to stop at {point}")
+        run.signal(signum)
+        wait_for(lambda: signal_pending(stopped[0], signum), 60, "the signal to reach it")
+        os.kill(stopped[0], signal.SIGCONT)
+        code = run.finish()
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        run.finish()
+    return run, code
 
 
 def _open_writer(fifo: Path) -> int | None:
@@ -276,19 +345,13 @@ def test_sigterm_during_fio_keeps_the_finished_workloads_and_the_next_run_ingest
     tmp_path: Path,
 ) -> None:
     # given 2 slots that measured ioping and now run a long fio
-    run = Run(tmp_path, _matrix(tmp_path, [IOPING, _long_fio()], [2]))
-    try:
-        wait_for(
-            lambda: len(list((tmp_path / "out" / "raw").glob("*/*/slot-*/w00-ioping.json"))) == 2,
-            120,
-            "both slots to finish ioping",
-        )
-        wait_for(lambda: sum(comm(p) == "fio" for p in run.look()) >= 6, 60, "both slots' fio")
-        # when
-        run.signal(signal.SIGTERM)
-        code = run.finish()
-    finally:
-        run.finish()
+    def ready(run: Run) -> bool:
+        done = len(list((tmp_path / "out" / "raw").glob("*/*/slot-*/w00-ioping.json")))
+        return done == 2 and sum(comm(p) == "fio" for p in run.look()) >= 6
+
+    # when
+    matrix = _matrix(tmp_path, [IOPING, _long_fio()], [2])
+    run, code = interrupt(tmp_path, matrix, signal.SIGTERM, ready, "both slots' fio")
     # then: 143, one line, nothing left
     assert code == 143, run.stderr()
     _the_line(run, "SIGTERM")
@@ -322,21 +385,15 @@ def test_sigterm_during_fio_keeps_the_finished_workloads_and_the_next_run_ingest
 def test_sigint_while_fio_lays_out_its_file_removes_it(tmp_path: Path) -> None:
     # given a slot whose fio lays out an 8 GiB file (several seconds of writes)
     layout = {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 60, "SIZE": "8g"}}
-    run = Run(tmp_path, _matrix(tmp_path, [layout], [1]))
-    try:
-        wait_for(
-            lambda: (
-                any(comm(p) == "fio" for p in run.look())
-                and list((tmp_path / "target").glob("iofleet-*/*/slot-0000/randread*"))
-            ),
-            120,
-            "fio to start laying out its file",
+
+    def ready(run: Run) -> object:
+        return any(comm(p) == "fio" for p in run.look()) and list(
+            (tmp_path / "target").glob("iofleet-*/*/slot-0000/randread*")
         )
-        # when
-        run.signal(signal.SIGINT)
-        code = run.finish()
-    finally:
-        run.finish()
+
+    # when
+    matrix = _matrix(tmp_path, [layout], [1])
+    run, code = interrupt(tmp_path, matrix, signal.SIGINT, ready, "fio to lay out its file")
     # then: 130, one line, the file and everything else gone, the slot FAILED, no fio row
     assert code == 130, run.stderr()
     _the_line(run, "SIGINT")
@@ -353,14 +410,14 @@ def test_sigint_while_fio_lays_out_its_file_removes_it(tmp_path: Path) -> None:
 def test_sighup_during_ioping_keeps_the_fio_results(tmp_path: Path) -> None:
     # given a slot that ran a short fio and now a long ioping (600 requests, 50 ms apart)
     slow_ioping = {"ioping": {"count": 600, "interval_ms": 50, "write": False}}
-    run = Run(tmp_path, _matrix(tmp_path, [_long_fio(1), slow_ioping], [1]))
-    try:
-        wait_for(lambda: any(comm(p) == "ioping" for p in run.look()), 120, "ioping to run")
-        # when: the terminal hangs up
-        run.signal(signal.SIGHUP)
-        code = run.finish()
-    finally:
-        run.finish()
+    # when: the terminal hangs up while ioping runs
+    run, code = interrupt(
+        tmp_path,
+        _matrix(tmp_path, [_long_fio(1), slow_ioping], [1]),
+        signal.SIGHUP,
+        lambda run: any(comm(p) == "ioping" for p in run.look()),
+        "ioping to run",
+    )
     # then: 129, one line, nothing left, fio's rows in, no ioping row
     assert code == 129, run.stderr()
     _the_line(run, "SIGHUP")
@@ -381,18 +438,14 @@ def test_sigterm_while_a_slot_cleans_up_keeps_its_own_record(tmp_path: Path) -> 
             "run": "python3 -c \"[open(f'f{i}', 'w').close() for i in range(30000)]\"",
         }
     }
-    run = Run(tmp_path, _matrix(tmp_path, [many], [1]))
-    try:
-        wait_for(
-            lambda: list((tmp_path / "out" / "raw").glob("*/*/slot-0000/w00-app-many.json")),
-            120,
-            "the app's timing (its workload done)",
-        )
-        # when: SIGTERM as the slot removes its files
-        run.signal(signal.SIGTERM)
-        code = run.finish()
-    finally:
-        run.finish()
+    # when: SIGTERM as the slot removes its files (its workload's timing is written)
+    run, code = interrupt(
+        tmp_path,
+        _matrix(tmp_path, [many], [1]),
+        signal.SIGTERM,
+        lambda run: list((tmp_path / "out" / "raw").glob("*/*/slot-0000/w00-app-many.json")),
+        "the app's timing (its workload done)",
+    )
     # then: 143, nothing left, and the slot, whose workload ran, recorded itself whole
     assert code == 143, run.stderr()
     _the_line(run, "SIGTERM")
@@ -471,20 +524,17 @@ def _drain(fd: int) -> None:
 
 def test_sigint_between_cells_keeps_the_finished_cell(tmp_path: Path) -> None:
     # given a run of two cells (1 slot, then 4), shown with progress lines
-    run = Run(tmp_path, _matrix(tmp_path, [IOPING], [1, 4]), quiet=False)
-    try:
-        wait_for(
-            lambda: any(
-                line.startswith("[cell 1/2]") and " slots in " in line for line in run.lines
-            ),
-            120,
-            "the first cell to finish",
-        )
-        # when: Ctrl-C as the second cell starts
-        run.signal(signal.SIGINT)
-        code = run.finish()
-    finally:
-        run.finish()
+    # when: Ctrl-C as the second cell starts
+    run, code = interrupt(
+        tmp_path,
+        _matrix(tmp_path, [IOPING], [1, 4]),
+        signal.SIGINT,
+        lambda run: any(
+            line.startswith("[cell 1/2]") and " slots in " in line for line in run.lines
+        ),
+        "the first cell to finish",
+        quiet=False,
+    )
     # then: 130, nothing left
     assert code == 130, run.stderr()
     assert_nothing_left(tmp_path, run)
@@ -508,18 +558,15 @@ def test_a_signal_during_ingest_leaves_the_warehouse_as_it_was(
 ) -> None:
     # given a finished one-slot run whose ingest is inside a DuckDB statement
     mark = tmp_path / "ingesting"
-    run = Run(
+    # when
+    run, code = interrupt(
         tmp_path,
         _matrix(tmp_path, [IOPING], [1]),
+        signum,
+        lambda run: mark.exists(),
+        "the ingest",
         driver={"SIG_AT": "ingest", "SIG_MARK": str(mark)},
     )
-    try:
-        wait_for(mark.exists, 120, "the ingest")
-        # when
-        run.signal(signum)
-        code = run.finish()
-    finally:
-        run.finish()
     # then: 128 + signal, one line that says where the results are, nothing left
     assert code == 128 + signum, run.stderr()
     line = _the_line(run, signum.name)
@@ -672,3 +719,67 @@ def test_a_second_sigint_during_cleanup_kills_the_slots_and_still_cleans_up(
         (4,)
     ]
     assert _query(tmp_path, f"SELECT status FROM runs WHERE run_id = '{run_id}'") == [("ABORTED",)]
+
+
+# --- at exactly the two points where a signal used to cost data (iofleet.testhook) ---
+
+
+def _agent(run: Run) -> int | None:
+    for pid in run.look():
+        try:
+            if b"agent" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def test_sigterm_as_a_workload_ends_keeps_its_output(tmp_path: Path) -> None:
+    # given a slot whose ioping has just exited, its output not yet saved, and a SIGTERM
+    # that reaches the agent at exactly that point (from the runner stopping its slots)
+    run, code = paused(
+        tmp_path, _matrix(tmp_path, [IOPING], [1]), "workload-ended", signal.SIGTERM, _agent
+    )
+    # then: 143, one line, nothing left
+    assert code == 143, run.stderr()
+    _the_line(run, "SIGTERM")
+    assert_nothing_left(tmp_path, run)
+    # and the workload that ran to its end is kept: its file, its entry, its rows
+    (record,) = (tmp_path / "out" / "raw").glob("*/*/slot-0000/slot.json")
+    doc = json.loads(record.read_text())
+    assert [(w["status"], w["artifact"] is not None) for w in doc["workloads"]] == [
+        ("SUCCEEDED", True)
+    ]
+    assert doc["error"] == "slot interrupted by a signal"
+    assert _query(tmp_path, "SELECT count(*) FROM ioping_requests") == [(2,)]
+    assert _query(tmp_path, "SELECT status FROM runs") == [("ABORTED",)]
+
+
+def test_sigint_as_the_last_cell_ends_still_records_the_run(tmp_path: Path) -> None:
+    # given a run whose only cell has finished, stopped just before its cleanup (the
+    # orphans' kill, run.json), and a Ctrl-C at exactly that point
+    run, code = paused(
+        tmp_path,
+        _matrix(tmp_path, [IOPING], [1]),
+        "runner-cleanup",
+        signal.SIGINT,
+        lambda run: run.proc.pid,
+    )
+    # then: 130, one line that leaves the ingest to the next run, nothing left
+    assert code == 130, run.stderr()
+    line = _the_line(run, "SIGINT")
+    assert "next iofleet local" in line
+    assert_nothing_left(tmp_path, run)
+    # run.json was written (not left RUNNING for the next run to call its runner dead)
+    (run_id,) = _run_ids(tmp_path)
+    doc = json.loads((tmp_path / "out" / "raw" / run_id / "run.json").read_text())
+    assert doc["status"] == "SUCCEEDED"
+    # and the next run ingests it whole, without calling it interrupted
+    said = _next_run(tmp_path)
+    assert "was interrupted" not in said
+    assert _query(tmp_path, f"SELECT status FROM runs WHERE run_id = '{run_id}'") == [
+        ("SUCCEEDED",)
+    ]
+    assert _query(tmp_path, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{run_id}'") == [
+        (2,)
+    ]

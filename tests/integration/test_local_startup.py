@@ -29,6 +29,7 @@ DRIVER = textwrap.dedent(
     """
     import json, os, sys
     import iofleet.local.runner as runner
+    import iofleet.local.slots as slots
     from iofleet.cli import main
 
     seen = {}
@@ -36,7 +37,7 @@ DRIVER = textwrap.dedent(
     def watched():
         return sorted(sys.modules)
 
-    start, finish = runner._start, runner._finish
+    start, finish = slots._start, runner._finish
 
     def _start(*args, **kwargs):
         seen.setdefault("at_first_start", watched())
@@ -48,7 +49,7 @@ DRIVER = textwrap.dedent(
         finally:
             os.write(int(os.environ["SEEN_FD"]), json.dumps(seen).encode())
 
-    runner._start, runner._finish = _start, _finish
+    slots._start, runner._finish = _start, _finish
     sys.exit(main(sys.argv[1:]))
     """
 )

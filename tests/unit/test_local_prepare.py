@@ -1,4 +1,4 @@
-"""iofleet/local/runner.py prepare_finish: while the slots start, the runner imports what
+"""iofleet/local/finish.py prepare_finish: while the slots start, the runner imports what
 the end of the run needs (DuckDB, ingest, report), one module at a time, and stops as
 soon as a slot has reached its start barrier. Each case runs in a fresh interpreter, so
 `sys.modules` says what was imported; the finish is the runner's own `_finish` on a

@@ -1,0 +1,205 @@
+"""`iofleet import`, `report` and `compare` stopped by SIGINT or SIGTERM while DuckDB
+runs one of their statements.
+
+A driver wraps one internal function so that, at that moment, the real command runs a
+statement that lasts until it is interrupted (a count over 10^15 rows) and marks that
+it has begun (a file); the test then signals the command's process group, as Ctrl-C
+from a terminal does. Everything else is the real code on a real DuckDB file. The
+outcome is read where it lands: the exit status, stderr, the warehouse's rows, the
+files in --out, beside --html and in TMPDIR.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.integration.proctable import alive, files_under, tree, wait_for
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIO = FIXTURES / "fio" / "json-randread.json"
+IOPING = FIXTURES / "ioping" / "read-c21.json"
+
+# At $SIG_AT, the first DuckDB statement of that kind becomes one that lasts until
+# interrupted, after $SIG_MARK is created.
+DRIVER = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from iofleet.cli import main
+    from iofleet.results.warehouse import Warehouse
+
+    MARK, AT = Path(os.environ["SIG_MARK"]), os.environ["SIG_AT"]
+    ENDLESS = "SELECT count(*) FROM range(1000000000000000)"
+
+    def endless(con):
+        if not MARK.exists():
+            MARK.touch()
+            con.execute(ENDLESS).fetchall()
+
+    if AT == "ingest":  # inside the ingest's transaction
+        load = Warehouse._load_csv
+
+        def _load_csv(self, table, path):
+            endless(self.con)
+            return load(self, table, path)
+
+        Warehouse._load_csv = _load_csv
+    else:  # "query": a reading statement of report or compare
+        query = Warehouse.query
+
+        def _query(self, sql, params=None):
+            endless(self.con)
+            return query(self, sql, params)
+
+        Warehouse.query = _query
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def _iofleet(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _rows(warehouse: Path) -> dict[str, int]:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return {
+            table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
+            for table in ("runs", "slots", "fio_results", "ioping_requests")
+        }
+    finally:
+        con.close()
+
+
+def _stopped(tmp_path: Path, signum: int, at: str, *args: str) -> tuple[int, list[str]]:
+    """Run `iofleet ARGS` under the driver, signal its group once DuckDB runs the endless
+    statement at `at`; its exit status and stderr lines. Every process of it is gone."""
+    mark = tmp_path / "mark"
+    mark.unlink(missing_ok=True)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, SIG_AT=at, SIG_MARK=str(mark), TMPDIR=str(tmp))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    seen: dict[int, int] = {}
+    try:
+        wait_for(mark.exists, 120, f"the {at} statement")
+        seen.update(tree(proc.pid))
+        os.killpg(proc.pid, signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert alive(seen) == []
+    assert files_under(tmp) == []
+    return proc.returncode, err.splitlines()
+
+
+def _temp_files(path: Path) -> list[str]:
+    return [
+        f
+        for f in files_under(path)
+        if f.endswith(".tmp") or any(part.startswith(".import-") for part in Path(f).parts)
+    ]
+
+
+SIGNALS = pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
+)
+
+
+@SIGNALS
+def test_import_stopped_while_ingesting_imports_nothing(tmp_path: Path, signum: int) -> None:
+    # given an --out holding one imported run
+    _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "first")
+    warehouse = tmp_path / "out" / "warehouse.duckdb"
+    before = _rows(warehouse)
+    raw_before = sorted(p.name for p in (tmp_path / "out" / "raw").iterdir())
+    # when: a second import is signalled inside its ingest's DuckDB statement
+    code, lines = _stopped(
+        tmp_path, signum, "ingest", "import", str(IOPING), "--out", "out", "--label", "second"
+    )
+    # then: 128 + signal, one line, the warehouse and raw/ exactly as before
+    assert code == 128 + signum, lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"iofleet: interrupted by {signal.Signals(signum).name}: "), lines
+    assert "nothing imported" in lines[0]
+    assert _rows(warehouse) == before
+    assert sorted(p.name for p in (tmp_path / "out" / "raw").iterdir()) == raw_before
+    assert _temp_files(tmp_path / "out") == []
+    # and the next import works and brings in only its own run
+    _iofleet(tmp_path, "import", str(IOPING), "--out", "out", "--label", "third")
+    after = _rows(warehouse)
+    assert after["runs"] == before["runs"] + 1
+    assert after["ioping_requests"] > 0 and after["fio_results"] == before["fio_results"]
+
+
+@SIGNALS
+def test_report_stopped_while_querying_writes_no_html(tmp_path: Path, signum: int) -> None:
+    # given a warehouse with one run and an earlier report.html beside it
+    _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "one")
+    warehouse = tmp_path / "out" / "warehouse.duckdb"
+    html = tmp_path / "out" / "report.html"
+    html.write_text("the earlier report\n")
+    before = _rows(warehouse)
+    # when
+    code, lines = _stopped(
+        tmp_path, signum, "query", "report", "--warehouse", str(warehouse), "--html", str(html)
+    )
+    # then: 128 + signal, one line, the old report as it was, no temp file beside it
+    assert code == 128 + signum, lines
+    assert len(lines) == 1, lines
+    name = signal.Signals(signum).name
+    assert lines[0] == f"iofleet: interrupted by {name}: --html {html} not written (left as it was)"
+    assert html.read_text() == "the earlier report\n"
+    assert _temp_files(tmp_path / "out") == []
+    assert _rows(warehouse) == before
+
+
+@SIGNALS
+def test_compare_stopped_while_querying_exits_with_the_signal(tmp_path: Path, signum: int) -> None:
+    # given two imported runs
+    out = tmp_path / "out"
+    runs = [
+        _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", label)
+        .stdout.split(" as run ")[1]
+        .split(":")[0]
+        for label in ("a", "b")
+    ]
+    before = _rows(out / "warehouse.duckdb")
+    # when
+    code, lines = _stopped(
+        tmp_path, signum, "query", "compare", *runs, "--warehouse", str(out / "warehouse.duckdb")
+    )
+    # then
+    assert code == 128 + signum, lines
+    assert lines == [f"iofleet: interrupted by {signal.Signals(signum).name}"]
+    assert _rows(out / "warehouse.duckdb") == before
+    assert _temp_files(out) == []
