@@ -234,4 +234,3 @@ def test_a_budget_is_refused_when_the_estimate_leaves_something_out(
     del doc["limits"]
     code, out, _ = plan(tmp_path, capsys, doc)
     assert code == 0 and "unknown: 1 item(s), not included" in out
-
