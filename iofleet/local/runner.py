@@ -164,10 +164,10 @@ def run_local(
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
-    check_room(plan, base, matrix_file_name(matrix_path))
     made = make_targets(plan, base, matrix_file_name(matrix_path))
     running = False
     try:
+        check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
         make_out_dir(out_dir)
         with output_lock(out_dir) as lock_fd:
             running = True
