@@ -19,6 +19,7 @@ KEYS = (
     "powertools_layer_version",
     "projection_start",
     "ingest_concurrency",
+    "storage_poll_s",
 )
 
 
@@ -37,6 +38,7 @@ class DeployConfig:
     powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
     projection_start: str = "2024-01-01"  # first `dt` day Athena's partition projection lists
     ingest_concurrency: int = 10  # reserved concurrency of the ingest Lambda = SQS max concurrency
+    storage_poll_s: int = 15  # WaitForStorage: seconds between checks of a cell's new file system
 
     @property
     def quicksight_enabled(self) -> bool:
@@ -88,6 +90,7 @@ class DeployConfig:
         integer("max_instances_per_run", 1, 5000)
         integer("powertools_layer_version", 1, 10000)
         integer("ingest_concurrency", 2, 1000)  # SQS event sources take 2..1000
+        integer("storage_poll_s", 1, 300)
         if problems:
             raise ConfigError("\n".join(problems))
         return cls(**values)

@@ -57,6 +57,7 @@ class IofleetStack(Stack):
             database=self.catalog.database_name,
             workgroup=self.catalog.workgroup_name,
             max_instances_per_run=config.max_instances_per_run,
+            storage_poll_s=config.storage_poll_s,
             staging_root=staging_root,
             layer_version=layer,
         )

@@ -114,6 +114,7 @@ class CellFlow(sfn.StateMachineFragment):
         prepare: IofleetFunction,
         launch: IofleetFunction,
         cleanup: IofleetFunction,
+        storage_poll_s: int = 15,
     ) -> None:
         super().__init__(scope, id)
         cleanup_failed = _invoke(
@@ -182,7 +183,9 @@ class CellFlow(sfn.StateMachineFragment):
             comment="is the ephemeral file system and its mount targets available yet?",
         )
         guarded(check)
-        wait = sfn.Wait(self, "WaitForStorage", time=sfn.WaitTime.duration(Duration.seconds(15)))
+        wait = sfn.Wait(
+            self, "WaitForStorage", time=sfn.WaitTime.duration(Duration.seconds(storage_poll_s))
+        )
 
         populate = _instance_task(
             self,
@@ -356,6 +359,7 @@ class Orchestration(Construct):
         max_instances_per_run: int,
         staging_root: Path,
         layer_version: int,
+        storage_poll_s: int = 15,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -451,7 +455,12 @@ class Orchestration(Construct):
         plan_output = sfn.Pass(self, "PlanOutput", input_path="$.result")
         invalid = sfn.Fail(self, "MatrixInvalid", error="MatrixInvalid", cause_path="$.error_text")
         cell_flow = CellFlow(
-            self, "CellFlow", prepare=self.prepare, launch=self.launch, cleanup=self.cleanup
+            self,
+            "CellFlow",
+            prepare=self.prepare,
+            launch=self.launch,
+            cleanup=self.cleanup,
+            storage_poll_s=storage_poll_s,
         )
         cells = sfn.Map(
             self,

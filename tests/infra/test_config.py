@@ -20,6 +20,13 @@ def test_cli_strings_are_converted_to_integers() -> None:
     assert _from({"max_instances_per_run": "500"}).max_instances_per_run == 500
 
 
+def test_storage_poll_defaults_to_15_s_and_is_bounded() -> None:
+    assert _from({}).storage_poll_s == 15
+    assert _from({"storage_poll_s": "1"}).storage_poll_s == 1
+    with pytest.raises(ConfigError, match=r"^storage_poll_s: must be between 1 and 300, got 0$"):
+        _from({"storage_poll_s": 0})
+
+
 def test_every_problem_is_reported_on_its_own_line() -> None:
     with pytest.raises(ConfigError) as exc:
         _from({"vpc_id": "default", "results_retention_days": 0, "alarm_email": "nobody"})

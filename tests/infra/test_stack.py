@@ -372,6 +372,14 @@ def test_fleet_is_a_distributed_map_of_task_token_slots(asl: dict[str, Any]) -> 
     assert populate["Parameters"]["Payload"]["heartbeat_s.$"] == "$.cell.heartbeat_s"
 
 
+def test_a_new_file_system_is_checked_every_15_s_until_available(asl: dict[str, Any]) -> None:
+    # the default of the `storage_poll_s` context key (the local-cloud tests set 1)
+    states = all_states(asl)
+    assert states["WaitForStorage"]["Type"] == "Wait"
+    assert states["WaitForStorage"]["Seconds"] == 15
+    assert states["WaitForStorage"]["Next"] == "CheckStorage"
+
+
 def test_failed_slot_records_its_reason_then_fails_with_its_own_error(
     asl: dict[str, Any],
 ) -> None:

@@ -201,10 +201,12 @@ def local_stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LocalStack]:
     # given: the template synthesized with the projection starting yesterday
-    # (every run of this session is dated today), published and deployed
+    # (every run of this session is dated today) and a new file system checked every
+    # second instead of every 15 s (moto's FSx is CREATING for one check:
+    # fsx_lifecycle.py), published and deployed
     yesterday = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%d")
     outdir = tmp_path_factory.mktemp("cdk-out")
-    template = synth(outdir, {"projection_start": yesterday})
+    template = synth(outdir, {"projection_start": yesterday, "storage_poll_s": 1})
     athena = AthenaOnTrino(trino_server.endpoint).start()
     efs = aws_client("efs")
     file_systems: dict[str, Path] = {}

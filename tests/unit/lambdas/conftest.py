@@ -108,6 +108,15 @@ class Cloud:
         return got.get("Item")
 
 
+@pytest.fixture(scope="session")
+def moto_images(moto_endpoint: str) -> list[str]:
+    """The ids of moto's built-in images, in DescribeImages order. Describing every image
+    takes seconds (moto holds thousands) and no test adds or removes one, so the
+    session asks once."""
+    ec2 = boto3.client("ec2", endpoint_url=moto_endpoint, region_name=REGION)
+    return [i["ImageId"] for i in ec2.describe_images()["Images"]]
+
+
 @pytest.fixture
 def cloud(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     suffix = uuid.uuid4().hex[:10]

@@ -30,7 +30,9 @@ ROLE_ID = "AROAEXAMPLEINSTANCE1"  # the instance role's RoleId (INSTANCE_ROLE_ID
 
 
 @pytest.fixture
-def network(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def network(
+    cloud: Cloud, moto_images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     ec2 = cloud.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
@@ -43,7 +45,7 @@ def network(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
             "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
         },
     )["LaunchTemplate"]["LaunchTemplateId"]
-    ami = ec2.describe_images()["Images"][0]["ImageId"]
+    ami = moto_images[0]
     monkeypatch.setenv("LAUNCH_TEMPLATE_ID", lt)
     monkeypatch.setenv("SUBNET_IDS", subnet)
     monkeypatch.setenv("STORAGE_SECURITY_GROUP", sg)

@@ -42,7 +42,9 @@ ZONES = ("us-east-1a", "us-east-1b")
 
 
 @pytest.fixture
-def two_zones(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def two_zones(
+    cloud: Cloud, moto_images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
     """The stack's network: one subnet in each of two AZs (as the stack's VPC has)."""
     ec2 = cloud.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -65,8 +67,7 @@ def two_zones(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    ami = ec2.describe_images()["Images"][0]["ImageId"]
-    return {"subnets": subnets, "ami": ami, "launch_template": lt}
+    return {"subnets": subnets, "ami": moto_images[0], "launch_template": lt}
 
 
 @pytest.fixture

@@ -33,13 +33,13 @@ YOCTO = "yocto-core-image-sato-sdk"
 
 
 @pytest.fixture
-def published(cloud: Cloud) -> Iterator[dict[str, str]]:
+def published(cloud: Cloud, moto_images: list[str]) -> Iterator[dict[str, str]]:
     """Every Canonical parameter the launcher may read -> a distinct moto image id."""
     from moto.backends import get_backend
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.ssm.models import Parameter
 
-    images = [i["ImageId"] for i in cloud.client("ec2").describe_images()["Images"]]
+    images = moto_images
     names = ec2_spec.ami_parameter_names()
     assert len(set(images)) >= len(names)
     table = dict(zip(names, sorted(set(images)), strict=False))
@@ -196,10 +196,10 @@ def test_the_yocto_instance_installs_the_presets_packages_before_the_agent(
 
 
 def test_a_matrix_ami_is_used_as_given_and_no_parameter_is_read(
-    cloud: Cloud, network: None, context: FakeLambdaContext
+    cloud: Cloud, network: None, moto_images: list[str], context: FakeLambdaContext
 ) -> None:
     # given no published parameters at all and an AMI said to run 22.04
-    image = cloud.client("ec2").describe_images()["Images"][0]["ImageId"]
+    image = moto_images[0]
     matrix = _matrix("m6i.4xlarge", [{"app": YOCTO}], ami_id=image, ubuntu_release="22.04")
     run_id, _ = _launch(context, matrix)
     inst, user_data = _instance(cloud, run_id)
