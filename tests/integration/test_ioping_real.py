@@ -25,6 +25,7 @@ from iofleet.cli import main
 from iofleet.results.ingest import rows_for_artifact
 from iofleet.results.parsers import detect_kind
 from iofleet.results.parsers.ioping import parse_ioping
+from tests.integration.mounts import tmpfs
 from tests.integration.test_agent_slot import _payload as agent_slot_payload
 from tests.ioping_lines import ioping_statistics, requests_by_lines, stats_by_lines
 
@@ -144,21 +145,8 @@ def test_a_directory_named_with_backslash_and_quote(tmp_path: Path) -> None:
 
 @pytest.fixture
 def tmpfs_with_a_space_in_its_source(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("needs root to mount a tmpfs")
-    point = tmp_path / "mnt"
-    point.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m", "iofleet ioping", str(point)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "mnt", "8m", "iofleet ioping") as point:
         yield point
-    finally:
-        subprocess.run(["umount", str(point)], capture_output=True)
 
 
 def test_a_mount_source_the_kernel_escapes(tmpfs_with_a_space_in_its_source: Path) -> None:

@@ -16,28 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.mounts import tmpfs
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("needs root to mount a tmpfs")
-    point = tmp_path / "mnt"
-    point.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1280m", "iofleet-room", str(point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "mnt", "1280m", "iofleet-room") as point:
         yield point
-    finally:
-        subprocess.run(["umount", str(point)], capture_output=True, check=False)
 
 
 def _local(tmp_path: Path, target: Path, size: str, fleets: list[int]) -> tuple[int, str]:
