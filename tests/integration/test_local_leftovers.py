@@ -11,16 +11,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.integration.proctable import alive, files_under, wait_for
 from tests.integration.test_local_signals import (
-    IOPING,
     Run,
     _matrix,
+    _next_run,
     _open_writer,
     _under,
     assert_nothing_left,
@@ -47,16 +46,7 @@ def _populating(tmp_path: Path) -> tuple[Run, Path]:
 def _other_run(tmp_path: Path) -> list[str]:
     """`iofleet local` of a one-slot ioping matrix on the same target into out2: exit 0;
     its stderr lines."""
-    matrix = _matrix(tmp_path, [IOPING], [1], name="other")
-    result = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out2", "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stderr.splitlines()
+    return _next_run(tmp_path, out="out2", name="other").splitlines()
 
 
 def _run_dirs(target: Path) -> list[str]:

@@ -291,11 +291,12 @@ def _run_ids(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in (tmp_path / "out" / "raw").iterdir() if p.is_dir())
 
 
-def _next_run(tmp_path: Path) -> str:
-    """A second `iofleet local` into the same --out (a one-slot ioping run): exit 0."""
-    quick = _matrix(tmp_path, [IOPING], [1], name="next")
+def _next_run(tmp_path: Path, out: str = "out", name: str = "next") -> str:
+    """A second `iofleet local` (a one-slot ioping run on the same target), by default
+    into the same --out: exit 0; its stderr."""
+    quick = _matrix(tmp_path, [IOPING], [1], name=name)
     result = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", "local", str(quick), "--out", "out", "-q"],
+        [sys.executable, "-m", "iofleet.cli", "local", str(quick), "--out", out, "-q"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
