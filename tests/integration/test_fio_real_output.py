@@ -287,6 +287,18 @@ def test_a_job_that_did_no_io_is_named_in_a_warning(tmp_path: Path) -> None:
     assert any("'broken' (jobs[1])" in w and "no I/O" in w for w in out.warnings), out.warnings
 
 
+def _import(files: list[Path], out: Path, label: str) -> subprocess.CompletedProcess[str]:
+    """`iofleet import FILES --out OUT --label LABEL` in a child interpreter."""
+    argv = [sys.executable, "-m", "iofleet.cli", "import", *map(str, files)]
+    return subprocess.run(
+        [*argv, "--out", str(out), "--label", label],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_costs_none(
     tmp_path: Path,
 ) -> None:
@@ -307,14 +319,7 @@ def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_cost
     cut.write_bytes(files[0].read_bytes()[:2000])
     out = tmp_path / "out"
     # when
-    argv = [sys.executable, "-m", "iofleet.cli", "import", *map(str, [*files, cut])]
-    result = subprocess.run(
-        [*argv, "--out", str(out), "--label", "real"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = _import([*files, cut], out, "real")
     # then the cut file is refused in one line naming it, and the others are imported
     assert result.returncode == 1, result.stderr
     lines = result.stderr.splitlines()
@@ -357,14 +362,7 @@ def test_a_job_and_file_named_in_latin1_import_with_one_warning(tmp_path: Path) 
     zipped.write_bytes(gzip.compress(raw))
     # when both are imported
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "iofleet.cli", "import", str(out_json), str(zipped)]
-    result = subprocess.run(
-        [*argv, "--out", str(out), "--label", "latin1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = _import([out_json, zipped], out, "latin1")
     # then fio's figures reach the warehouse under the job name with U+FFFD for the byte
     doc = json.loads(raw.decode("latin-1"))
     db = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
