@@ -45,15 +45,20 @@ def prctl(option: int, value: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def proc_stat(pid: int) -> tuple[int, str] | None:
-    """(ppid, state) of a live process, None when it is gone."""
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat from the state (field 3) on, None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
     except OSError:
         return None
-    rest = data[data.rindex(b")") + 2 :].split()  # the command name may hold spaces and ')'
-    return int(rest[1]), rest[0].decode()
+    return data[data.rindex(b")") + 2 :].split()  # the command name may hold spaces and ')'
+
+
+def proc_stat(pid: int) -> tuple[int, str] | None:
+    """(ppid, state) of a live process, None when it is gone."""
+    rest = stat_fields(pid)
+    return None if rest is None else (int(rest[1]), rest[0].decode())
 
 
 def descendants(root: int) -> list[int]:

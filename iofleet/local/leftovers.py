@@ -30,6 +30,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from iofleet.agent.guard import stat_fields
+
 PREFIX = ".iofleet-run-"
 SUFFIX = ".json"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
@@ -51,12 +53,8 @@ def boot_id() -> str:
 
 def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
-    try:
-        data = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):  # exited, not yet reaped: gone
+    fields = stat_fields(pid)
+    if fields is None or fields[0] in (b"Z", b"X"):  # exited, not yet reaped: gone
         return None
     return int(fields[19])
 
