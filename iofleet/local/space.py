@@ -25,12 +25,12 @@ KEEP_FREE = GIB
 
 def slot_bytes(payloads: Sequence[Mapping[str, Any]]) -> tuple[int, list[str]]:
     """(bytes one slot lays out, what is not counted)."""
-    from iofleet.plan.expect import job_profiles
+    from iofleet.plan.expect import IOPING_WORKING_SET, job_profiles
 
     total, uncounted = 0, []
     for p in payloads:
         if p["kind"] == "ioping":
-            total += 1024**2
+            total += IOPING_WORKING_SET
         elif p["kind"] == "app":
             uncounted.append(f"app {p.get('name', '?')}")
         elif p["kind"] == "fio":
@@ -40,10 +40,10 @@ def slot_bytes(payloads: Sequence[Mapping[str, Any]]) -> tuple[int, list[str]]:
                 uncounted.append(f"fio job {p['name']}")
                 continue
             for profile in profiles:
-                if profile.size_bytes is None:
+                if profile.file_bytes is None:
                     uncounted.append(f"fio job {p['name']} [{profile.job}] (size unknown)")
                 else:
-                    total += profile.size_bytes * profile.numjobs
+                    total += profile.file_bytes
     return total, uncounted
 
 

@@ -90,7 +90,7 @@ def efs_transfer(
     files fio lays out before reading (size x numjobs), and ioping's requests and its
     working-set file.
     An app's traffic, or a job without an expected rate or run time, is not estimated."""
-    from iofleet.plan.expect import job_profiles, parse_size
+    from iofleet.plan.expect import IOPING_WORKING_SET, job_profiles, parse_size
 
     out = EfsTransfer()
     for entry in expected:
@@ -111,7 +111,7 @@ def efs_transfer(
             # directory the 1 MiB working-set file it writes first (-S)
             size = parse_size(str(p["size"])) if p.get("size") else 4096
             moved = (int(p.get("count", 0)) + 1) * float(size or 4096)
-            out.write_bytes += 1024**2
+            out.write_bytes += IOPING_WORKING_SET
             if p.get("write"):
                 out.write_bytes += moved
             else:
@@ -123,8 +123,8 @@ def efs_transfer(
                 out.unknown = f"fio job {p['name']} could not be read"
                 return out
             for profile in profiles:
-                if profile.shares.get("read", 0) > 0 and profile.size_bytes:
-                    out.write_bytes += profile.size_bytes * profile.numjobs  # the layout
+                if profile.shares.get("read", 0) > 0 and profile.file_bytes:
+                    out.write_bytes += profile.file_bytes  # the layout
     return out
 
 

@@ -188,6 +188,16 @@ class JobProfile:
             return None
         return self.size_bytes * self.numjobs / self.bytes_per_io
 
+    @property
+    def file_bytes(self) -> int | None:
+        """The bytes of the files the section lays out: size per clone (fio divides it
+        between nrfiles files) x numjobs; None when the size is not known."""
+        return None if self.size_bytes is None else self.size_bytes * self.numjobs
+
+
+# ioping on a directory first writes its working-set file (-S, 1 MiB by default)
+IOPING_WORKING_SET = 1024**2
+
 
 # ----------------------------------------------------------------- fio job files
 
