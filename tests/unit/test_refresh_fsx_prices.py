@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from iofleet.plan import prices
+from tests.awsjson import json11_handler
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "refresh_prices.py"
@@ -218,22 +219,7 @@ class PriceListStandIn:
 def server() -> Iterator[tuple[str, PriceListStandIn]]:
     fake = PriceListStandIn()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            target = self.headers.get("X-Amz-Target", "")
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
-            status, answer = fake.answer(target.rpartition(".")[2], body)
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/x-amz-json-1.1")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), json11_handler(fake.answer))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}", fake

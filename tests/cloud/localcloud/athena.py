@@ -22,10 +22,12 @@ import json
 import re
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from trino_client import TrinoClient, TrinoError
+
+from tests.awsjson import json11_handler
 
 
 def _text(value: Any) -> dict[str, str]:
@@ -47,23 +49,7 @@ class AthenaOnTrino:
         self.workgroups: set[str] | None = None  # None: any workgroup (before the deployment)
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(
-                    self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}"
-                )
-                op = self.headers.get("X-Amz-Target", "").rsplit(".", 1)[-1]
-                status, answer = outer.call(op, body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-amz-json-1.1")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(json11_handler(self.call)):
             def do_PUT(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.cfn_responses[self.path.rsplit("/", 1)[-1]] = json.loads(body or b"{}")
