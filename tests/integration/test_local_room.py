@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mounts import tmpfs
+from tests.integration.proctable import alive, wait_for
+from tests.integration.test_local_signals import Run, _matrix, _open_writer, gated_populate
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -28,11 +31,14 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield point
 
 
-def _local(tmp_path: Path, target: Path, size: str, fleets: list[int]) -> tuple[int, str]:
+def _local(
+    tmp_path: Path, path: Path, size: str, fleets: list[int], out: str = "out"
+) -> tuple[int, str]:
+    """`iofleet local` of fio (SIZE) and ioping on the storage path `path`."""
     matrix = tmp_path / "m.json"
     doc = {
         "name": "room",
-        "storage": [{"type": "local", "label": "small", "path": str(target / "t")}],
+        "storage": [{"type": "local", "label": "small", "path": str(path)}],
         "workloads": [
             {"fio": "seq-write-1m-qd32", "params": {"SIZE": size, "RUNTIME": 1, "DIRECT": 0}},
             {"ioping": {"count": 2, "interval_ms": 0}},
@@ -40,9 +46,8 @@ def _local(tmp_path: Path, target: Path, size: str, fleets: list[int]) -> tuple[
         "parallelism": fleets,
     }
     matrix.write_text(json.dumps(doc))
-    out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", str(out), "-q"],
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", out, "-q"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -60,7 +65,7 @@ def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written
     # of fio files (and ioping's 1 MiB each) while 1 GiB is kept free
     before = os.statvfs(small_fs)
     # when it is run
-    code, err = _local(tmp_path, small_fs, "64m", [1, 4])
+    code, err = _local(tmp_path, small_fs / "t", "64m", [1, 4])
     # then it is refused in one line naming the file, the storage, the cell and the room
     assert code == 3, err
     [line] = err.splitlines()
@@ -76,9 +81,58 @@ def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written
 
 def test_a_cell_that_fits_runs_and_leaves_the_room_it_found(small_fs: Path, tmp_path: Path) -> None:
     # given the same file system and cells that fit beside the 1 GiB kept free
-    code, err = _local(tmp_path, small_fs, "32m", [1, 2])
+    code, err = _local(tmp_path, small_fs / "t", "32m", [1, 2])
     # then it runs, and its files are gone from the target afterwards
     assert code == 0, err
     target = small_fs / "t"
     assert [p for p in target.rglob("*") if p.is_file()] == []
     assert (tmp_path / "out" / "warehouse.duckdb").is_file()
+
+
+def _sigkilled_while_populating(tmp_path: Path, writes: str) -> str:
+    """A run on tmp_path/target SIGKILLed (no cleanup of its own runs) once its populate
+    step has run `writes` and waits; its processes are gone. Its run id."""
+    app, gate = gated_populate(tmp_path, writes)
+    run = Run(tmp_path, _matrix(tmp_path, [app], [1]))
+    writer = None
+    try:
+        writer = wait_for(lambda: _open_writer(gate), 120, "the populate step to start")
+        run.look()
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.finish()
+        wait_for(lambda: alive(run.seen) == [], 60, "the dead run's processes to go")
+    finally:
+        if writer:
+            os.close(writer)
+        run.finish()
+    (mark,) = (tmp_path / "target").glob(".iofleet-run-*.json")
+    return mark.name.removeprefix(".iofleet-run-").removesuffix(".json")
+
+
+@pytest.mark.slow
+def test_a_dead_runs_leftovers_are_removed_before_the_room_is_checked(tmp_path: Path) -> None:
+    # given a 1,280 MiB file system holding 200 MiB that a SIGKILLed run left there
+    with tmpfs(tmp_path / "target", "1280m", "iofleet-room-dead") as target:
+        empty = os.statvfs(target).f_bfree
+        dead = _sigkilled_while_populating(
+            tmp_path, 'head -c 200M /dev/zero > "$IOFLEET_SHARED/data"'
+        )
+        assert list(target.glob(f"iofleet-{dead}/*/shared/data"))
+        assert os.statvfs(target).f_bfree < empty
+        # when: a run into another --out needs 2 x 65 MiB beside the 1 GiB kept free,
+        # which fits the empty file system and not the one with the dead run's 200 MiB
+        code, err = _local(tmp_path, target, "64m", [2], out="out2")
+        # then: it removed the dead run's files first, ran, and left the room it found
+        assert code == 0, err
+        assert [line for line in err.splitlines() if "removed" in line] == [
+            f"iofleet: {target}: removed what run {dead} left there "
+            f"(its runner, pid {_runner_pid(tmp_path, dead)}, died without cleaning up)"
+        ], err
+        assert list(target.iterdir()) == []
+        assert os.statvfs(target).f_bfree == empty
+    assert (tmp_path / "out2" / "warehouse.duckdb").is_file()
+
+
+def _runner_pid(tmp_path: Path, run_id: str) -> int:
+    doc = json.loads((tmp_path / "out" / "raw" / run_id / "run.json").read_text())
+    return int(doc["runner_pid"])
