@@ -47,7 +47,12 @@ from iofleet.local.slots import (
 )
 from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.results.outdir import environment_problem as _environment
-from iofleet.results.outdir import make_out_dir, not_a_directory, output_lock
+from iofleet.results.outdir import (
+    make_out_dir,
+    not_a_directory,
+    output_lock,
+    remove_dead_temps,
+)
 from iofleet.testhook import pause
 
 BARRIER_TIMEOUT_S = 600
@@ -78,6 +83,7 @@ def _write_json(path: Path, doc: object) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+        pause("temp-json")  # a test SIGKILLs the run here (iofleet.testhook)
         tmp.replace(path)
     except BaseException:  # an interrupt between the two leaves no .tmp behind
         tmp.unlink(missing_ok=True)
@@ -268,6 +274,12 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
         with stops.shielded():  # a signal here stops the run before its first cell
             progress = Progress(sys.stderr, quiet)
             raw_root = out_dir / "raw"
+            temps = remove_dead_temps(out_dir)  # first: a dead agent's slot.json.tmp too
+            if temps:
+                _say(
+                    f"{out_dir}: removed {len(temps)} temp file(s) a killed run left "
+                    f"(as {temps[0].relative_to(out_dir)})"
+                )
             recovered = recover_interrupted(out_dir, raw_root)
             for line in recovered.values():
                 _say(line.removeprefix("iofleet: "))

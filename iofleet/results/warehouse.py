@@ -48,8 +48,10 @@ from iofleet.results.ingest import (
     rows_and_bin_blocks,
 )
 from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, INGEST_ERRORS, SLOTS, TABLES, Table
+from iofleet.testhook import pause
 
 _ORDER_CELLS = "cell_index NULLS LAST, cell_id"
+LOAD_PREFIX = ".iofleet-load-"  # the rows being loaded, as CSV: Warehouse._load_dir
 COLUMNAR_MIN_BINS = 20_000  # fio_latency_bins rows from which numpy arrays beat CSV text
 
 
@@ -262,12 +264,13 @@ class Warehouse:
             values = list(map(itemgetter(*columns), rows))
         except KeyError:
             values = [[row.get(c) for c in columns] for row in rows]
-        with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
+        with self._load_dir() as tmp:
             path = Path(tmp) / f"{table.name}.csv"
             with path.open("w", encoding="utf-8", newline="") as out:
                 # csv's C writer is the fastest stdlib path; None and "" both
                 # become an empty unquoted field, which DuckDB reads as NULL.
                 csv.writer(out, lineterminator="\n").writerows(values)
+            pause("temp-load")  # a test SIGKILLs the run here (iofleet.testhook)
             self._load_csv(table, path)
         return len(rows)
 
@@ -336,7 +339,7 @@ class Warehouse:
         if not blocks:
             return 0
         count = 0
-        with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
+        with self._load_dir() as tmp:
             path = Path(tmp) / f"{FIO_LATENCY_BINS.name}.csv"
             shared = io.StringIO()
             encode = csv.writer(shared, lineterminator="\n")
@@ -365,6 +368,15 @@ class Warehouse:
                 [str(path)],
             )
         return count
+
+    def _load_dir(self) -> tempfile.TemporaryDirectory[str]:
+        """A temp directory for the rows being loaded: beside a warehouse file (in the
+        --out whose lock the loading command holds, so that the next run there removes
+        what a killed one left: iofleet.results.outdir.remove_dead_temps), in TMPDIR for
+        an in-memory one."""
+        memory = self.path == "" or self.path.startswith(":memory:")
+        where = None if memory else os.path.dirname(os.path.abspath(self.path))
+        return tempfile.TemporaryDirectory(prefix=LOAD_PREFIX, dir=where)
 
     def _load_csv(self, table: Table, path: Path) -> None:
         cols = ", ".join(f'"{c}"' for c in table.column_names)
