@@ -27,6 +27,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
@@ -171,11 +172,25 @@ class Warehouse:
         self.where = f"--warehouse {self.path}"  # iofleet.results.source.ResultsSource
         if read_only:
             self._connect(read_only=True)
-            if self._up_to_date():
-                return
+            with self._closed_on_failure():
+                if self._up_to_date():
+                    return
             self.close()
         self._connect(read_only=False)
-        self._create()
+        with self._closed_on_failure():
+            self._create()
+
+    @contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Close the connection when the block fails or is interrupted: the caller never
+        gets the Warehouse, so nobody else would, and an open connection keeps the file
+        (and DuckDB's database instance: a read-only one refuses a read-write open of
+        the same file in this process)."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     def _connect(self, read_only: bool) -> None:
         self.con = duckdb.connect(self.path, read_only=read_only)
