@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mounts import tmpfs
-from tests.integration.proctable import alive, wait_for
-from tests.integration.test_local_signals import Run, _matrix, _open_writer, gated_populate
+from tests.integration.test_local_leftovers import sigkilled_while_populating
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -89,34 +87,16 @@ def test_a_cell_that_fits_runs_and_leaves_the_room_it_found(small_fs: Path, tmp_
     assert (tmp_path / "out" / "warehouse.duckdb").is_file()
 
 
-def _sigkilled_while_populating(tmp_path: Path, writes: str) -> str:
-    """A run on tmp_path/target SIGKILLed (no cleanup of its own runs) once its populate
-    step has run `writes` and waits; its processes are gone. Its run id."""
-    app, gate = gated_populate(tmp_path, writes)
-    run = Run(tmp_path, _matrix(tmp_path, [app], [1]))
-    writer = None
-    try:
-        writer = wait_for(lambda: _open_writer(gate), 120, "the populate step to start")
-        run.look()
-        os.killpg(run.proc.pid, signal.SIGKILL)
-        run.finish()
-        wait_for(lambda: alive(run.seen) == [], 60, "the dead run's processes to go")
-    finally:
-        if writer:
-            os.close(writer)
-        run.finish()
-    (mark,) = (tmp_path / "target").glob(".iofleet-run-*.json")
-    return mark.name.removeprefix(".iofleet-run-").removesuffix(".json")
-
-
 @pytest.mark.slow
 def test_a_dead_runs_leftovers_are_removed_before_the_room_is_checked(tmp_path: Path) -> None:
     # given a 1,280 MiB file system holding 200 MiB that a SIGKILLed run left there
     with tmpfs(tmp_path / "target", "1280m", "iofleet-room-dead") as target:
         empty = os.statvfs(target).f_bfree
-        dead = _sigkilled_while_populating(
-            tmp_path, 'head -c 200M /dev/zero > "$IOFLEET_SHARED/data"'
+        run = sigkilled_while_populating(
+            tmp_path, writes='head -c 200M /dev/zero > "$IOFLEET_SHARED/data"'
         )
+        (mark,) = target.glob(".iofleet-run-*.json")
+        dead = mark.name.removeprefix(".iofleet-run-").removesuffix(".json")
         assert list(target.glob(f"iofleet-{dead}/*/shared/data"))
         assert os.statvfs(target).f_bfree < empty
         # when: a run into another --out needs 2 x 65 MiB beside the 1 GiB kept free,
@@ -126,13 +106,8 @@ def test_a_dead_runs_leftovers_are_removed_before_the_room_is_checked(tmp_path: 
         assert code == 0, err
         assert [line for line in err.splitlines() if "removed" in line] == [
             f"iofleet: {target}: removed what run {dead} left there "
-            f"(its runner, pid {_runner_pid(tmp_path, dead)}, died without cleaning up)"
+            f"(its runner, pid {run.proc.pid}, died without cleaning up)"
         ], err
         assert list(target.iterdir()) == []
         assert os.statvfs(target).f_bfree == empty
     assert (tmp_path / "out2" / "warehouse.duckdb").is_file()
-
-
-def _runner_pid(tmp_path: Path, run_id: str) -> int:
-    doc = json.loads((tmp_path / "out" / "raw" / run_id / "run.json").read_text())
-    return int(doc["runner_pid"])

@@ -329,15 +329,7 @@ def _next_run(tmp_path: Path, out: str = "out", name: str = "next") -> str:
 
 def test_sigint_while_populating_removes_the_cell_data_and_runs_no_slot(tmp_path: Path) -> None:
     # given a cell whose app populates shared data once, then waits on a fifo
-    gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    app = {
-        "app": {
-            "name": "pop",
-            "populate": f'echo data > "$IOFLEET_SHARED/data"; read line < {gate}',
-            "run": 'cat "$IOFLEET_SHARED/data"',
-        }
-    }
+    app, gate = gated_populate(tmp_path)
     run = Run(tmp_path, _matrix(tmp_path, [app, IOPING], [2]))
     writer = None
     try:
