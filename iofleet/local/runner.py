@@ -173,14 +173,10 @@ def run_local(
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
     made = make_targets(plan, base, matrix_file_name(matrix_path))
     running = False
+    swept: dict[str, str] = {}
     try:
         swept = sweep_dead(plan, base)  # a dead run's files are not room this run lacks
-        try:
-            check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
-        except EnvironmentProblem:
-            for line in swept.values():
-                _say(line)
-            raise
+        check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
         make_out_dir(out_dir)
         with output_lock(out_dir) as lock_fd:
             running = True
@@ -192,6 +188,8 @@ def run_local(
                 raise _environment(exc) from None
     finally:
         if not running:  # refused before the run began: it leaves nothing behind
+            for line in swept.values():  # but what it removed is said (the run says it)
+                _say(line)
             remove_made(made)
 
 

@@ -111,3 +111,30 @@ def test_a_dead_runs_leftovers_are_removed_before_the_room_is_checked(tmp_path: 
         assert list(target.iterdir()) == []
         assert os.statvfs(target).f_bfree == empty
     assert (tmp_path / "out2" / "warehouse.duckdb").is_file()
+
+
+@pytest.mark.slow
+def test_a_run_refused_for_room_still_removes_a_dead_runs_leftovers_and_says_so(
+    tmp_path: Path,
+) -> None:
+    # given a 1,280 MiB file system holding 200 MiB that a SIGKILLed run left there
+    with tmpfs(tmp_path / "target", "1280m", "iofleet-room-dead") as target:
+        empty = os.statvfs(target).f_bfree
+        run = sigkilled_while_populating(
+            tmp_path, writes='head -c 200M /dev/zero > "$IOFLEET_SHARED/data"'
+        )
+        (mark,) = target.glob(".iofleet-run-*.json")
+        dead = mark.name.removeprefix(".iofleet-run-").removesuffix(".json")
+        # when: a run that would not fit even on the empty file system (4 x 65 MiB)
+        code, err = _local(tmp_path, target, "64m", [4], out="out2")
+        # then: refused, after removing the dead run's files, in one line each
+        assert code == 3, err
+        removed, refused = err.splitlines()
+        assert removed == (
+            f"iofleet: {target}: removed what run {dead} left there "
+            f"(its runner, pid {run.proc.pid}, died without cleaning up)"
+        )
+        assert "lays out ~260.0 MiB of files at once" in refused, refused
+        assert list(target.iterdir()) == []
+        assert os.statvfs(target).f_bfree == empty
+    assert not (tmp_path / "out2").exists()
