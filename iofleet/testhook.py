@@ -5,7 +5,12 @@ sleeps. Unset (always, outside tests), `pause` does nothing. Stdlib only.
 
 Points: `workload-ended` (an agent's workload child has exited, its output not yet
 saved: iofleet.agent.process.run_child), `runner-cleanup` (`iofleet local` has run
-its last cell and not yet written run.json: iofleet.local.runner).
+its last cell and not yet written run.json: iofleet.local.runner), and four where a
+temp file is written and not yet renamed into place (what a SIGKILL there leaves, the
+next run removes: iofleet.results.outdir.remove_dead_temps): `temp-json` (the runner's
+run.json and payloads: iofleet.local.runner), `temp-artifact` (an agent's raw artifact:
+iofleet.agent.store), `temp-load` (a table's rows for the ingest:
+iofleet.results.warehouse), `temp-html` (the HTML report: iofleet.report.cli).
 """
 
 from __future__ import annotations

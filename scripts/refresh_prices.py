@@ -22,7 +22,9 @@ on stderr. Deployment types whose Price List attributes could not be verified
 `not refreshed`. Exit status: 0 every queried rate written; 1 a rate refused or
 the Price List is not what this script was written for, nothing written; 3
 (--partial only) the rates that passed written, the refused ones null; 2 a bad
-command line or --out file. The file is replaced atomically (temp file + rename).
+command line or --out file. The file is replaced atomically (temp file + rename), in
+its own layout (`dump_table`: a record of rates on one line, an instance type a line,
+numbers spelled as they were), so its diff shows the rates that changed.
 
 Needs boto3 and credentials (the Price List API answers from us-east-1).
 """
@@ -417,8 +419,7 @@ def _refresh_fsx(client: Any, table: dict[str, Any], region: str, partial: bool)
         print("refresh_prices: no FSx rate passed; nothing written", file=sys.stderr)
         return EXIT_REFUSED
     today = dt.datetime.now(dt.UTC).date().isoformat()
-    regions = table.setdefault("regions", {})
-    regions.setdefault(region, {}).update(fsx_sections(result))
+    region_of(table, region).update(fsx_sections(result))
     for section in (OPENZFS, LUSTRE):
         record = table.setdefault("sections", {}).setdefault(section, {})
         record.setdefault("refreshed", {})[region] = {
@@ -432,6 +433,117 @@ def _refresh_fsx(client: Any, table: dict[str, Any], region: str, partial: bool)
             "not_refreshed": UNMAPPED[section],
         }
     return EXIT_PARTIAL if result.refused else EXIT_OK
+
+
+# ----------------------------------------------------------------- the file's layout
+
+# prices.json is laid out by hand for reading and for diffs: a record of rates on one
+# line (`"gp2": {"gib_month": 0.10}`), one line per instance type, numbers spelled as
+# written (0.10, 6.00). `load_table` keeps each number's spelling and `dump_table`
+# writes that layout, so a refresh changes the lines of the rates it changed only.
+WIDTH = 140  # a record or list longer than this on one line is one entry a line
+ONE_PER_LINE = frozenset({"ec2_hourly"})  # grows with every type added: a line each
+
+
+class Number(float):
+    """A number read from the file, with its spelling (0.10 is written back as 0.10)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> Number:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def load_table(text: str) -> Any:
+    return json.loads(text, parse_float=Number)
+
+
+def keep_spelling(old: Any, new: Any) -> Any:
+    """`new`, with each number equal to the one at the same place in `old` spelled as
+    there (a refresh that finds a rate unchanged leaves its line as it was)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: keep_spelling(old.get(k), v) if k in old else v for k, v in new.items()}
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [keep_spelling(o, n) for o, n in zip(old, new, strict=True)]
+    if (
+        isinstance(old, Number)
+        and isinstance(new, (int, float))
+        and not isinstance(new, bool)
+        and float(old) == float(new)
+    ):
+        return old
+    return new
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, Number):
+        return value.text
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _flat(value: Any) -> bool:
+    """A scalar, or a list of scalars or of flat lists (io2's tiers)."""
+    if isinstance(value, list):
+        return all(_flat(v) and not isinstance(v, dict) for v in value)
+    return not isinstance(value, dict)
+
+
+def _one_line(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_one_line(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_one_line(v) for v in value) + "]"
+    return _scalar(value)
+
+
+def _render(value: Any, indent: int, head: str, key: str | None, out: list[str], tail: str) -> None:
+    pad = " " * indent
+    leaf = (isinstance(value, dict) and all(_flat(v) for v in value.values())) or (
+        isinstance(value, list) and _flat(value)
+    )
+    if not isinstance(value, (dict, list)) or not value:
+        out.append(f"{pad}{head}{_one_line(value)}{tail}")
+        return
+    if leaf and key not in ONE_PER_LINE:
+        line = f"{pad}{head}{_one_line(value)}{tail}"
+        if len(line) <= WIDTH:
+            out.append(line)
+            return
+    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    out.append(f"{pad}{head}{opening}")
+    items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    for i, (k, v) in enumerate(items):
+        sub_head = f"{json.dumps(k)}: " if k is not None else ""
+        _render(v, indent + 2, sub_head, k, out, "," if i < len(items) - 1 else "")
+    out.append(f"{pad}{closing}{tail}")
+
+
+def dump_table(table: Any) -> str:
+    """The table as text in the file's layout (see above)."""
+    out: list[str] = []
+    _render(table, 0, "", None, out, "")
+    return "\n".join(out) + "\n"
+
+
+def new_region(table: dict[str, Any]) -> dict[str, Any]:
+    """A Region the table does not have yet: every section the other Regions have, null
+    (unknown) until a refresh fills it. A refresh fills one kind of section (EC2 or FSx):
+    the entry says what it lacks, and does not look like a priced Region (a plan prices
+    those sections `unknown`, and a budget is refused: docs/decisions.md, record 41)."""
+    sections: dict[str, Any] = {}
+    for region in table["regions"].values():
+        if isinstance(region, dict):
+            sections.update(dict.fromkeys(region))
+    return dict.fromkeys(sections)
+
+
+def region_of(table: dict[str, Any], region: str) -> dict[str, Any]:
+    regions = table["regions"]
+    if not isinstance(regions.get(region), dict):
+        regions[region] = new_region(table)
+    return regions[region]
 
 
 # --------------------------------------------------------------------------- CLI
@@ -456,7 +568,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         parser.error("--partial applies to --fsx only")
 
     try:
-        table = json.loads(args.out.read_text(encoding="utf-8"))
+        text = args.out.read_text(encoding="utf-8")
+        table, shipped = load_table(text), load_table(text)
     except (OSError, ValueError) as err:
         print(f"{args.out}: cannot read the price table: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -470,19 +583,19 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.fsx:
         code = _refresh_fsx(client, table, args.region, args.partial)
         if code in (EXIT_OK, EXIT_PARTIAL):
-            write_atomically(args.out, json.dumps(table, indent=2) + "\n")
+            write_atomically(args.out, dump_table(keep_spelling(shipped, table)))
             print(f"refresh_prices: FSx rates for {args.region} in {args.out}")
         return code
 
-    region = table["regions"].setdefault(args.region, {})
-    types = set(region.get("ec2_hourly", {})) | {t for t in args.types.split(",") if t}
+    region = region_of(table, args.region)
+    types = set(region.get("ec2_hourly") or {}) | {t for t in args.types.split(",") if t}
     hourly = fetch_hourly(client, args.region, types)
     missing = sorted(types - set(hourly))
     if missing:
         print(f"refresh_prices: no price for {', '.join(missing)}", file=sys.stderr)
     region["ec2_hourly"] = dict(sorted(hourly.items()))
     table["as_of"] = dt.datetime.now(dt.UTC).date().isoformat()
-    write_atomically(args.out, json.dumps(table, indent=2) + "\n")
+    write_atomically(args.out, dump_table(keep_spelling(shipped, table)))
     print(f"refresh_prices: {len(hourly)} prices for {args.region} in {args.out}")
     return EXIT_OK
 

@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from iofleet.testhook import pause
+
 
 class StoreError(Exception):
     """The results store cannot be used; one-line message."""
@@ -59,6 +61,7 @@ class DirectoryStore(ResultsStore):
                     handle.write(text)
                     handle.flush()
                     os.fsync(handle.fileno())
+                pause("temp-artifact")  # a test SIGKILLs the run here (iofleet.testhook)
                 os.replace(tmp, target)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

@@ -11,11 +11,12 @@ So each run marks every target it uses, before anything of it is written there:
 `<target>/.iofleet-run-<run_id>.json` with its runner's pid, the process's start time
 (/proc/PID/stat, in clock ticks since boot), the kernel's boot id and the host name.
 The mark goes when the run has removed its directory from the target. The next run
-on that target (any --out; after its own --out's dead runs have been recovered, which
-removes their slots' and `shared` directories, but not a populate step's) reads every mark: one whose runner is gone (another boot
-id, or no process with that pid and start time: a pid reused by another process does
-not count) has its `iofleet-<run_id>` directory and then the mark removed, and the
-run says so in one line. A runner that is alive, or on another host (a shared NFS or
+on that target (any --out) reads every mark first, before its room check (a dead run's
+files are no room the new run lacks: iofleet/local/space.py) and before its own
+--out's dead runs are recovered: one whose runner is gone (another boot id, or no
+process with that pid and start time: a pid reused by another process does not
+count) has its `iofleet-<run_id>` directory and then the mark removed, and the run
+says so in one line. A runner that is alive, or on another host (a shared NFS or
 EFS path: its processes cannot be seen from here), or a mark that cannot be read, is
 left alone; so is everything on the target that no mark names.
 """
@@ -107,7 +108,13 @@ def unmark(target: Path, run_id: str) -> None:
 
 def remove_dead(target: Path) -> list[str]:
     """Remove what runs whose runner is gone left on `target`; one line per run."""
-    lines: list[str] = []
+    return list(remove_dead_runs(target).values())
+
+
+def remove_dead_runs(target: Path) -> dict[str, str]:
+    """`remove_dead`, the lines by run id (the runner says nothing more of a run whose
+    --out it recovers: one line per run)."""
+    lines: dict[str, str] = {}
     try:
         names = sorted(os.listdir(target))
     except OSError:
@@ -128,14 +135,14 @@ def remove_dead(target: Path) -> list[str]:
         from iofleet.agent.target import remove_run_dir, run_dir_name  # only now: startup
 
         if not os.path.lexists(target / run_dir_name(run_id)):
-            path.unlink(missing_ok=True)  # its files went already (recover_interrupted)
+            path.unlink(missing_ok=True)  # its files went already
             continue
         problem = remove_run_dir(target, run_id)
         if problem:
-            lines.append(f"{target}: run {run_id} died and left files; {problem}")
+            lines[run_id] = f"{target}: run {run_id} died and left files; {problem}"
             continue
         path.unlink(missing_ok=True)
-        lines.append(
+        lines[run_id] = (
             f"{target}: removed what run {run_id} left there "
             f"(its runner, pid {doc.get('pid')}, died without cleaning up)"
         )

@@ -36,7 +36,7 @@ from iofleet.local.finish import (  # noqa: F401 - FINISH_MODULES, prepare_finis
     prepare_finish,
     prepare_while_starting,
 )
-from iofleet.local.leftovers import mark, remove_dead, unmark
+from iofleet.local.leftovers import mark, remove_dead_runs, unmark
 from iofleet.local.progress import Progress
 from iofleet.local.progress import say as _say
 from iofleet.local.slots import (
@@ -47,7 +47,12 @@ from iofleet.local.slots import (
 )
 from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.results.outdir import environment_problem as _environment
-from iofleet.results.outdir import make_out_dir, not_a_directory, output_lock
+from iofleet.results.outdir import (
+    make_out_dir,
+    not_a_directory,
+    output_lock,
+    remove_dead_temps,
+)
 from iofleet.testhook import pause
 
 BARRIER_TIMEOUT_S = 600
@@ -78,6 +83,7 @@ def _write_json(path: Path, doc: object) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+        pause("temp-json")  # a test SIGKILLs the run here (iofleet.testhook)
         tmp.replace(path)
     except BaseException:  # an interrupt between the two leaves no .tmp behind
         tmp.unlink(missing_ok=True)
@@ -88,14 +94,15 @@ def _runner_gone(pid: object) -> str:
     return f"runner exited without finishing (pid {pid})"
 
 
-def recover_interrupted(out_dir: Path, raw_root: Path) -> list[str]:
+def recover_interrupted(out_dir: Path, raw_root: Path) -> dict[str, str]:
     """Runs in this --out whose runner died (run.json still RUNNING; we hold the lock, so
     no live runner owns them): mark them ABORTED with the reason, give every slot that
     has no slot.json a FAILED record, remove their leftover files from the target.
-    Returns one line per run for the user; the next ingest loads what they measured."""
+    Returns one line per run for the user, by run id; the next ingest loads what they
+    measured."""
     from iofleet.agent.target import remove_workdir
 
-    lines: list[str] = []
+    lines: dict[str, str] = {}
     if not raw_root.is_dir():
         return lines
     for run_file in sorted(raw_root.glob("*/run.json")):
@@ -134,7 +141,7 @@ def recover_interrupted(out_dir: Path, raw_root: Path) -> list[str]:
             finished_at=iso(datetime.fromtimestamp(latest, UTC)) if latest else None,
         )
         _write_json(run_file, doc)
-        lines.append(
+        lines[run_id] = (
             f"iofleet: earlier run {run_id} was interrupted: {reason}; marked ABORTED"
             + (f", {failed} unfinished slot(s) recorded FAILED" if failed else "")
             + "; what it measured is ingested with this run"
@@ -166,18 +173,35 @@ def run_local(
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
     made = make_targets(plan, base, matrix_file_name(matrix_path))
     running = False
+    swept: dict[str, str] = {}
     try:
+        swept = sweep_dead(plan, base)  # a dead run's files are not room this run lacks
         check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
         make_out_dir(out_dir)
         with output_lock(out_dir) as lock_fd:
             running = True
             try:
-                return _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd)
+                return _run_locked(
+                    matrix, plan, out_dir, base, quiet, report_format, lock_fd, swept
+                )
             except OSError as exc:
                 raise _environment(exc) from None
     finally:
         if not running:  # refused before the run began: it leaves nothing behind
+            for line in swept.values():  # but what it removed is said (the run says it)
+                _say(line)
             remove_made(made)
+
+
+def sweep_dead(plan: Any, base: Path) -> dict[str, str]:
+    """Remove from each target what runs whose runner is gone left there (leftovers.py;
+    only marks that show their runner dead); one line per run, by run id, for the run to
+    say (unless it says that run's line of its own --out). Before the room check, and
+    without the --out lock: what it removes is no live run's, whatever its --out."""
+    swept: dict[str, str] = {}
+    for target in sorted({resolve_local_path(s.path, base) for s in plan.matrix.storage}):
+        swept.update(remove_dead_runs(target))
+    return swept
 
 
 def check_room(plan: Any, base: Path, file: str) -> None:
@@ -243,17 +267,24 @@ def remove_made(made: list[Path]) -> None:
             pass
 
 
-def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd) -> int:  # type: ignore[no-untyped-def]
+def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swept) -> int:  # type: ignore[no-untyped-def]
     with StopSignals(deferred=True) as stops:
         with stops.shielded():  # a signal here stops the run before its first cell
             progress = Progress(sys.stderr, quiet)
             raw_root = out_dir / "raw"
-            for line in recover_interrupted(out_dir, raw_root):
+            temps = remove_dead_temps(out_dir)  # first: a dead agent's slot.json.tmp too
+            if temps:
+                _say(
+                    f"{out_dir}: removed {len(temps)} temp file(s) a killed run left "
+                    f"(as {temps[0].relative_to(out_dir)})"
+                )
+            recovered = recover_interrupted(out_dir, raw_root)
+            for line in recovered.values():
                 _say(line.removeprefix("iofleet: "))
-            targets = sorted({resolve_local_path(s.path, base) for s in matrix.storage})
-            for target in targets:  # what runners that died left there (leftovers.py)
-                for line in remove_dead(target):
+            for run_id, line in swept.items():  # one line per run: recovered said it
+                if run_id not in recovered:
                     _say(line)
+            targets = sorted({resolve_local_path(s.path, base) for s in matrix.storage})
             plan_doc = plan.to_dict()
             raw_root.mkdir(parents=True, exist_ok=True)
             while True:  # the run's raw folder is created exclusively: its id is ours alone

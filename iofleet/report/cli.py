@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sys
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 from iofleet.report.model import ReportData
+from iofleet.testhook import pause
 
 if TYPE_CHECKING:
     from iofleet.results.source import ResultsSource
@@ -168,12 +170,17 @@ def _write_whole(path: Path, text: str) -> None:
     interrupt or a full disk leaves the previous file (or none), never half of one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as a plain open would make it, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            # held until the file closes, however the process ends: a run sweeping its
+            # --out leaves a temp file alone while its writer lives (results.outdir)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # as a plain open would make it, not mkstemp's 0600
             handle.write(text)
-        os.replace(tmp, path)
+            handle.flush()
+            pause("temp-html")  # a test stops or kills the writer here (iofleet.testhook)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

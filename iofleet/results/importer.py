@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.errors import EnvironmentProblem, Problem, UsageError, ValidationFailed
-from iofleet.results.outdir import make_out_dir, output_lock
+from iofleet.results.outdir import make_out_dir, output_lock, remove_dead_temps
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -388,6 +388,7 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
         print(f"{where}: {note}", file=sys.stderr)
     make_out_dir(out)
     with output_lock(out, "iofleet import"):  # one writer per --out: a second one exits 4
+        remove_dead_temps(out)  # what a killed writer of this --out left (outdir.py)
         run_id, warehouse, stats, errors = _import_locked(out, label, slots, workloads)
     for e in errors:  # the parsers accepted every file above: a mismatch is a bug
         print(f"{out / 'raw' / e['object_key']}: {e['reason']}", file=sys.stderr)

@@ -1,8 +1,27 @@
-"""The `--out` directory's lock and the machine errors met while writing it.
+"""The `--out` directory's lock, the temp files a dead writer left there, and the
+machine errors met while writing it.
 
 `iofleet local` and `iofleet import` both write `OUT/raw/` and rebuild
 `OUT/warehouse.duckdb`; each holds `OUT/.iofleet.lock` while it does, so a second
 writer exits 4 (OutputBusy) instead of sharing the warehouse with the first.
+
+Every file they write there is written whole: a temp file, renamed into place. A
+writer killed between the two (SIGKILL, the OOM killer, a power cut) leaves the temp
+file; the next writer, once it holds the lock, removes those (`remove_dead_temps`):
+no other writer of this --out lives then (the lock goes with its last holder, the
+agents included), and each is found by its exact name and place:
+
+- `raw/RUN/run.json.tmp`, `payloads/RUN/CELL/slot-NNNN.json.tmp` (the runner's JSON)
+  and `raw/RUN/CELL/slot-NNNN/slot.json.tmp` (a dead agent's record);
+- `raw/RUN/CELL/slot-NNNN/.NAME.XXXXXXXX` (an agent's artifact: iofleet.agent.store);
+- `.iofleet-load-XXXXXXXX/` (the rows of an ingest: iofleet.results.warehouse);
+- `.import-RUN/` (an import not yet renamed into raw/: iofleet.results.importer);
+- `.report.html.XXXXXXXX.tmp` (the HTML report: iofleet.report.cli), unless its
+  writer still holds the flock it takes on it: `iofleet report --html` needs no lock
+  of --out, and may write there while a run starts.
+
+Anything else in --out (the user's files, a name that only looks like one of these
+elsewhere) is left alone.
 """
 
 from __future__ import annotations
@@ -10,6 +29,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,3 +122,85 @@ def not_a_directory(path: Path) -> str | None:
             return None
         return f"{at} exists and is not a directory"
     return None
+
+
+MKSTEMP = r"[a-z0-9_]{8}"  # the 8 characters tempfile.mkstemp and mkdtemp add
+_FIXED_JSON = {"run.json.tmp"}  # raw/RUN/
+_SLOT_JSON = re.compile(r"^slot-\d{4}\.json\.tmp$")  # payloads/RUN/CELL/
+_ARTIFACT = re.compile(rf"^\..+\.{MKSTEMP}$")  # raw/RUN/CELL/slot-NNNN/
+_IMPORT = r"\.import-[A-Za-z0-9][A-Za-z0-9._-]*-\d{8}t\d{6}z-[0-9a-f]{6}"  # importer's run id
+_TOP_DIRS = re.compile(rf"^(\.iofleet-load-{MKSTEMP}|{_IMPORT})$")
+_HTML = re.compile(rf"^\.report\.html\.{MKSTEMP}\.tmp$")
+
+
+def _entries(path: Path, dirs: bool) -> list[os.DirEntry[str]]:
+    """The directories (or the regular files) in `path`, links not followed."""
+    try:
+        with os.scandir(path) as it:
+            return [
+                e
+                for e in it
+                if (e.is_dir(follow_symlinks=False) if dirs else e.is_file(follow_symlinks=False))
+            ]
+    except OSError:
+        return []
+
+
+def _unlocked(path: str) -> bool:
+    """Whether no process holds a flock on the file (its writer is gone)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def dead_temps(out_dir: Path) -> list[Path]:
+    """The temp files (and temp directories) dead writers left in --out (see above).
+    Only for the holder of the --out lock."""
+    found: list[Path] = []
+    for entry in _entries(out_dir, dirs=True):
+        if _TOP_DIRS.match(entry.name):
+            found.append(Path(entry.path))
+    for entry in _entries(out_dir, dirs=False):
+        if _HTML.match(entry.name) and _unlocked(entry.path):
+            found.append(Path(entry.path))
+    for run in _entries(out_dir / "raw", dirs=True):
+        found += [Path(f.path) for f in _entries(Path(run.path), False) if f.name in _FIXED_JSON]
+        for cell in _entries(Path(run.path), dirs=True):
+            for slot in _entries(Path(cell.path), dirs=True):
+                if not re.fullmatch(r"slot-\d{4}", slot.name):
+                    continue
+                for f in _entries(Path(slot.path), dirs=False):
+                    if f.name == "slot.json.tmp" or _ARTIFACT.match(f.name):
+                        found.append(Path(f.path))
+    for run in _entries(out_dir / "payloads", dirs=True):
+        for cell in _entries(Path(run.path), dirs=True):
+            found += [
+                Path(f.path) for f in _entries(Path(cell.path), False) if _SLOT_JSON.match(f.name)
+            ]
+    return sorted(found)
+
+
+def remove_dead_temps(out_dir: Path) -> list[Path]:
+    """Remove what `dead_temps` finds; returns what was removed. Only for the holder of
+    the --out lock, before it writes anything."""
+    removed = []
+    for path in dead_temps(out_dir):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue  # left for a later run; this one's writes say what is wrong
+        removed.append(path)
+    return removed

@@ -27,6 +27,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import itemgetter
@@ -48,8 +49,10 @@ from iofleet.results.ingest import (
     rows_and_bin_blocks,
 )
 from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, INGEST_ERRORS, SLOTS, TABLES, Table
+from iofleet.testhook import pause
 
 _ORDER_CELLS = "cell_index NULLS LAST, cell_id"
+LOAD_PREFIX = ".iofleet-load-"  # the rows being loaded, as CSV: Warehouse._load_dir
 COLUMNAR_MIN_BINS = 20_000  # fio_latency_bins rows from which numpy arrays beat CSV text
 
 
@@ -169,11 +172,25 @@ class Warehouse:
         self.where = f"--warehouse {self.path}"  # iofleet.results.source.ResultsSource
         if read_only:
             self._connect(read_only=True)
-            if self._up_to_date():
-                return
+            with self._closed_on_failure():
+                if self._up_to_date():
+                    return
             self.close()
         self._connect(read_only=False)
-        self._create()
+        with self._closed_on_failure():
+            self._create()
+
+    @contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Close the connection when the block fails or is interrupted: the caller never
+        gets the Warehouse, so nobody else would, and an open connection keeps the file
+        (and DuckDB's database instance: a read-only one refuses a read-write open of
+        the same file in this process)."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     def _connect(self, read_only: bool) -> None:
         self.con = duckdb.connect(self.path, read_only=read_only)
@@ -262,12 +279,13 @@ class Warehouse:
             values = list(map(itemgetter(*columns), rows))
         except KeyError:
             values = [[row.get(c) for c in columns] for row in rows]
-        with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
+        with self._load_dir() as tmp:
             path = Path(tmp) / f"{table.name}.csv"
             with path.open("w", encoding="utf-8", newline="") as out:
                 # csv's C writer is the fastest stdlib path; None and "" both
                 # become an empty unquoted field, which DuckDB reads as NULL.
                 csv.writer(out, lineterminator="\n").writerows(values)
+            pause("temp-load")  # a test SIGKILLs the run here (iofleet.testhook)
             self._load_csv(table, path)
         return len(rows)
 
@@ -336,7 +354,7 @@ class Warehouse:
         if not blocks:
             return 0
         count = 0
-        with tempfile.TemporaryDirectory(prefix="iofleet-load-") as tmp:
+        with self._load_dir() as tmp:
             path = Path(tmp) / f"{FIO_LATENCY_BINS.name}.csv"
             shared = io.StringIO()
             encode = csv.writer(shared, lineterminator="\n")
@@ -365,6 +383,15 @@ class Warehouse:
                 [str(path)],
             )
         return count
+
+    def _load_dir(self) -> tempfile.TemporaryDirectory[str]:
+        """A temp directory for the rows being loaded: beside a warehouse file (in the
+        --out whose lock the loading command holds, so that the next run there removes
+        what a killed one left: iofleet.results.outdir.remove_dead_temps), in TMPDIR for
+        an in-memory one."""
+        memory = self.path == "" or self.path.startswith(":memory:")
+        where = None if memory else os.path.dirname(os.path.abspath(self.path))
+        return tempfile.TemporaryDirectory(prefix=LOAD_PREFIX, dir=where)
 
     def _load_csv(self, table: Table, path: Path) -> None:
         cols = ", ".join(f'"{c}"' for c in table.column_names)

@@ -1,5 +1,5 @@
-"""`iofleet import`, `report` and `compare` stopped by SIGINT or SIGTERM while DuckDB
-runs one of their statements.
+"""`iofleet import`, `report` and `compare` stopped by SIGINT, SIGTERM or SIGHUP while
+DuckDB runs one of their statements.
 
 A driver wraps one internal function so that, at that moment, the real command runs a
 statement that lasts until it is interrupted (a count over 10^15 rows) and marks that
@@ -123,15 +123,20 @@ def _stopped(tmp_path: Path, signum: int, at: str, *args: str) -> tuple[int, lis
 
 
 def _temp_files(path: Path) -> list[str]:
+    """Temp files in --out: `*.tmp`, or under a dot-name (`.import-RUN/`, the ingest's
+    `.iofleet-load-*/`, a report's `.report.html.*.tmp`), the --out lock aside."""
     return [
         f
         for f in files_under(path)
-        if f.endswith(".tmp") or any(part.startswith(".import-") for part in Path(f).parts)
+        if (f.endswith(".tmp") or any(part.startswith(".") for part in Path(f).parts))
+        and f != ".iofleet.lock"
     ]
 
 
 SIGNALS = pytest.mark.parametrize(
-    "signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
+    "signum",
+    [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
 )
 
 

@@ -23,24 +23,36 @@ from tests.integration.test_local_signals import (
     _open_writer,
     _under,
     assert_nothing_left,
+    gated_populate,
 )
 
 pytestmark = pytest.mark.slow
 
 
-def _populating(tmp_path: Path) -> tuple[Run, Path]:
-    """A run (--out out) whose populate step wrote its shared data and now waits on a
-    fifo; returns it and the fifo."""
-    gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    app = {
-        "app": {
-            "name": "pop",
-            "populate": f'echo data > "$IOFLEET_SHARED/data"; read line < {gate} || true',
-            "run": 'cat "$IOFLEET_SHARED/data"',
-        }
-    }
+def _populating(tmp_path: Path, **writes: str) -> tuple[Run, Path]:
+    """A run (--out out) whose populate step wrote its shared data (`writes`, as
+    gated_populate takes it) and now waits on a fifo; returns it and the fifo."""
+    app, gate = gated_populate(tmp_path, **writes)
     return Run(tmp_path, _matrix(tmp_path, [app], [1])), gate
+
+
+def sigkilled_while_populating(tmp_path: Path, **writes: str) -> Run:
+    """A run (--out out) SIGKILLed while its populate step waits (no cleanup of its own
+    can run); returned once its processes are gone (the populate's guardian SIGKILLs
+    the bash step)."""
+    run, gate = _populating(tmp_path, **writes)
+    writer = None
+    try:
+        writer = wait_for(lambda: _open_writer(gate), 120, "the populate step to start")
+        run.look()
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        run.finish()
+        wait_for(lambda: alive(run.seen) == [], 60, "the dead run's processes to go")
+    finally:
+        if writer:
+            os.close(writer)
+        run.finish()
+    return run
 
 
 def _other_run(tmp_path: Path) -> list[str]:
@@ -63,19 +75,7 @@ def test_the_next_run_removes_what_a_sigkilled_runner_left_and_nothing_else(
     (target / "iofleet-handmade").mkdir()
     (target / "iofleet-handmade" / "f").write_text("keep\n")
     # and a run SIGKILLed while it populates (no cleanup of its own can run)
-    run, gate = _populating(tmp_path)
-    writer = None
-    try:
-        writer = wait_for(lambda: _open_writer(gate), 120, "the populate step to start")
-        run.look()
-        os.killpg(run.proc.pid, signal.SIGKILL)
-        run.finish()
-        # its processes die with it (the populate's guardian SIGKILLs the bash step)
-        wait_for(lambda: alive(run.seen) == [], 60, "the dead run's processes to go")
-    finally:
-        if writer:
-            os.close(writer)
-        run.finish()
+    run = sigkilled_while_populating(tmp_path)
     (dead,) = _run_dirs(target)
     dead_id = dead.removeprefix("iofleet-")
     assert list((target / dead).glob("*/shared/data")) and list((target / dead).glob("*/populate"))

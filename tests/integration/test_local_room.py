@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.mounts import tmpfs
+from tests.integration.test_local_leftovers import sigkilled_while_populating
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -28,11 +29,14 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield point
 
 
-def _local(tmp_path: Path, target: Path, size: str, fleets: list[int]) -> tuple[int, str]:
+def _local(
+    tmp_path: Path, path: Path, size: str, fleets: list[int], out: str = "out"
+) -> tuple[int, str]:
+    """`iofleet local` of fio (SIZE) and ioping on the storage path `path`."""
     matrix = tmp_path / "m.json"
     doc = {
         "name": "room",
-        "storage": [{"type": "local", "label": "small", "path": str(target / "t")}],
+        "storage": [{"type": "local", "label": "small", "path": str(path)}],
         "workloads": [
             {"fio": "seq-write-1m-qd32", "params": {"SIZE": size, "RUNTIME": 1, "DIRECT": 0}},
             {"ioping": {"count": 2, "interval_ms": 0}},
@@ -40,9 +44,8 @@ def _local(tmp_path: Path, target: Path, size: str, fleets: list[int]) -> tuple[
         "parallelism": fleets,
     }
     matrix.write_text(json.dumps(doc))
-    out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", str(out), "-q"],
+        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", out, "-q"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -60,7 +63,7 @@ def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written
     # of fio files (and ioping's 1 MiB each) while 1 GiB is kept free
     before = os.statvfs(small_fs)
     # when it is run
-    code, err = _local(tmp_path, small_fs, "64m", [1, 4])
+    code, err = _local(tmp_path, small_fs / "t", "64m", [1, 4])
     # then it is refused in one line naming the file, the storage, the cell and the room
     assert code == 3, err
     [line] = err.splitlines()
@@ -76,9 +79,62 @@ def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written
 
 def test_a_cell_that_fits_runs_and_leaves_the_room_it_found(small_fs: Path, tmp_path: Path) -> None:
     # given the same file system and cells that fit beside the 1 GiB kept free
-    code, err = _local(tmp_path, small_fs, "32m", [1, 2])
+    code, err = _local(tmp_path, small_fs / "t", "32m", [1, 2])
     # then it runs, and its files are gone from the target afterwards
     assert code == 0, err
     target = small_fs / "t"
     assert [p for p in target.rglob("*") if p.is_file()] == []
     assert (tmp_path / "out" / "warehouse.duckdb").is_file()
+
+
+@pytest.mark.slow
+def test_a_dead_runs_leftovers_are_removed_before_the_room_is_checked(tmp_path: Path) -> None:
+    # given a 1,280 MiB file system holding 200 MiB that a SIGKILLed run left there
+    with tmpfs(tmp_path / "target", "1280m", "iofleet-room-dead") as target:
+        empty = os.statvfs(target).f_bfree
+        run = sigkilled_while_populating(
+            tmp_path, writes='head -c 200M /dev/zero > "$IOFLEET_SHARED/data"'
+        )
+        (mark,) = target.glob(".iofleet-run-*.json")
+        dead = mark.name.removeprefix(".iofleet-run-").removesuffix(".json")
+        assert list(target.glob(f"iofleet-{dead}/*/shared/data"))
+        assert os.statvfs(target).f_bfree < empty
+        # when: a run into another --out needs 2 x 65 MiB beside the 1 GiB kept free,
+        # which fits the empty file system and not the one with the dead run's 200 MiB
+        code, err = _local(tmp_path, target, "64m", [2], out="out2")
+        # then: it removed the dead run's files first, ran, and left the room it found
+        assert code == 0, err
+        assert [line for line in err.splitlines() if "removed" in line] == [
+            f"iofleet: {target}: removed what run {dead} left there "
+            f"(its runner, pid {run.proc.pid}, died without cleaning up)"
+        ], err
+        assert list(target.iterdir()) == []
+        assert os.statvfs(target).f_bfree == empty
+    assert (tmp_path / "out2" / "warehouse.duckdb").is_file()
+
+
+@pytest.mark.slow
+def test_a_run_refused_for_room_still_removes_a_dead_runs_leftovers_and_says_so(
+    tmp_path: Path,
+) -> None:
+    # given a 1,280 MiB file system holding 200 MiB that a SIGKILLed run left there
+    with tmpfs(tmp_path / "target", "1280m", "iofleet-room-dead") as target:
+        empty = os.statvfs(target).f_bfree
+        run = sigkilled_while_populating(
+            tmp_path, writes='head -c 200M /dev/zero > "$IOFLEET_SHARED/data"'
+        )
+        (mark,) = target.glob(".iofleet-run-*.json")
+        dead = mark.name.removeprefix(".iofleet-run-").removesuffix(".json")
+        # when: a run that would not fit even on the empty file system (4 x 65 MiB)
+        code, err = _local(tmp_path, target, "64m", [4], out="out2")
+        # then: refused, after removing the dead run's files, in one line each
+        assert code == 3, err
+        removed, refused = err.splitlines()
+        assert removed == (
+            f"iofleet: {target}: removed what run {dead} left there "
+            f"(its runner, pid {run.proc.pid}, died without cleaning up)"
+        )
+        assert "lays out ~260.0 MiB of files at once" in refused, refused
+        assert list(target.iterdir()) == []
+        assert os.statvfs(target).f_bfree == empty
+    assert not (tmp_path / "out2").exists()

@@ -232,6 +232,24 @@ def _open_writer(fifo: Path) -> int | None:
         return None
 
 
+def gated_populate(
+    tmp_path: Path, writes: str = 'echo data > "$IOFLEET_SHARED/data"'
+) -> tuple[dict, Path]:
+    """An app workload whose populate step runs `writes` (its shared data) and then waits
+    on a fifo made here: it runs on once a writer the test holds is closed (the step
+    succeeds); `_open_writer(fifo)` succeeds once it waits. The workload and the fifo."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    app = {
+        "app": {
+            "name": "pop",
+            "populate": f"{writes}; read line < {gate} || true",
+            "run": 'cat "$IOFLEET_SHARED/data"',
+        }
+    }
+    return app, gate
+
+
 def _under(tmp_path: Path) -> list[tuple[int, str]]:
     """Live processes whose command line or working directory is under tmp_path."""
     found = []
@@ -311,15 +329,7 @@ def _next_run(tmp_path: Path, out: str = "out", name: str = "next") -> str:
 
 def test_sigint_while_populating_removes_the_cell_data_and_runs_no_slot(tmp_path: Path) -> None:
     # given a cell whose app populates shared data once, then waits on a fifo
-    gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    app = {
-        "app": {
-            "name": "pop",
-            "populate": f'echo data > "$IOFLEET_SHARED/data"; read line < {gate}',
-            "run": 'cat "$IOFLEET_SHARED/data"',
-        }
-    }
+    app, gate = gated_populate(tmp_path)
     run = Run(tmp_path, _matrix(tmp_path, [app, IOPING], [2]))
     writer = None
     try:

@@ -15,6 +15,7 @@ EVIDENCE in the script); the rates are round TEST RATES for hand arithmetic, NOT
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib.util
 import json
 import os
@@ -552,3 +553,98 @@ def test_every_attribute_the_filters_use_names_its_evidence() -> None:
             assert set(sources) <= set(script.EVIDENCE), (rate.name, pair)
     for unmapped in script.UNMAPPED.values():
         assert not set(unmapped) & {r.deployment for r in script.FSX_RATES}
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def _diff(before: str, after: str) -> tuple[list[str], list[str]]:
+    """(lines removed, lines added) from `before` to `after`."""
+    lines = list(difflib.ndiff(before.splitlines(), after.splitlines()))
+    return [x[2:] for x in lines if x.startswith("- ")], [
+        x[2:] for x in lines if x.startswith("+ ")
+    ]
+
+
+def test_the_shipped_table_is_in_the_layout_a_refresh_writes() -> None:
+    script = load()
+    text = SHIPPED.read_text(encoding="utf-8")
+    assert script.dump_table(script.load_table(text)) == text
+
+
+def test_a_refresh_changes_the_lines_of_the_rates_it_changed_and_no_other(
+    pricelist: tuple[str, PriceListStandIn], table: Path
+) -> None:
+    url, fake = pricelist
+    shipped = table.read_text(encoding="utf-8")
+    # when: the first refresh fills the Region's FSx sections
+    assert refresh(url, table).returncode == 0
+    first = table.read_text(encoding="utf-8")
+    # then: of the shipped lines only the two null sections went, and the two lines that
+    # gained a comma before the new `refreshed` records; every rate is spelled as it was
+    removed, _ = _diff(shipped, first)
+    assert sorted(line.strip() for line in removed) == sorted(
+        ['"fsx-openzfs": null,', '"fsx-lustre": null,']
+        + [
+            f'"unknown_reason": "no FSx for {name} rate for this region was found on a page '
+            "that could be cited: give the rates in the matrix's prices (README, Matrix "
+            'reference)"'
+            for name in ("OpenZFS", "Lustre")
+        ]
+    )
+    assert '"gp2": {"gib_month": 0.10},' in first
+    assert '"efs": {"standard_gib_month": 0.30, "provisioned_mibps_month": 6.00,' in first
+    # when: AWS changes one rate and the table is refreshed again
+    _mutate(fake, "SINGLEAZ1SSD", lambda i: _dimension(i)["pricePerUnit"].update(USD="0.11"))
+    assert refresh(url, table).returncode == 0
+    # then: exactly one line changed, the one holding that rate
+    removed, added = _diff(first, table.read_text(encoding="utf-8"))
+    assert [line.strip() for line in removed] == [
+        '"SINGLE_AZ_1": {"ssd_gib_month": 0.1, "throughput_mbps_month": 0.2, "iops_month": 0.01},'
+    ]
+    assert [line.strip() for line in added] == [
+        '"SINGLE_AZ_1": {"ssd_gib_month": 0.11, "throughput_mbps_month": 0.2, "iops_month": 0.01},'
+    ]
+
+
+def test_an_fsx_refresh_of_a_new_region_leaves_its_other_sections_unknown(
+    pricelist: tuple[str, PriceListStandIn], tmp_path: Path
+) -> None:
+    """A Region the table lacks gets its FSx sections and every other section null, and a
+    plan there prices the FSx cells, names the rest unknown, and refuses a budget."""
+    url, fake = pricelist
+    fake.products += catalogue("ap-south-1")
+    pkg = tmp_path / "iofleet"
+    shutil.copytree(ROOT / "iofleet", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "fio-jobs", tmp_path / "fio-jobs")
+    out = pkg / "plan" / "data" / "prices.json"
+    # when
+    assert refresh(url, out, region="ap-south-1").returncode == 0
+    # then: the new Region has the sections the others have, all but FSx's null
+    table = json.loads(out.read_text(encoding="utf-8"))
+    region = table["regions"]["ap-south-1"]
+    assert list(region) == list(table["regions"]["us-east-1"])
+    assert {k for k, v in region.items() if v is not None} == {"fsx-openzfs", "fsx-lustre"}
+    assert prices.region_problems(region) == []
+    # and a plan there prices the FSx cells and leaves EC2 and the rest unknown
+    matrix = tmp_path / "m.json"
+    matrix.write_text(json.dumps(MATRIX), encoding="utf-8")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "AWS_REGION": "ap-south-1"}
+    plan = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", "plan", str(matrix), "--format", "json"],
+        capture_output=True, text=True, cwd=tmp_path, check=True, env=env,
+    )  # fmt: skip
+    cells = {c["storage_type"]: c for c in json.loads(plan.stdout)["cells"]}
+    zfs = cells["fsx-openzfs"]["cost"]
+    assert [i for i in zfs["items"] if i["item"].startswith("fsx-")]
+    assert not [u for u in zfs["unknown"] if "fsx" in u]
+    assert any(u.startswith("ec2 m6i.large") for u in zfs["unknown"]), zfs["unknown"]
+    # and a budget there is refused: the estimate leaves EC2 out
+    matrix.write_text(json.dumps({**MATRIX, "limits": {"budget_usd": 1000}}), encoding="utf-8")
+    refused = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", "plan", str(matrix)],
+        capture_output=True, text=True, cwd=tmp_path, check=False, env=env,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "leaves out c000-zfs-m6i.large-x1-r1: ec2 m6i.large (" in refused.stderr
+    assert "the budget cannot be checked" in refused.stderr

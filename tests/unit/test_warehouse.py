@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,12 @@ import pytest
 from iofleet.results import ingest
 from iofleet.results.ingest import BinBlock, expand_bin_blocks
 from iofleet.results.parsers.ioping import parse_ioping
-from iofleet.results.warehouse import SCHEMA_MARK, Warehouse, schema_fingerprint
+from iofleet.results.warehouse import (
+    SCHEMA_MARK,
+    Warehouse,
+    interrupt_open_warehouses,
+    schema_fingerprint,
+)
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
@@ -323,3 +329,79 @@ def test_a_value_the_checks_miss_costs_only_its_artifact(
         assert _count(wh, "fio_results") == stats.rows["fio_results"] > 0
         assert _count(wh, "fio_latency_bins") == stats.rows["fio_latency_bins"] > 0
         assert _count(wh, "runs") == 1
+
+
+# --- a failed open leaves nothing open --------------------------------------------
+
+
+def _marked_by(tmp_path: Path, mark_sql: str) -> Path:
+    """A warehouse file whose schema mark is a view running `mark_sql` (what reading the
+    mark then does: fail, or run until interrupted)."""
+    path = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(f"CREATE VIEW {SCHEMA_MARK} AS {mark_sql}")
+    con.close()
+    return path
+
+
+def _fds_on(path: Path) -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own fd, closed since
+            continue
+        if target.startswith(str(path)):
+            found.append(target)
+    return found
+
+
+def _opens_read_write(path: Path) -> bool:
+    """The file opens read-write in this process and takes a table (DuckDB refuses while a
+    read-only connection to it is open here)."""
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("CREATE TABLE after_the_failure AS SELECT 42 AS x")
+        return con.execute("SELECT x FROM after_the_failure").fetchall() == [(42,)]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "read-write"])
+def test_an_open_whose_first_query_fails_leaves_the_file_closed(
+    tmp_path: Path, read_only: bool
+) -> None:
+    # given a warehouse whose schema mark cannot be read (the query raises)
+    path = _marked_by(tmp_path, "SELECT error('unreadable') AS fingerprint, '' AS catalog")
+    # when it is opened
+    with pytest.raises(duckdb.InvalidInputException, match="unreadable"):
+        Warehouse(path, read_only=read_only)
+    # then no descriptor of it is left, and it opens read-write in this same process
+    assert _fds_on(path) == []
+    assert _opens_read_write(path)
+
+
+def test_an_open_interrupted_in_its_first_query_leaves_the_file_closed(tmp_path: Path) -> None:
+    # given a warehouse whose schema mark takes for ever to read
+    path = _marked_by(
+        tmp_path,
+        "SELECT count(*)::VARCHAR AS fingerprint, '' AS catalog FROM range(1000000000000000)",
+    )
+    # when a read-only open is interrupted (as a stop signal's watcher does) in that query
+    done = threading.Event()
+
+    def interrupt() -> None:
+        while not done.is_set():  # until it is interrupted: a call before the query is lost
+            interrupt_open_warehouses()
+
+    watcher = threading.Thread(target=interrupt)
+    watcher.start()
+    try:
+        with pytest.raises(duckdb.InterruptException):
+            Warehouse(path, read_only=True)
+    finally:
+        done.set()
+        watcher.join()
+    # then no descriptor of it is left, and it opens read-write in this same process
+    assert _fds_on(path) == []
+    assert _opens_read_write(path)

@@ -1,0 +1,133 @@
+"""The temp files a SIGKILLed `iofleet local` leaves in its --out, and the next run into
+that --out removing exactly those; a live writer's temp file and the user's files kept.
+
+Real runs (an agent, ioping, DuckDB). Each moment is one where a file is written and
+not yet renamed into place, reached with the env-guarded hook of iofleet.testhook: the
+process stops itself there (SIGSTOP), the test sees it stopped in /proc and SIGKILLs
+the run (the runner's group and the stopped process). The outcome is read from --out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.proctable import alive, files_under, stat_fields, tree, wait_for
+from tests.integration.test_local_signals import IOPING, Run, _matrix, _next_run
+
+pytestmark = pytest.mark.slow
+
+PAUSE = "IOFLEET_TEST_PAUSE_AT"
+
+# the point, and where the temp file it leaves is, below --out
+LEFT = {
+    "temp-json": "raw/*/run.json.tmp",  # the runner's run.json, at the run's start
+    "temp-artifact": "raw/*/*/slot-0000/.manifest.json.*",  # the agent's first artifact
+    "temp-load": ".iofleet-load-*/*.csv",  # the ingest's rows
+    "temp-html": ".report.html.*.tmp",  # the HTML report
+}
+
+# files of the user's in --out whose names look like a temp file of ours
+USERS = ["notes.tmp", ".import-notes/f", ".report.html.mine.tmp", "raw/notes.json.tmp"]
+
+
+def _stopped(root: int) -> int | None:
+    """A process of the tree below `root` that has stopped itself (state T)."""
+    for pid in tree(root):
+        info = stat_fields(pid)
+        if info is not None and info[1] == "T":
+            return pid
+    return None
+
+
+def _killed_at(tmp_path: Path, point: str) -> Run:
+    """A one-slot ioping run into --out out, SIGKILLed where it stopped at `point`."""
+    run = Run(tmp_path, _matrix(tmp_path, [IOPING], [1]), env={PAUSE: point})
+    try:
+        pid = wait_for(lambda: _stopped(run.proc.pid), 120, f"the run to stop at {point}")
+        run.look()
+        os.killpg(run.proc.pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)  # an agent runs in its own session
+        run.finish()
+        wait_for(lambda: alive(run.seen) == [], 60, "the killed run's processes to go")
+    finally:
+        run.finish()
+    return run
+
+
+@pytest.mark.parametrize("point", sorted(LEFT))
+def test_the_next_run_removes_the_temp_files_a_killed_run_left(tmp_path: Path, point: str) -> None:
+    # given a run SIGKILLed between writing a temp file in --out and renaming it
+    _killed_at(tmp_path, point)
+    out = tmp_path / "out"
+    left = sorted(out.glob(LEFT[point]))
+    assert left, files_under(out)
+    # and files of the user's in --out
+    for name in USERS:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("keep\n")
+    # when: the next run into that --out
+    lines = _next_run(tmp_path).splitlines()
+    # then: the temp file is gone, said in one line; the user's files are as they were
+    assert [p for p in out.glob(LEFT[point]) if str(p.relative_to(out)) not in USERS] == []
+    assert not any(p.exists() for p in left)
+    first = left[0].relative_to(out)
+    shown = first.parts[0] if point == "temp-load" else first  # a directory: named whole
+    said = [line for line in lines if "temp file" in line]
+    assert said == [f"iofleet: {out}: removed 1 temp file(s) a killed run left (as {shown})"], lines
+    for name in USERS:
+        assert (out / name).read_text() == "keep\n", name
+    ours = [
+        f
+        for f in files_under(out)
+        if (f.endswith(".tmp") or any(part.startswith(".") for part in Path(f).parts))
+        and f != ".iofleet.lock"
+        and f not in USERS
+    ]
+    assert ours == []
+
+
+def test_a_live_report_writers_temp_file_is_left_alone(tmp_path: Path) -> None:
+    # given an --out with a run, and `iofleet report --html out/report.html` stopped
+    # while it writes the report's temp file (alive, holding it)
+    _next_run(tmp_path)
+    out = tmp_path / "out"
+    (out / "report.html").unlink()
+    report = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "iofleet.cli",
+            "report",
+            "--warehouse",
+            str(out / "warehouse.duckdb"),
+        ]
+        + ["--html", str(out / "report.html")],
+        cwd=tmp_path,
+        env=dict(os.environ, **{PAUSE: "temp-html"}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: _stopped(report.pid) == report.pid, 120, "the report to stop")
+        (temp,) = out.glob(".report.html.*.tmp")
+        # when: a run into that --out starts (and runs to its end)
+        lines = _next_run(tmp_path).splitlines()
+        # then: the live writer's temp file is there still; continued, it lands whole
+        assert temp.is_file()
+        assert [line for line in lines if "temp file" in line] == [], lines
+        os.kill(report.pid, signal.SIGCONT)
+        _, err = report.communicate(timeout=120)
+    finally:
+        if report.poll() is None:
+            report.kill()
+            report.wait()
+    assert report.returncode == 0, err
+    assert not temp.exists()
+    assert "</html>" in (out / "report.html").read_text()
