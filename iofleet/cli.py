@@ -164,9 +164,12 @@ def _out_path(value: str) -> Path:
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
-    from iofleet.agent.slot import run_slot_file
+    from iofleet.agent.manifest import tool_versions_started
 
-    return run_slot_file(Path(args.slot))
+    with tool_versions_started():  # the manifest's tool versions load beside the imports
+        from iofleet.agent.slot import run_slot_file
+
+        return run_slot_file(Path(args.slot))
 
 
 class _Parser(argparse.ArgumentParser):
