@@ -82,6 +82,13 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 
 def _cmd_local(args: argparse.Namespace) -> int:
+    import shutil
+
+    from iofleet.plan.fiojobs import start_parse_only_checks
+
+    # fio's own checks of the matrix's jobs start now, beside the imports and the
+    # validation that take their answers (run_local stops what they do not take)
+    start_parse_only_checks(args.matrix, shutil.which("fio"))
     from iofleet.local.runner import run_local
 
     return run_local(

@@ -157,10 +157,14 @@ def run_local(
     run holds --out, EnvironmentProblem when --out cannot be written (full,
     read-only).
     """
+    from iofleet.plan.fiojobs import stop_parse_only_checks
     from iofleet.plan.matrix import matrix_file_name, plan_matrix_file
 
     base = (cwd or Path.cwd()).resolve()
-    plan = plan_matrix_file(matrix_path, target="local")
+    try:
+        plan = plan_matrix_file(matrix_path, target="local")
+    finally:  # fio checks started ahead of the plan (iofleet.cli) that it did not take
+        stop_parse_only_checks()
     matrix = plan.matrix
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():

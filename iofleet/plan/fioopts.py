@@ -109,24 +109,53 @@ def installed_version(fio: str | None) -> str | None:
     return start_version(fio)()
 
 
+def _version_probe(fio: str) -> Any:
+    import subprocess
+
+    return subprocess.Popen(  # noqa: S603 - the fio found on PATH, argv list
+        [fio, "--version"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+_ahead: dict[str, Any] = {}  # start_version_ahead: fio path -> its `fio --version` run
+
+
+def start_version_ahead(fio: str) -> None:
+    """Start `fio --version` now, for the next `start_version(fio)` to take."""
+    if fio not in _ahead:
+        try:
+            _ahead[fio] = _version_probe(fio)
+        except OSError:
+            pass
+
+
+def stop_version() -> None:
+    """Kill and reap what `start_version_ahead` started and nothing took."""
+    while _ahead:
+        _, proc = _ahead.popitem()
+        proc.kill()
+        proc.communicate()
+
+
 def start_version(fio: str | None) -> Callable[[], str | None]:
-    """Start `fio --version` of the fio at path `fio` and return what waits for its
-    answer (`installed_version`'s), so that the caller can do other work while fio
-    loads its libraries. Call the result once, on every path: it reaps the process."""
+    """Start `fio --version` of the fio at path `fio` (or take the run
+    `start_version_ahead` started) and return what waits for its answer
+    (`installed_version`'s), so that the caller can do other work while fio loads its
+    libraries. Call the result once, on every path: it reaps the process."""
     if fio is None:
         return lambda: None
     import subprocess
 
-    try:
-        proc = subprocess.Popen(  # noqa: S603 - the fio found on PATH, argv list
-            [fio, "--version"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-    except OSError:
-        return lambda: None
+    proc = _ahead.pop(fio, None)
+    if proc is None:
+        try:
+            proc = _version_probe(fio)
+        except OSError:
+            return lambda: None
 
     def answer() -> str | None:
         try:
