@@ -608,6 +608,7 @@ def option_problems(name: str, params: Mapping[str, object], release: str) -> li
 
 
 PARSE_ONLY_TIMEOUT_S = 60
+PARSE_ONLY_AHEAD = 4  # runs started ahead at most (the validation runs the others)
 
 
 def _parse_only_call(
@@ -690,9 +691,10 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> None:
     fio's start-up runs beside the runner's imports and the matrix's validation
     instead of after them. The validation takes a started run only when it is the same
     command in the same environment (the job, parameters and target it validated);
-    `stop_parse_only_checks` kills and reaps what it did not take. Starts nothing for
-    stdin or a file that is not a readable JSON matrix (the validation says why), and
-    no fio run for a workload it cannot render."""
+    `stop_parse_only_checks` kills and reaps what it did not take. At most
+    PARSE_ONLY_AHEAD runs start (a matrix of many jobs does not start a fio each at
+    once). Starts nothing for stdin or a file that is not a readable JSON matrix (the
+    validation says why), and no fio run for a workload it cannot render."""
     import json
 
     from iofleet.plan import fioopts
@@ -717,6 +719,8 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> None:
         return
     fioopts.start_version_ahead(fio)
     for w in workloads:
+        if len(_started) >= PARSE_ONLY_AHEAD:
+            break
         try:
             params = w.get("params") or {}
             argv, env = _parse_only_call(str(w["fio"]), params, str(target_dir), fio)

@@ -286,3 +286,28 @@ def test_fio_checks_started_ahead_of_a_refused_matrix_leave_no_process(tmp_path:
     # then every check started ahead was stopped and waited for, and nothing was created
     assert all(_reaped(pid) for pid in pids)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_fio_checks_started_ahead_are_bounded_and_the_rest_still_run(tmp_path: Path) -> None:
+    import shutil
+
+    from iofleet.plan import fiojobs
+    from iofleet.plan.matrix import plan_matrix_file
+
+    # given a matrix of six fio workloads (six different checks)
+    workloads = [
+        {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1 + i, "SIZE": "4m"}}
+        for i in range(6)
+    ]
+    matrix = _fio_matrix(tmp_path, workloads=workloads)
+    # when their checks are started ahead
+    fiojobs.start_parse_only_checks(str(matrix), shutil.which("fio"))
+    pids = _started_pids()
+    try:
+        # then only PARSE_ONLY_AHEAD of them start (and fio --version), and the plan,
+        # which runs the others itself, passes and takes those started
+        assert len(fiojobs._started) == fiojobs.PARSE_ONLY_AHEAD
+        assert len(plan_matrix_file(matrix, target="local").matrix.workloads) == 6
+        assert not fiojobs._started and all(_reaped(pid) for pid in pids)
+    finally:
+        fiojobs.stop_parse_only_checks()
