@@ -82,6 +82,13 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 
 def _cmd_local(args: argparse.Namespace) -> int:
+    import shutil
+
+    from iofleet.plan.fiojobs import start_parse_only_checks
+
+    # fio's own checks of the matrix's jobs start now, beside the imports and the
+    # validation that take their answers (run_local stops what they do not take)
+    start_parse_only_checks(args.matrix, shutil.which("fio"))
     from iofleet.local.runner import run_local
 
     return run_local(
@@ -164,9 +171,12 @@ def _out_path(value: str) -> Path:
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
-    from iofleet.agent.slot import run_slot_file
+    from iofleet.agent.manifest import tool_versions_started
 
-    return run_slot_file(Path(args.slot))
+    with tool_versions_started():  # the manifest's tool versions load beside the imports
+        from iofleet.agent.slot import run_slot_file
+
+        return run_slot_file(Path(args.slot))
 
 
 class _Parser(argparse.ArgumentParser):

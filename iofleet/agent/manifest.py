@@ -9,12 +9,15 @@ status comes from the kernel: adjtimex(2) in read-only mode via ctypes.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
 import re
 import socket
 import subprocess
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,14 +59,85 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
+TOOL_VERSIONS = {"fio_version": ["fio", "--version"], "ioping_version": ["ioping", "-v"]}
+TOOL_TIMEOUT_S = 10.0
+
+
 def tool_version(argv: list[str]) -> str | None:
     """First line of `tool --version` style output, or None when the tool is missing."""
+    return _ToolProbe(argv).answer()
+
+
+class _ToolProbe:
+    """One `tool --version` run, started at once; `answer()` waits for it (once)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.deadline = time.monotonic() + TOOL_TIMEOUT_S
+        self.proc: subprocess.Popen[str] | None
+        try:
+            self.proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        except OSError:
+            self.proc = None
+
+    def answer(self) -> str | None:
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            out, err = proc.communicate(timeout=max(self.deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return None
+        except BaseException:
+            self.stop()
+            raise
+        line = (out.strip() or err.strip()).splitlines()
+        return line[0].strip() if line and proc.returncode == 0 else None
+
+    def stop(self) -> None:
+        """Kill and reap the probe if it still runs."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+_started: dict[str, _ToolProbe] = {}  # tool_versions_started: probes not yet answered
+
+
+@contextlib.contextmanager
+def tool_versions_started() -> Iterator[None]:
+    """Start the tool version probes (`fio --version`, `ioping -v`) now, side by side and
+    beside what the caller does next (the agent's imports, its target), instead of one
+    after the other when the manifest is written: fio alone takes 30-40 ms to load its
+    shared libraries. `system_info` inside the block takes their answers; a probe not
+    taken by the end of the block is killed and reaped."""
+    _started.update((key, _ToolProbe(argv)) for key, argv in TOOL_VERSIONS.items())
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    line = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-    return line[0].strip() if line and proc.returncode == 0 else None
+        yield
+    finally:
+        for probe in _started.values():
+            probe.stop()
+        _started.clear()
+
+
+def tool_versions() -> dict[str, str | None]:
+    """`fio_version` and `ioping_version`: the probes started by `tool_versions_started`,
+    else run now, both at once."""
+    probes = {
+        key: _started.pop(key) if key in _started else _ToolProbe(argv)
+        for key, argv in TOOL_VERSIONS.items()
+    }
+    try:
+        return {key: probe.answer() for key, probe in probes.items()}
+    finally:
+        for probe in probes.values():
+            probe.stop()
 
 
 def memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -121,8 +195,7 @@ def system_info() -> dict[str, object]:
         "os": os_release(),
         **host_distro(),
         "python": platform.python_version(),
-        "fio_version": tool_version(["fio", "--version"]),
-        "ioping_version": tool_version(["ioping", "-v"]),
+        **tool_versions(),
         "cpus": cpu_count(),
         "memory_bytes": memory_bytes(),
     }

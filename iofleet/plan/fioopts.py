@@ -28,7 +28,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -106,17 +106,71 @@ def release_for_version(version: str | None) -> str:
 
 def installed_version(fio: str | None) -> str | None:
     """`fio --version` of the fio at path `fio` (None: not installed or not answering)."""
-    if fio is None:
-        return None
+    return start_version(fio)()
+
+
+def _version_probe(fio: str) -> Any:
     import subprocess
 
-    try:
-        out = subprocess.run(
-            [fio, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None
+    return subprocess.Popen(  # noqa: S603 - the fio found on PATH, argv list
+        [fio, "--version"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+_ahead: dict[str, Any] = {}  # start_version_ahead: fio path -> its `fio --version` run
+
+
+def start_version_ahead(fio: str) -> None:
+    """Start `fio --version` now, for the next `start_version(fio)` to take."""
+    if fio not in _ahead:
+        try:
+            _ahead[fio] = _version_probe(fio)
+        except OSError:
+            pass
+
+
+def stop_version() -> None:
+    """Kill and reap what `start_version_ahead` started and nothing took."""
+    while _ahead:
+        _, proc = _ahead.popitem()
+        proc.kill()
+        proc.communicate()
+
+
+def start_version(fio: str | None) -> Callable[[], str | None]:
+    """Start `fio --version` of the fio at path `fio` (or take the run
+    `start_version_ahead` started) and return what waits for its answer
+    (`installed_version`'s), so that the caller can do other work while fio loads its
+    libraries. Call the result once, on every path: it reaps the process."""
+    if fio is None:
+        return lambda: None
+    import subprocess
+
+    proc = _ahead.pop(fio, None)
+    if proc is None:
+        try:
+            proc = _version_probe(fio)
+        except OSError:
+            return lambda: None
+
+    def answer() -> str | None:
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None
+        except BaseException:  # interrupted while waiting: leave no process behind
+            proc.kill()
+            proc.wait()
+            raise
+        return out.strip() or None
+
+    return answer
 
 
 def release_for_host(ubuntu_release: str | None) -> str:

@@ -15,6 +15,7 @@ instances arithmetically before expanding anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -1141,24 +1142,35 @@ def _fio_option_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
     from iofleet.plan.fiojobs import JobFileError, option_problems, parse_only_problem
 
     fio = shutil.which("fio") if target == "local" else None
+    fio_workloads = [(i, w) for i, w in enumerate(matrix.workloads) if isinstance(w, FioWorkload)]
+    target_dir = next((s.path for s in matrix.storage if isinstance(s, LocalStorage)), "/tmp")
+    # the installed fio's verdicts: `fio --version` loads beside the `--parse-only` runs
+    # (each is used below only when the option table finds nothing in its job)
+    parse_only: dict[int, str | None] = {}
     if target == "aws":
         from iofleet.plan.hosts import for_matrix
 
         release = fioopts.release_for_host(for_matrix(matrix)[0].release)
     else:
-        release = fioopts.release_for_version(fioopts.installed_version(fio))
-    target_dir = next((s.path for s in matrix.storage if isinstance(s, LocalStorage)), "/tmp")
+        version = fioopts.start_version(fio if fio_workloads else None)
+        try:
+            for i, w in fio_workloads:
+                if fio is None:
+                    break
+                with contextlib.suppress(KeyError, JobFileError):  # reported by validation
+                    parse_only[i] = parse_only_problem(w.fio, w.params, target_dir, fio)
+        finally:
+            installed = version()
+        release = fioopts.release_for_version(installed)
     problems: list[tuple[Loc, str]] = []
-    for i, w in enumerate(matrix.workloads):
-        if not isinstance(w, FioWorkload):
-            continue
+    for i, w in fio_workloads:
         try:
             found = option_problems(w.fio, w.params, release)
-            if not found and fio is not None:
-                said = parse_only_problem(w.fio, w.params, target_dir, fio)
-                found = [("fio", said)] if said else []
         except (KeyError, JobFileError):
             continue  # reported by the matrix validation
+        said = parse_only.get(i)
+        if not found and said:
+            found = [("fio", said)]
         problems += [(("workloads", i, *where.split(".", 1)), msg) for where, msg in found]
     return problems
 

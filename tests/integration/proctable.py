@@ -57,6 +57,21 @@ def comm(pid: int) -> str:
         return ""
 
 
+def runs_workload(pid: int, tool: str) -> bool:
+    """Whether `pid` is `tool` (fio, ioping) running a workload, or one of fio's job
+    processes (forked, same command line), and not the agent's version probe (`fio
+    --version`, `ioping -v`, started with the agent): a workload's command line names
+    its output format (fio's `--output-format=`, ioping's `-J`)."""
+    if comm(pid) != tool:
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    flag = b"-J" if tool == "ioping" else b"--output-format="
+    return any(arg.startswith(flag) for arg in argv)
+
+
 def pids_with_cmdline(text: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):

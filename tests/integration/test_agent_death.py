@@ -22,6 +22,7 @@ from tests.integration.proctable import (
     comm,
     files_under,
     pids_with_cmdline,
+    runs_workload,
     tree,
     wait_for,
 )
@@ -88,7 +89,7 @@ def _fio_running(root: int, count: int = 3) -> dict[int, int]:
     """The process tree below `root` once `count` fio processes are in it (fio's main
     process and its 2 job processes per slot)."""
     procs = tree(root)
-    return procs if sum(comm(p) == "fio" for p in procs) >= count else {}
+    return procs if sum(runs_workload(p, "fio") for p in procs) >= count else {}
 
 
 def _slots(out: Path) -> dict[int, tuple[str, str | None]]:

@@ -39,6 +39,7 @@ from tests.integration.proctable import (
     alive,
     comm,
     files_under,
+    runs_workload,
     signal_pending,
     stat_fields,
     tree,
@@ -358,7 +359,7 @@ def test_sigterm_during_fio_keeps_the_finished_workloads_and_the_next_run_ingest
     # given 2 slots that measured ioping and now run a long fio
     def ready(run: Run) -> bool:
         done = len(list((tmp_path / "out" / "raw").glob("*/*/slot-*/w00-ioping.json")))
-        return done == 2 and sum(comm(p) == "fio" for p in run.look()) >= 6
+        return done == 2 and sum(runs_workload(p, "fio") for p in run.look()) >= 6
 
     # when
     matrix = _matrix(tmp_path, [IOPING, _long_fio()], [2])
@@ -398,7 +399,7 @@ def test_sigint_while_fio_lays_out_its_file_removes_it(tmp_path: Path) -> None:
     layout = {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 60, "SIZE": "8g"}}
 
     def ready(run: Run) -> object:
-        return any(comm(p) == "fio" for p in run.look()) and list(
+        return any(runs_workload(p, "fio") for p in run.look()) and list(
             (tmp_path / "target").glob("iofleet-*/*/slot-0000/randread*")
         )
 
@@ -426,7 +427,7 @@ def test_sighup_during_ioping_keeps_the_fio_results(tmp_path: Path) -> None:
         tmp_path,
         _matrix(tmp_path, [_long_fio(1), slow_ioping], [1]),
         signal.SIGHUP,
-        lambda run: any(comm(p) == "ioping" for p in run.look()),
+        lambda run: any(runs_workload(p, "ioping") for p in run.look()),
         "ioping to run",
     )
     # then: 129, one line, nothing left, fio's rows in, no ioping row
@@ -494,7 +495,7 @@ def test_a_hang_up_with_the_terminal_gone_still_cleans_up_and_ingests(tmp_path: 
             lambda: (
                 _drain(master)
                 or seen.update(tree(run.pid))
-                or sum(comm(p) == "fio" for p in seen) >= 3
+                or sum(runs_workload(p, "fio") for p in seen) >= 3
             ),
             120,
             "the slot's fio",
@@ -612,7 +613,9 @@ def test_a_second_signal_while_ingesting_a_stopped_run_leaves_it_to_the_next_run
         driver={"SIG_AT": "ingest", "SIG_MARK": str(mark)},
     )
     try:
-        wait_for(lambda: sum(comm(p) == "fio" for p in run.look()) >= 3, 120, "the slot's fio")
+        wait_for(
+            lambda: sum(runs_workload(p, "fio") for p in run.look()) >= 3, 120, "the slot's fio"
+        )
         run.signal(signal.SIGINT)
         wait_for(mark.exists, 120, "the ingest")
         # when: SIGTERM while it ingests

@@ -217,3 +217,97 @@ def test_iofleet_local_leaves_at_once_with_everything_written(tmp_path: Path) ->
             (1,)
         ]
     assert (out / "report.html").read_text().rstrip().endswith("</html>")
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # waited for already: neither running nor a zombie
+        return True
+    return False
+
+
+def _fio_matrix(tmp_path: Path, **extra: object) -> Path:
+    matrix = tmp_path / "m.json"
+    doc = {
+        "name": "ahead",
+        "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+        "workloads": [{"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1, "SIZE": "4m"}}],
+        "parallelism": [1],
+        **extra,
+    }
+    matrix.write_text(json.dumps(doc))
+    return matrix
+
+
+def _started_pids() -> list[int]:
+    from iofleet.plan import fiojobs, fioopts
+
+    return [p.pid for p in (*fiojobs._started.values(), *fioopts._ahead.values())]
+
+
+def test_fio_checks_started_ahead_are_the_ones_the_plan_takes(tmp_path: Path) -> None:
+    import shutil
+
+    from iofleet.plan import fiojobs, fioopts
+    from iofleet.plan.matrix import plan_matrix_file
+
+    # given the fio checks of a matrix started ahead, as `iofleet local` does first
+    matrix = _fio_matrix(tmp_path)
+    fiojobs.start_parse_only_checks(str(matrix), shutil.which("fio"))
+    pids = _started_pids()
+    assert len(pids) == 2  # fio --version and one --parse-only
+    try:
+        # when the matrix is planned for a local run
+        plan = plan_matrix_file(matrix, target="local")
+        # then its validation took both runs (waited for them) instead of starting others
+        assert plan.cells and not fiojobs._started and not fioopts._ahead
+        assert all(_reaped(pid) for pid in pids)
+    finally:
+        fiojobs.stop_parse_only_checks()
+
+
+def test_fio_checks_started_ahead_of_a_refused_matrix_leave_no_process(tmp_path: Path) -> None:
+    import shutil
+
+    from iofleet.errors import ValidationFailed
+    from iofleet.local.runner import run_local
+    from iofleet.plan import fiojobs
+
+    # given a matrix refused before its fio jobs are checked (a key it does not know),
+    # its fio checks started ahead
+    matrix = _fio_matrix(tmp_path, colour="blue")
+    fiojobs.start_parse_only_checks(str(matrix), shutil.which("fio"))
+    pids = _started_pids()
+    assert pids
+    # when `iofleet local` plans it
+    with pytest.raises(ValidationFailed):
+        run_local(matrix, tmp_path / "out", quiet=True, cwd=tmp_path)
+    # then every check started ahead was stopped and waited for, and nothing was created
+    assert all(_reaped(pid) for pid in pids)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_fio_checks_started_ahead_are_bounded_and_the_rest_still_run(tmp_path: Path) -> None:
+    import shutil
+
+    from iofleet.plan import fiojobs
+    from iofleet.plan.matrix import plan_matrix_file
+
+    # given a matrix of six fio workloads (six different checks)
+    workloads = [
+        {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1 + i, "SIZE": "4m"}}
+        for i in range(6)
+    ]
+    matrix = _fio_matrix(tmp_path, workloads=workloads)
+    # when their checks are started ahead
+    fiojobs.start_parse_only_checks(str(matrix), shutil.which("fio"))
+    pids = _started_pids()
+    try:
+        # then only PARSE_ONLY_AHEAD of them start (and fio --version), and the plan,
+        # which runs the others itself, passes and takes those started
+        assert len(fiojobs._started) == fiojobs.PARSE_ONLY_AHEAD
+        assert len(plan_matrix_file(matrix, target="local").matrix.workloads) == 6
+        assert not fiojobs._started and all(_reaped(pid) for pid in pids)
+    finally:
+        fiojobs.stop_parse_only_checks()

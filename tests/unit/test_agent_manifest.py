@@ -13,14 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from iofleet.agent import manifest
 from iofleet.agent.manifest import (
     STA_UNSYNC,
+    TOOL_VERSIONS,
     clock_status,
     ec2_identity,
     memory_bytes,
     mount_for_path,
     read_timex,
     system_info,
+    tool_version,
+    tool_versions_started,
 )
 
 MOUNTINFO = """\
@@ -195,3 +199,33 @@ def test_system_info_records_the_hosts_distro_and_release_from_os_release() -> N
     info = system_info()
     assert (info["distro"], info["distro_release"]) == (distro or None, release or None)
     assert info["distro"]  # every Linux with os-release has an ID
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not a child of ours any more, zombie or not
+        return True
+    return False
+
+
+def test_started_version_probes_answer_the_manifest_as_probes_run_alone() -> None:
+    # given the version probes started ahead (as `iofleet agent` does before its imports)
+    alone = {key: tool_version(argv) for key, argv in TOOL_VERSIONS.items()}
+    with tool_versions_started():
+        pids = [p.proc.pid for p in manifest._started.values() if p.proc is not None]
+        # when the manifest's system info is taken
+        info = system_info()
+        # then it has their answers, the same as each tool run on its own
+        assert {key: info[key] for key in TOOL_VERSIONS} == alone
+        assert all(_reaped(pid) for pid in pids)
+
+
+def test_version_probes_not_taken_leave_no_process_behind() -> None:
+    # given the probes started and never asked (the payload was bad: no manifest)
+    with tool_versions_started():
+        pids = [p.proc.pid for p in manifest._started.values() if p.proc is not None]
+    # then on leaving, every probe process has been waited for: none is left running or
+    # as a zombie
+    assert all(_reaped(pid) for pid in pids)
+    assert not manifest._started

@@ -405,3 +405,35 @@ def test_an_open_interrupted_in_its_first_query_leaves_the_file_closed(tmp_path:
     # then no descriptor of it is left, and it opens read-write in this same process
     assert _fds_on(path) == []
     assert _opens_read_write(path)
+
+
+def test_a_schema_cut_short_leaves_no_half_made_warehouse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given views whose last one DuckDB refuses (it reads a table that does not exist)
+    from iofleet.results import sql as view_files
+
+    views = view_files.all_views()
+    monkeypatch.setattr(
+        view_files, "all_views", lambda: {**views, "broken": "SELECT * FROM no_such_table"}
+    )
+    path = tmp_path / "w.duckdb"
+    # when a new warehouse is made
+    with pytest.raises(duckdb.CatalogException):
+        Warehouse(path)
+    # then none of its schema was kept: no table, no view
+    with duckdb.connect(str(path)) as con:
+        made = con.execute(
+            "SELECT table_name FROM duckdb_tables() UNION ALL "
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+        ).fetchall()
+    assert made == []
+    # and with the views fixed, opening it again makes the whole schema
+    monkeypatch.setattr(view_files, "all_views", lambda: views)
+    rawtree.write_run(tmp_path / "raw", RUN, slots=1)
+    with Warehouse(path) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+        assert wh.cell_percentiles(RUN)
+        assert wh.query(f"SELECT fingerprint FROM {SCHEMA_MARK}") == [
+            {"fingerprint": schema_fingerprint()}
+        ]
