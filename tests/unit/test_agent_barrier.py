@@ -215,11 +215,16 @@ CONFIG_CASES = json.loads((PROBES / "configs.json").read_text())["cases"]
 
 
 @pytest.mark.parametrize("case", RELEASE_CASES, ids=[c["name"] for c in RELEASE_CASES])
-def test_release_record_probe(tmp_path: Path, case: dict) -> None:
-    # given the last party arriving at a barrier whose release record holds `content`
+def test_release_record_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: dict) -> None:
+    # given the last party arriving at a barrier whose release record holds `content`,
+    # on a wall clock that stands still while it reads (an instant 20 ms ahead would
+    # otherwise be late on a loaded machine) and a sleep that returns at the instant
+    frozen = now_us()
+    monkeypatch.setattr("iofleet.agent.barrier.now_us", lambda: frozen)
+    monkeypatch.setattr("iofleet.agent.barrier.sleep_until", lambda at_us: max(at_us, frozen))
     barrier = FileBarrier(tmp_path / "b", parties=2, timeout_s=30, slack_s=0.05)
     barrier.announce(1)
-    at = now_us() + (case["instant_us"] or 0)
+    at = frozen + (case["instant_us"] or 0)
     (tmp_path / "b" / "release").write_bytes(
         case["content"].replace("{at}", str(at)).encode("utf-8")
     )
