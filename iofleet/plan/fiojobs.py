@@ -28,12 +28,16 @@ from pathlib import Path
 import iofleet
 from iofleet.plan.fioopts import canonical_names
 from iofleet.plan.jobtext import (
+    Assignment,
     JobTextError,
     Percent,
+    fio_size,
+    has_keyword,
     read_jobs,
     read_sections,
     size_bytes,
     split_option,
+    value_pieces,
 )
 
 SUFFIX = ".fio"
@@ -624,3 +628,88 @@ def raw_plan_problem(name: str, params: Mapping[str, object], device_bytes: int)
     except ValueError as exc:
         return str(exc)
     return None
+
+
+# Options whose values iofleet reads to plan a job (its ceilings, its files on the target,
+# its raw-device regions, its Mountpoint traffic): a value fio computes on the host cannot
+# be planned for.
+_PLANNED = (
+    "rw",
+    "rwmixread",
+    "rwmixwrite",
+    "bs",
+    "rate",
+    "rate_iops",
+    "size",
+    "filesize",
+    "nrfiles",
+    "numjobs",
+    "runtime",
+    "time_based",
+    "kb_base",
+    "stonewall",
+    "name",
+)
+
+
+def reading_problems(
+    name: str, params: Mapping[str, object], raw_only: bool = False
+) -> list[tuple[str, str]]:
+    """(`fio` or `params.KEY`, message) for what library job `name` asks of fio that iofleet
+    cannot plan for (jobtext reads it as fio does, but the figure it needs is not there):
+    a planned option from `$ncpus`/`$mb_memory`/`$pagesize` (the host's figures), a block
+    size drawn from a range or split (no one bytes-per-I/O for the ceilings), a size given
+    as a percentage (fio takes a share of a file that already exists; iofleet's targets
+    hold new files, where fio fails: fine only when every storage is a raw device,
+    `raw_only`) or in zones. A line using a parameter the matrix sets is the parameter's.
+    What fio itself refuses (an unknown `rw=`) is the option check's (option_problems).
+    KeyError / JobFileError as get_job."""
+    from iofleet.plan.expect import BLOCK_SIZE_SPREADS
+
+    job = get_job(name)
+    env = plan_env(job, params)
+    if TARGET_PARAM in env:
+        env[TARGET_PARAM] = "/mnt/iofleet"
+    try:
+        jobs = read_jobs(job.path, env)
+    except JobTextError as exc:
+        return [("fio", f"job {name!r}: {exc}")]
+    given = {str(k).upper(): str(k) for k in params}
+    out: list[tuple[str, str]] = []
+    seen: set[tuple[str, int]] = set()
+
+    def add(a: Assignment, message: str) -> None:
+        if (a.line.path, a.line.number) in seen:  # a [global] line, inherited by every job
+            return
+        seen.add((a.line.path, a.line.number))
+        key = next((given[v] for v in a.variables if v in given), None)
+        where = f"params.{key}" if key else "fio"
+        text = f"{_shown(a.line.path)}:{a.line.number}: {a.line.text.strip()}: {message}"
+        out.append((where, f"job {name!r}: {text}"))
+
+    for section in jobs:
+        for a in section.assignments:
+            if a.name in _PLANNED and a.value is not None and has_keyword(a.value):
+                add(
+                    a,
+                    "fio fills this in from the host it runs on; iofleet plans a job "
+                    "from its figures: write the number",
+                )
+            elif a.name in BLOCK_SIZE_SPREADS:
+                add(
+                    a,
+                    "block sizes drawn from a range or a split have no one size per I/O "
+                    "for the expected ceilings: give bs= (one size per direction)",
+                )
+            elif a.name == "size" and a.value is not None and a.known:
+                last = [fio_size(t.split(",", 1)[0]) for t, _ in value_pieces(a.value)]
+                if any(t.rstrip().endswith("z") for t, _ in value_pieces(a.value)):
+                    add(a, "a size in zones is known only on a zoned device: write a size")
+                elif any(isinstance(v, Percent) for v in last) and not raw_only:
+                    add(
+                        a,
+                        "fio takes a percentage of a file that already exists, and "
+                        "iofleet's targets hold new files (fio fails: 'Invalid argument'); "
+                        "write a size (a percentage is for raw devices only)",
+                    )
+    return out
