@@ -249,7 +249,8 @@ def _unit_after_digits(text: str, signs_once: bool) -> str | None:
 
 def fio_size(text: str, kb_base: int = 1024) -> int | Percent | None:
     """What fio reads from one size `text` (parse.c check_str_bytes), None where fio refuses
-    it. `(...)` arithmetic is refused (Debian's and Ubuntu's fio are built without it)."""
+    it. `(...)` arithmetic is refused (Debian's fio 3.33 is built without it; iofleet never
+    evaluates it)."""
     if not text or text.startswith("("):
         return None
     base = 16 if ("0x" in text or "0X" in text) else 10

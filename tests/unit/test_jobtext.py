@@ -52,7 +52,7 @@ def _jobs(text: str, env: dict[str, str] | None = None, path: Path = Path("job.f
         ("4e3", 1024, 4),
         ("k", 1024, None),
         ("", 1024, None),
-        ("(4*1024)", 1024, None),  # arithmetic: Debian's and Ubuntu's fio have none
+        ("(4*1024)", 1024, None),  # arithmetic: Debian's fio 3.33 has none
         ("18446744073709551616", 1024, None),
     ],
 )
