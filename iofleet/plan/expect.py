@@ -33,7 +33,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from iofleet.plan.fiojobs import fio_size_bytes
+from iofleet.plan.jobtext import (
+    Job,
+    fio_size,
+    fio_time_us,
+    read_jobs,
+    size_bytes,
+    value_pieces,
+)
 
 DATA = Path(__file__).resolve().parent / "data"
 KIB = 1024
@@ -166,6 +173,8 @@ class JobProfile:
     rate_bytes: dict[str, float] = field(default_factory=dict)  # direction -> per clone
     rate_iops: dict[str, float] = field(default_factory=dict)  # direction -> per clone
     group: int = 0  # stonewall-separated group; sections in a group run together
+    # with filesize=: the bytes of one clone's files (nrfiles x the largest filesize)
+    layout_bytes: int | None = None
 
     @property
     def bytes_per_io(self) -> float:
@@ -191,8 +200,10 @@ class JobProfile:
     @property
     def file_bytes(self) -> int | None:
         """The bytes of the files the section lays out: size per clone (fio divides it
-        between nrfiles files) x numjobs; None when the size is not known."""
-        return None if self.size_bytes is None else self.size_bytes * self.numjobs
+        between nrfiles files) x numjobs, or with filesize= each of the nrfiles files at
+        its filesize (the top of a range: at most) x numjobs; None when not known."""
+        per_clone = self.layout_bytes if self.layout_bytes is not None else self.size_bytes
+        return None if per_clone is None else per_clone * self.numjobs
 
 
 # ioping on a directory first writes its working-set file (-S, 1 MiB by default)
@@ -201,11 +212,6 @@ IOPING_WORKING_SET = 1024**2
 
 # ----------------------------------------------------------------- fio job files
 
-_VAR = re.compile(r"\$\{([^}]*)\}")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$", re.IGNORECASE)
-_MULT = {"": 1, "k": KIB, "m": MIB, "g": KIB**3, "t": KIB**4, "p": KIB**5}
-_SECONDS = {None: 1.0, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DIRECTIONS = {
     "read": {"read": 1.0},
     "randread": {"read": 1.0},
@@ -213,120 +219,124 @@ _DIRECTIONS = {
     "randwrite": {"write": 1.0},
     "trim": {"trim": 1.0},
     "randtrim": {"trim": 1.0},
+    # each block is trimmed, then written (fio's TD_DDIR_TRIMWRITE)
+    "trimwrite": {"trim": 0.5, "write": 0.5},
+    "randtrimwrite": {"trim": 0.5, "write": 0.5},
 }
+_MIXED = ("rw", "readwrite", "randrw")
+_SLOTS = {"read": 0, "write": 1, "trim": 2}  # fio's read,write,trim value order
+# block sizes fio draws from a range or a split: the bytes per I/O are not one figure
+BLOCK_SIZE_SPREADS = ("bsrange", "bssplit", "bs_unaligned", "blockalign")
 
 
 def parse_size(text: str, kb_base: int = 1024) -> int | None:
-    """A fio size in bytes as fio reads it (fiojobs.fio_size_bytes: "4k" = 4096, and with
-    fio's default kb_base=1024 "4KiB" = 4000), None if fio would not read it as a size."""
+    """A fio size in bytes as fio reads it (jobtext.size_bytes: "4k" = 4096, "010" = 10,
+    and with fio's default kb_base=1024 "4KiB" = 4000), None if fio would not read it as a
+    size (or it is a percentage)."""
     try:
-        return fio_size_bytes(text, kb_base)
+        return size_bytes(text, kb_base)
     except ValueError:
         return None
 
 
 def parse_seconds(text: str) -> float | None:
-    match = _TIME.match(text)
-    if not match:
-        return None
-    unit = match[2].lower() if match[2] else None
-    return float(match[1]) * _SECONDS[unit]
+    """A time with fio's units (seconds when bare), as fio reads it; None if it refuses it."""
+    us = fio_time_us(text, is_seconds=True)
+    return None if us is None else us / 1e6
 
 
-def _split_rw(value: str) -> tuple[str | None, str | None]:
-    """fio's "read,write" option values: "x" applies to both, "x," / ",y" to one."""
-    if "," not in value:
-        return value, value
-    read, write = value.split(",", 1)
-    return read or None, write or None
+def parse_job_text(text: str, env: Mapping[str, str], path: Path | None = None) -> list[JobProfile]:
+    """The job sections of a fio job file, `${VAR}`s taken from `env` (`path`: the file the
+    text is, for its includes). ValueError (one line) for what cannot be read."""
+    return _profiles(read_jobs(path or Path("job.fio"), env, text.splitlines()))
 
 
-def parse_job_text(text: str, env: Mapping[str, str]) -> list[JobProfile]:
-    """The job sections of a fio job file, `${VAR}`s taken from `env`."""
-    sections: list[tuple[str, dict[str, str]]] = []
-    current: dict[str, str] | None = None
-    for raw in text.splitlines():
-        line = raw.split(";", 1)[0].split("#", 1)[0].strip()
-        if not line:
-            continue
-        line = _VAR.sub(lambda m: env.get(m[1], ""), line)
-        if line.startswith("[") and line.endswith("]"):
-            current = {}
-            sections.append((line[1:-1].strip(), current))
-            continue
-        if current is None:
-            continue
-        key, _, value = line.partition("=")
-        current[key.strip().lower()] = value.strip()
-    global_opts: dict[str, str] = {}
+def _profiles(jobs: list[Job]) -> list[JobProfile]:
     profiles: list[JobProfile] = []
     group = 0
-    for name, opts in sections:
-        if name == "global":
-            global_opts.update(opts)
-            continue
-        merged = {**global_opts, **opts}
-        if ("stonewall" in opts or "wait_for_previous" in opts) and profiles:
+    for job in jobs:
+        if job.flag("stonewall") and profiles:  # wait_for_previous is its alias
             group += 1
-        profiles.append(_profile(merged.get("name") or name, merged, group))
+        profiles.append(_profile(job, group))
     return profiles
 
 
-def _profile(job: str, opts: Mapping[str, str], group: int) -> JobProfile:
-    rw = opts.get("rw", opts.get("readwrite", "read")).split(":", 1)[0]
-    if rw in _DIRECTIONS:
-        shares = dict(_DIRECTIONS[rw])
-    else:  # rw, readwrite, randrw: mixed
-        mix = opts.get("rwmixread")
-        read_pct = float(mix) if mix else 100 - float(opts.get("rwmixwrite", 50))
+def _read_share(job: Job) -> float:
+    """rwmixread / rwmixwrite as fio applies them, in order (each sets both): the read %."""
+    read = 50
+    for a in job.assignments:
+        if a.name not in ("rwmixread", "rwmixwrite") or a.value is None:
+            continue
+        if not a.known:
+            raise ValueError(f"{a.name}={a.value}: the value is known only where fio runs")
+        for text, _ in value_pieces(a.value):
+            value = fio_size(text.split(",", 1)[0], a.kb_base)
+            if isinstance(value, int):
+                read = value if a.name == "rwmixread" else 100 - value
+    return read
+
+
+def _profile(job: Job, group: int) -> JobProfile:
+    rw = job.last("rw")
+    head = re.split(r"[,:]", rw.value or "", maxsplit=1)[0] if rw is not None else "read"
+    if head in _DIRECTIONS:
+        shares = dict(_DIRECTIONS[head])
+    elif head in _MIXED:
+        read_pct = _read_share(job)
         shares = {"read": read_pct / 100, "write": 1 - read_pct / 100}
         shares = {d: s for d, s in shares.items() if s > 0}
-    kb_base = 1000 if opts.get("kb_base", "1024").strip() == "1000" else 1024
-    bs_read, bs_write = _split_rw(opts.get("bs", opts.get("blocksize", "4k")))
-    block_sizes = {}
+    else:
+        raise ValueError(f"[{job.section.name}] rw={head}: not a direction fio knows")
+    bs = job.numbers("bs", (4 * KIB, 4 * KIB, 4 * KIB))
+    block_sizes: dict[str, int] = {}
     for d in shares:
-        text = bs_read if d == "read" else bs_write
-        block_sizes[d] = parse_size((text or "4k").split("-", 1)[0], kb_base) or 4 * KIB
+        size = bs[_SLOTS[d]]
+        if size is None or size <= 0:
+            raise ValueError(f"[{job.section.name}] bs: the {d} block size is not known")
+        block_sizes[d] = size
     rate_bytes: dict[str, float] = {}
     rate_iops: dict[str, float] = {}
-    size = lambda text: parse_size(text, kb_base)  # noqa: E731
-    for key, target, parse in (("rate", rate_bytes, size), ("rate_iops", rate_iops, _num)):
-        if key in opts:
-            read, write = _split_rw(opts[key])
-            for d, text in (("read", read), ("write", write)):
-                value = parse(text) if text else None
-                if value:
-                    target[d] = float(value)
-    runtime = parse_seconds(opts["runtime"]) if opts.get("runtime") else None
+    for key, target in (("rate", rate_bytes), ("rate_iops", rate_iops)):
+        values = job.numbers(key, (0, 0, 0))
+        for d in ("read", "write"):
+            value = values[_SLOTS[d]]
+            if value:
+                target[d] = float(value)
+    numjobs = job.number("numjobs", 1)
+    if numjobs is None:
+        raise ValueError(f"[{job.section.name}] numjobs: the value is known only where fio runs")
+    amount = job.last_number("size")
+    size = amount if isinstance(amount, int) and amount > 0 else None
+    layout = None
+    if job.last("filesize") is not None:  # files of their own size (FIO_OPT_STR_VAL: low, high)
+        low, _, high = job.numbers("filesize", (None, None, None))  # high: the last piece
+        nrfiles = job.number("nrfiles", 1)
+        if high is None or nrfiles is None:
+            raise ValueError(f"[{job.section.name}] filesize: the value is not known")
+        layout = max(nrfiles, 1) * high
+        if job.last("size") is None:  # fio's size is then the files' total
+            size = layout if low == high else None
     return JobProfile(
-        job=job,
+        job=job.name,
         shares=shares,
         block_sizes=block_sizes,
-        numjobs=int(_num(opts.get("numjobs", "1")) or 1),
-        runtime_s=runtime,
-        time_based="time_based" in opts,
-        size_bytes=parse_size(opts["size"], kb_base) if opts.get("size") else None,
+        numjobs=max(numjobs, 1),
+        runtime_s=job.seconds("runtime"),
+        time_based=job.flag("time_based"),
+        size_bytes=size,
         rate_bytes=rate_bytes,
         rate_iops=rate_iops,
         group=group,
+        layout_bytes=layout,
     )
-
-
-def _num(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def job_profiles(name: str, params: Mapping[str, object]) -> list[JobProfile]:
     """Profiles of a fio job from the library, with the workload's params applied."""
-    from iofleet.plan.fiojobs import get_job
+    from iofleet.plan.fiojobs import get_job, plan_env
 
     job = get_job(name)
-    env = dict(job.params)
-    env.update({str(k).upper(): str(v) for k, v in params.items()})
-    return parse_job_text(job.path.read_text(encoding="utf-8"), env)
+    return _profiles(read_jobs(job.path, plan_env(job, params)))
 
 
 # ---------------------------------------------------------------------- limits

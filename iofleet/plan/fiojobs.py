@@ -26,6 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import iofleet
+from iofleet.plan.fioopts import canonical_names
+from iofleet.plan.jobtext import (
+    Assignment,
+    JobTextError,
+    Percent,
+    fio_size,
+    has_keyword,
+    read_jobs,
+    read_sections,
+    size_bytes,
+    split_option,
+    value_pieces,
+)
 
 SUFFIX = ".fio"
 # Set by render_command from the slot's target, never from a workload's params.
@@ -77,13 +90,9 @@ class ParamType:
         if self.kind in ("int", "percent", "bool"):
             return float(text) if _PARAM_INT_RE.fullmatch(text) else None
         if self.kind in ("size", "rate"):
-            m = _PARAM_SIZE_RE.fullmatch(text)
-            if not m:
+            if not _PARAM_SIZE_RE.fullmatch(text):
                 return None
-            unit = (m["unit"] or "").lower()
-            if (m["suffix"] or "").lower() == "ib":  # fio's default kb_base: 4kib is 4000
-                return float(int(m["n"]) * 1000 ** "_kmgtp".index(unit))
-            return float(int(m["n"]) * _SIZE_MULT[unit])
+            return float(size_bytes(text))  # fio's reading: 4kib is 4000, 010 is 10
         m = _PARAM_TIME_RE.fullmatch(text)
         return float(m["n"]) * _SECONDS[(m["unit"] or "").lower()] if m else None
 
@@ -230,13 +239,28 @@ def load_job_file(path: Path) -> JobFile:
             params[name] = default
             param_help[name] = (match["help"] or "").strip()
             continue
-        if "gtod_reduce" in stripped:
-            raise JobFileError(f"{path}:{number}: gtod_reduce is not allowed (it drops latencies)")
-        if re.match(r"^filename\s*=", stripped):
-            raise JobFileError(f"{path}:{number}: use directory=${{TARGET}}, never filename=")
-        if re.match(r"^directory\s*=", stripped):
-            has_target_dir = has_target_dir or stripped.replace(" ", "") == "directory=${TARGET}"
-        for var in _VAR_RE.findall(line):
+    # the options as fio reads them (jobtext: comments, includes, `key = value` spacing)
+    try:
+        sections = read_sections(path, lines)
+    except JobTextError as exc:
+        raise JobFileError(str(exc)) from None
+    names = canonical_names()
+    for opt in (o for section in sections for o in section.options):
+        where = f"{opt.path}:{opt.number}"
+        key, value = split_option(opt.text)
+        key = names.get(key, key)
+        if key == "gtod_reduce":
+            raise JobFileError(f"{where}: gtod_reduce is not allowed (it drops latencies)")
+        if key == "filename":
+            raise JobFileError(f"{where}: use directory=${{TARGET}}, never filename=")
+        if key == "directory":
+            if value != "${TARGET}":
+                raise JobFileError(
+                    f"{where}: use directory=${{TARGET}} and no other directory "
+                    f"(fio reads directory={value!r})"
+                )
+            has_target_dir = True
+        for var in _VAR_RE.findall(opt.text):
             if var not in used:
                 used.append(var)
     if not has_target_dir:
@@ -330,11 +354,8 @@ def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[st
     return problems
 
 
-# fio's size suffixes (parse.c __get_mult_bytes); with the default kb_base=1024 the IEC
-# forms are the *decimal* ones ("4k" = 4096, "4KiB" = 4000), kept for compatibility.
-_SIZE_RE = re.compile(r"^(?P<num>0x[0-9a-f]+|[0-9]+)(?P<unit>[a-z%]*)$")
-_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
-# Options that would move a job's I/O off the region the agent gives it on a raw device.
+# Options that would move a job's I/O off the region the agent gives it on a raw device
+# (aliases such as nr_files are read as the option they name).
 _RAW_REFUSED = (
     "filename",
     "offset",
@@ -343,57 +364,7 @@ _RAW_REFUSED = (
     "nrfiles",
     "opendir",
     "filename_format",
-    "include",
 )
-
-
-def fio_size_bytes(text: str, kb_base: int = 1024, whole: int | None = None) -> int:
-    """A fio size (`4k`, `256m`, `1g`, `4KiB`, `0x1000`, `25%` of `whole`) in bytes, as fio
-    reads it. ValueError for anything else (fio's arithmetic `(...)` is not supported)."""
-    match = _SIZE_RE.match(text.strip().lower())
-    if not match:
-        raise ValueError(f"{text!r} is not a fio size")
-    number = int(match["num"], 0)
-    unit = match["unit"]
-    if unit == "%":
-        if whole is None or not 0 < number <= 100:
-            raise ValueError(f"{text!r} is not a usable percentage here")
-        return whole * number // 100
-    iec = unit.endswith("ib")
-    prefix = unit[:-2] if iec else unit.removesuffix("b")
-    if prefix not in _POW or (iec and not prefix):
-        raise ValueError(f"{text!r} is not a fio size")
-    base = (1000 if kb_base == 1024 else 1024) if iec else kb_base
-    return number * base ** _POW[prefix]
-
-
-def _job_sections(text: str, env: Mapping[str, str]) -> list[tuple[str, dict[str, str]]]:
-    """[(section, options)] of a job file, `${VAR}` expanded, each job section carrying the
-    [global] options in force where it starts (fio's own inheritance)."""
-    sections: list[tuple[str, dict[str, str]]] = []
-    current: dict[str, str] | None = None
-    global_opts: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith((";", "#")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            name = line[1:-1].strip()
-            if name == "global":
-                current = global_opts
-            else:
-                current = dict(global_opts)
-                sections.append((name, current))
-            continue
-        if re.match(r"^include\s", line):  # fio pulls in another file: not ours to see
-            key, value = "include", line.split(None, 1)[1]
-        else:
-            key, _, value = line.partition("=")
-            value = _VAR_RE.sub(lambda m: env.get(m.group(1), ""), value.strip())
-        (current if current is not None else global_opts)[key.strip().lower()] = value
-    if "include" in global_opts:
-        sections.append(("global", global_opts))
-    return sections
 
 
 @dataclass(frozen=True)
@@ -423,29 +394,37 @@ def raw_layout(
     the device's logical block size): fio adds `offset_increment` to a clone's offsets as is,
     and the kernel rejects (EINVAL) an O_DIRECT I/O that does not start on a logical block,
     so a SIZE such as 4000000 would otherwise fail every clone after the first mid-run."""
-    text = job.path.read_text(encoding="utf-8")
-    sections = _job_sections(text, env)
-    if not sections:
+    try:
+        jobs = read_jobs(job.path, env)
+    except JobTextError as exc:
+        raise ValueError(str(exc)) from None
+    if not jobs:
         raise ValueError("the job file has no job sections")
     sizes: list[tuple[str, int, int]] = []
-    for name, opts in sections:
-        refused = [k for k in _RAW_REFUSED if k in opts]
+    for section in jobs:
+        name = section.section.name
+        given = {a.name for a in section.assignments}
+        refused = [k for k in _RAW_REFUSED if k in given]
         if refused:
             raise ValueError(
                 f"[{name}] sets {refused[0]}, which a raw device does not allow "
                 "(the agent gives each job process its own region)"
             )
-        if not opts.get("size"):
+        if section.last("size") is None:
             raise ValueError(f"[{name}] has no size (the region of the device each job uses)")
-        kb_base = 1000 if opts.get("kb_base", "1024").strip() == "1000" else 1024
-        try:
-            size = fio_size_bytes(opts["size"], kb_base, device_bytes)
-        except ValueError as exc:
-            raise ValueError(f"[{name}]: size {exc}") from None
-        numjobs = opts.get("numjobs", "1") or "1"
-        if not numjobs.isdigit():
-            raise ValueError(f"[{name}]: numjobs {numjobs!r} is not a whole number")
-        clones = int(numjobs)
+        value = section.last_number("size")
+        if value is None:
+            raise ValueError(f"[{name}]: size is known only where fio runs")
+        if isinstance(value, Percent):  # of the device (fio: of the file it opens)
+            if not 0 < value.value <= 100:
+                raise ValueError(f"[{name}]: size {value.value}% is not a usable percentage")
+            size = device_bytes * value.value // 100
+        else:
+            size = value
+        numjobs = section.number("numjobs", 1)
+        if numjobs is None:
+            raise ValueError(f"[{name}]: numjobs is known only where fio runs")
+        clones = numjobs
         if size <= 0 or clones < 1:
             raise ValueError(f"[{name}]: size and numjobs must be positive")
         sizes.append((name, size, clones))
@@ -754,3 +733,88 @@ def raw_plan_problem(name: str, params: Mapping[str, object], device_bytes: int)
     except ValueError as exc:
         return str(exc)
     return None
+
+
+# Options whose values iofleet reads to plan a job (its ceilings, its files on the target,
+# its raw-device regions, its Mountpoint traffic): a value fio computes on the host cannot
+# be planned for.
+_PLANNED = (
+    "rw",
+    "rwmixread",
+    "rwmixwrite",
+    "bs",
+    "rate",
+    "rate_iops",
+    "size",
+    "filesize",
+    "nrfiles",
+    "numjobs",
+    "runtime",
+    "time_based",
+    "kb_base",
+    "stonewall",
+    "name",
+)
+
+
+def reading_problems(
+    name: str, params: Mapping[str, object], raw_only: bool = False
+) -> list[tuple[str, str]]:
+    """(`fio` or `params.KEY`, message) for what library job `name` asks of fio that iofleet
+    cannot plan for (jobtext reads it as fio does, but the figure it needs is not there):
+    a planned option from `$ncpus`/`$mb_memory`/`$pagesize` (the host's figures), a block
+    size drawn from a range or split (no one bytes-per-I/O for the ceilings), a size given
+    as a percentage (fio takes a share of a file that already exists; iofleet's targets
+    hold new files, where fio fails: fine only when every storage is a raw device,
+    `raw_only`) or in zones. A line using a parameter the matrix sets is the parameter's.
+    What fio itself refuses (an unknown `rw=`) is the option check's (option_problems).
+    KeyError / JobFileError as get_job."""
+    from iofleet.plan.expect import BLOCK_SIZE_SPREADS
+
+    job = get_job(name)
+    env = plan_env(job, params)
+    if TARGET_PARAM in env:
+        env[TARGET_PARAM] = "/mnt/iofleet"
+    try:
+        jobs = read_jobs(job.path, env)
+    except JobTextError as exc:
+        return [("fio", f"job {name!r}: {exc}")]
+    given = {str(k).upper(): str(k) for k in params}
+    out: list[tuple[str, str]] = []
+    seen: set[tuple[str, int]] = set()
+
+    def add(a: Assignment, message: str) -> None:
+        if (a.line.path, a.line.number) in seen:  # a [global] line, inherited by every job
+            return
+        seen.add((a.line.path, a.line.number))
+        key = next((given[v] for v in a.variables if v in given), None)
+        where = f"params.{key}" if key else "fio"
+        text = f"{_shown(a.line.path)}:{a.line.number}: {a.line.text.strip()}: {message}"
+        out.append((where, f"job {name!r}: {text}"))
+
+    for section in jobs:
+        for a in section.assignments:
+            if a.name in _PLANNED and a.value is not None and has_keyword(a.value):
+                add(
+                    a,
+                    "fio fills this in from the host it runs on; iofleet plans a job "
+                    "from its figures: write the number",
+                )
+            elif a.name in BLOCK_SIZE_SPREADS:
+                add(
+                    a,
+                    "block sizes drawn from a range or a split have no one size per I/O "
+                    "for the expected ceilings: give bs= (one size per direction)",
+                )
+            elif a.name == "size" and a.value is not None and a.known:
+                last = [fio_size(t.split(",", 1)[0]) for t, _ in value_pieces(a.value)]
+                if any(t.rstrip().endswith("z") for t, _ in value_pieces(a.value)):
+                    add(a, "a size in zones is known only on a zoned device: write a size")
+                elif any(isinstance(v, Percent) for v in last) and not raw_only:
+                    add(
+                        a,
+                        "fio takes a percentage of a file that already exists, and "
+                        "iofleet's targets hold new files (fio fails: 'Invalid argument'); "
+                        "write a size (a percentage is for raw devices only)",
+                    )
+    return out

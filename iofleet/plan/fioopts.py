@@ -5,20 +5,19 @@
 fio release the agent runs on (docs/decisions.md #42). No fio binary is needed, so the
 Plan Lambda makes the same check as `iofleet plan`.
 
-The job-file reader follows fio's init.c `__parse_jobs_ini`: a `;` or `#` ends the line
-(anywhere in it), `[name]` opens a section (a name starting with `global` is a global
-section), `include FILE` pulls in a file of options (relative to the including file),
-no option may come before the first section. `${VAR}` is replaced from fio's environment
-(options.c `fio_option_dup_subs`: an unset variable becomes empty); the caller gives
-the variables it knows and a value using any other is not checked (fio may find it in
-the environment it runs with). `$pagesize`, `$mb_memory` and `$ncpus` make fio compute
-the value with bc: such values are not checked either.
+The job file is read by iofleet/plan/jobtext.py, fio's own rules (init.c
+`__parse_jobs_ini`, parse.c, options.c `fio_option_dup_subs`), the one reader every part
+of iofleet uses: comments, sections, includes, `key = value` spacing, `${VAR}`s. The
+caller gives the variables it knows; a value using any other is not checked (fio may find
+it in the environment it runs with). `$pagesize`, `$mb_memory` and `$ncpus` make fio
+compute the value with bc: such values are not checked either.
 
 Values follow parse.c: option names are case-sensitive, a list value is cut at `,`
 (and, for numbers, at `:` or `-`), sizes take `k m g t p` (+ `i`/`b`/`ib`), times
 `us ms s m h d`, an enum value is matched exactly up to its first `,` or `:`. Where fio
-silently reads less than what was written (`bs=4q` is 4 bytes, `runtime=10x` is 10 s,
-`direct=1yes` is 1, `iodepth=1.5` is 1) the check refuses what fio would misread.
+silently reads less than what was written (`bs=4q` is 4 bytes, `bs = 4k` is 4 bytes,
+`0x10k` is 16, `runtime=10x` is 16 microseconds, `direct=1yes` is 1, `iodepth=1.5` is 1)
+the check refuses what fio would misread.
 
 Stdlib only (the Plan Lambda imports it).
 """
@@ -34,6 +33,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from iofleet.plan.jobtext import JobTextError as JobTextError  # raised by check_job_file
+from iofleet.plan.jobtext import OptionLine, Section, fio_size, read_sections
+from iofleet.plan.jobtext import substitute as _substitute
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 RELEASES = ("3.28", "3.33", "3.36")  # the pinned tables, oldest first
 NEWEST = RELEASES[-1]
@@ -41,10 +44,12 @@ NEWEST = RELEASES[-1]
 UBUNTU_FIO = {"22.04": "3.28", "24.04": "3.36"}
 DEFAULT_ENGINE = "psync"  # fio's FIO_PREFERRED_ENGINE on Linux
 _KEYWORDS = ("$pagesize", "$mb_memory", "$ncpus")
-_VAR_RE = re.compile(r"\$\{([^}]*)\}")
 _NUM = r"[+-]?(?:0x[0-9a-f]+|[0-9]+)"
-_SIZE_RE = re.compile(rf"(?P<n>{_NUM})(?P<unit>[kmgtp](?:ib|i|b)?|b)?", re.I)
-_TIME_RE = re.compile(rf"(?P<n>{_NUM})(?P<unit>usec|us|msec|ms|s|m|h|d)?", re.I)
+# a size as fio reads it (jobtext.fio_size): no unit after a hex number (`0x10k` is 16)
+_SIZE_RE = re.compile(r"[+-]?(?:0x[0-9a-f]+|[0-9]+(?:[kmgtp](?:ib|i|b)?|b)?)", re.I)
+_TIME_RE = re.compile(
+    r"[+-]?[0-9]+(?:usec|us|msec|ms|s|m|h|d)?", re.I
+)  # fio reads no unit after hex
 _INT_RE = re.compile(r"\s*(?:0x[0-9a-f]+|[0-9]+)", re.I)
 _FLOAT_RE = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?", re.I)
 _NUMERIC = {
@@ -54,11 +59,6 @@ _NUMERIC = {
     "FIO_OPT_STR_VAL_ZONE",
     "FIO_OPT_STR_VAL_TIME",
 }
-_MAX_INCLUDE_DEPTH = 16
-
-
-class JobTextError(ValueError):
-    """A job file fio cannot read at all (the message is one line)."""
 
 
 @dataclass(frozen=True)
@@ -181,87 +181,19 @@ def release_for_host(ubuntu_release: str | None) -> str:
 
 # --------------------------------------------------------------------------- reading
 
-
-@dataclass(frozen=True)
-class _Line:
-    path: str
-    number: int
-    text: str  # stripped the way fio strips it, before ${VAR} substitution
+# The job-file reader is fio's, shared with every other reader of job text (jobtext.py).
+_Line = OptionLine
+_Section = Section
 
 
-@dataclass
-class _Section:
-    name: str
-    path: str
-    line: int
-    options: list[_Line]
-
-    @property
-    def is_global(self) -> bool:
-        return self.name.startswith("global")
-
-
-def _strip(raw: str) -> str:
-    """fio's strip_blank_front + strip_blank_end: a ';' or '#' ends the line."""
-    text = raw.lstrip()
-    for mark in (";", "#"):
-        cut = text.find(mark)
-        if cut >= 0:
-            text = text[:cut]
-    return text.rstrip()
-
-
-def _read(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise JobTextError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise JobTextError(f"{path} is not UTF-8 (byte offset {exc.start})") from None
-
-
-def _include_path(including: Path, name: str) -> Path:
-    target = Path(name)
-    if target.is_absolute():
-        return target
-    return including.parent / target  # fio: relative to the including file
-
-
-def read_sections(path: Path, lines: list[str] | None = None) -> list[_Section]:
-    """The sections of job file `path` with their option lines, includes expanded."""
-    sections: list[_Section] = []
-
-    def walk(file: Path, text_lines: list[str], depth: int, into: _Section | None) -> None:
-        for number, raw in enumerate(text_lines, start=1):
-            text = _strip(raw)
-            if not text:
-                continue
-            if text.startswith("["):
-                if into is not None and depth > 0:
-                    raise JobTextError(f"{file}:{number}: no new sections in included files")
-                name = text[1:-1] if text.endswith("]") else text[1:]
-                into = _Section(name, str(file), number, [])
-                sections.append(into)
-                continue
-            if into is None:
-                raise JobTextError(
-                    f"{file}:{number}: option {text!r} outside of a [section] (fio refuses it)"
-                )
-            if text.startswith("include"):
-                name = text[len("include") + 1 :]
-                if depth >= _MAX_INCLUDE_DEPTH:
-                    raise JobTextError(f"{file}:{number}: includes nest too deep")
-                target = _include_path(file, name)
-                try:
-                    included = _read(target)
-                except JobTextError as exc:
-                    raise JobTextError(f"{file}:{number}: include {name}: {exc}") from None
-                walk(target, included, depth + 1, into)
-                continue
-            into.options.append(_Line(str(file), number, text))
-
-    walk(path, lines if lines is not None else _read(path), 0, None)
-    return sections
+@cache
+def canonical_names(release: str = NEWEST) -> dict[str, str]:
+    """option name or alias -> option name, fio `release`'s options and every engine's."""
+    out = dict(_names(release))
+    for spec in table(release)["engines"].values():
+        for name in spec["options"]:
+            out.setdefault(name, name)
+    return out
 
 
 # --------------------------------------------------------------------------- values
@@ -280,14 +212,11 @@ def _int(text: str) -> int:
     return sign * (int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 10))
 
 
-def _size_value(m: re.Match[str]) -> int:
-    n = _int(m["n"])
-    unit = (m["unit"] or "").lower()
-    if not unit or unit == "b":
-        return n
-    power = "_kmgtp".index(unit[0])
-    base = 1000 if unit.endswith("ib") else 1024  # fio's default kb_base inverts IEC
-    return n * base**power
+def _size_value(text: str) -> int:
+    """The bytes fio reads from a size written as it reads it (jobtext.fio_size)."""
+    value = fio_size(text)
+    assert isinstance(value, int), text
+    return value
 
 
 def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
@@ -307,12 +236,13 @@ def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
         return None
     if opt.get("percent") and re.fullmatch(r"[0-9]+%", text):
         return None
-    m = _SIZE_RE.fullmatch(text)
-    if not m:
+    if not _SIZE_RE.fullmatch(text):
         what = "a number or a size (k, m, g, t, p"
         what += ", or N%)" if opt.get("percent") else ")"
+        if re.fullmatch(r"[+-]?0x[0-9a-f]+[a-z]+", text, re.I):
+            return f"{piece!r}: fio reads a hex number without a unit ({fio_size(text)})"
         return f"{piece!r} is not {what}"
-    value = _size_value(m)
+    value = _size_value(text)
     if opt.get("pow2") and (value <= 0 or value & (value - 1)):
         return f"{piece!r} must be a power of 2"
     lo, hi = opt.get("min"), opt.get("max")
@@ -426,13 +356,6 @@ def _unknown_option(key: str, engine: str, release: str) -> str:
     if key.lower() in candidates:
         return f"unknown fio option {key!r} (option names are case-sensitive: {key.lower()!r})"
     return f"unknown fio option {key!r}{_suggest(key, candidates)}"
-
-
-def _substitute(text: str, env: Mapping[str, str]) -> tuple[str, bool, tuple[str, ...]]:
-    """(text with the known ${VAR}s replaced, whether all were known, the VARs used)."""
-    used = tuple(_VAR_RE.findall(text))
-    known = all(v in env for v in used)
-    return _VAR_RE.sub(lambda m: env.get(m.group(1), m.group(0)), text), known, used
 
 
 def check_sections(

@@ -736,6 +736,7 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
 
         problems += matrix_problems(matrix)
         problems += _raw_device_problems(matrix)
+        problems += _job_reading_problems(matrix)
     problems.sort(key=_sort_key)
     return (matrix if not problems else None), problems
 
@@ -762,6 +763,26 @@ def _raw_device_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
                 problems.append(
                     (("workloads", wi, "fio"), f"job {w.fio!r} cannot run on {where}: {why}")
                 )
+    return problems
+
+
+def _job_reading_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Fio workloads whose job file asks fio for something iofleet cannot plan for (a size
+    fio takes as a share of an existing file, a block-size range, the host's $ncpus...):
+    refused rather than planned on a guess (iofleet/plan/fiojobs.py reading_problems)."""
+    from iofleet.plan.fiojobs import JobFileError, reading_problems
+
+    # a raw EBS volume or instance store: fio's size=N% is a share of the device
+    raw_only = all(getattr(s, "filesystem", None) == "raw" for s in matrix.storage)
+    problems: list[tuple[Loc, str]] = []
+    for i, w in enumerate(matrix.workloads):
+        if not isinstance(w, FioWorkload):
+            continue
+        try:
+            found = reading_problems(w.fio, w.params, raw_only)
+        except (KeyError, JobFileError):
+            continue  # reported by the matrix validation
+        problems += [(("workloads", i, *where.split(".", 1)), msg) for where, msg in found]
     return problems
 
 

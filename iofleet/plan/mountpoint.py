@@ -36,7 +36,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+from iofleet.plan.jobtext import Job, JobTextError, Percent, read_jobs
 
 # The matrix storage types served through Mountpoint (iofleet/plan/matrix.py).
 MOUNTPOINT_TYPES = ("s3-mountpoint", "s3express-mountpoint")
@@ -45,82 +48,86 @@ READS = frozenset({"read", "randread"})
 SEQUENTIAL_WRITE = "write"
 # every other direction writes at random offsets, trims, or mixes reads and writes in a file
 _SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2"})
-_TRUE = {"1", "true", "yes", "on", ""}
 
 
-def _flag(opts: Mapping[str, str], name: str) -> bool:
-    """A fio boolean option: present without a value means set."""
-    return name in opts and opts[name].strip().lower() in _TRUE
+def _flag(job: Job, name: str) -> bool:
+    """A fio boolean or set option as fio reads it: given without a value, or non-zero."""
+    return job.flag(name)
 
 
-def _number(opts: Mapping[str, str], name: str, default: int) -> int | None:
-    text = opts.get(name, str(default)).strip() or str(default)
-    return int(text) if text.isdigit() else None
+def _number(job: Job, name: str, default: int) -> int | None:
+    """An integer option as fio reads it (jobtext: `010` is 10, `1k` 1024); None if unknown."""
+    return job.number(name, default)
 
 
-def _direction(opts: Mapping[str, str]) -> tuple[str, str]:
+def _text(job: Job, name: str, default: str = "") -> str:
+    last = job.last(name)
+    return default if last is None or last.value is None else last.value
+
+
+def _direction(job: Job) -> tuple[str, str]:
     """(rw without its `:N` modifier, the modifier)."""
-    value = (opts.get("rw") or opts.get("readwrite") or "read").strip().lower()
+    value = _text(job, "rw", "read")
     base, _, modifier = value.partition(":")
-    return base, modifier
+    return base.split(",", 1)[0], modifier
 
 
-def _starts_after(name: str, opts: Mapping[str, str], earlier: Iterable[str]) -> bool:
+def _starts_after(job: Job, earlier: Iterable[str]) -> bool:
     """The section waits for the earlier ones (a stonewall, new_group is not enough)."""
-    if _flag(opts, "stonewall") or _flag(opts, "wait_for_previous"):
+    if _flag(job, "stonewall"):  # wait_for_previous is its alias
         return True
-    wait_for = opts.get("wait_for", "").strip()
+    wait_for = _text(job, "wait_for")
     return bool(wait_for) and wait_for in set(earlier)
 
 
-def _write_problem(opts: Mapping[str, str]) -> str | None:
-    if _direction(opts)[1]:
+def _write_problem(job: Job) -> str | None:
+    if _direction(job)[1]:
         return "rw=write:N leaves holes (writes past the end of the file)"
-    if _flag(opts, "time_based"):
+    if _flag(job, "time_based"):
         return (
             "time_based writes start again at offset 0 when they reach size: an overwrite "
             "Mountpoint refuses (drop time_based, size the file for the run)"
         )
-    loops = _number(opts, "loops", 1)
+    loops = _number(job, "loops", 1)
     if loops is None or loops > 1:
         return "loops > 1 writes the file again from offset 0: an overwrite"
-    if not _flag(opts, "create_on_open"):
+    if not _flag(job, "create_on_open"):
         return (
             "fio creates the file in its layout step and reopens it for writing without "
             "O_TRUNC, which Mountpoint refuses (set create_on_open=1)"
         )
     for name in ("overwrite", "file_append"):
-        if _flag(opts, name):
+        if _flag(job, name):
             return f"{name}=1 writes into an existing file"
-    offset = opts.get("offset", "0").strip() or "0"
-    if offset not in ("0", "0%"):
+    if job.last("offset") is not None and job.last_number("offset") not in (0, Percent(0)):
         return "offset= starts writing past the beginning of the file"
     for name in ("fsync", "fdatasync"):
-        value = _number(opts, name, 0)
+        value = _number(job, name, 0)
         if value is None or value > 0:
             return f"{name}= every N writes: Mountpoint ends the upload at fsync, later writes fail"
-    engine = opts.get("ioengine", "psync").strip().lower()
-    depth = _number(opts, "iodepth", 1)
+    engine = _text(job, "ioengine", "psync")
+    depth = _number(job, "iodepth", 1)
     if engine not in _SYNC_ENGINES and (depth is None or depth > 1):
         return (
-            f"ioengine={engine} with iodepth={opts.get('iodepth')} can reach Mountpoint out of "
-            "order; writes must be sequential (a sync engine, or iodepth=1)"
+            f"ioengine={engine} with iodepth={_text(job, 'iodepth')} can reach Mountpoint out "
+            "of order; writes must be sequential (a sync engine, or iodepth=1)"
         )
     return None
 
 
-def fio_section_problems(sections: list[tuple[str, dict[str, str]]]) -> list[str]:
+def fio_section_problems(jobs: list[Job]) -> list[str]:
     """One message per fio job section that Mountpoint cannot run, `[section] why`."""
     problems: list[str] = []
-    writers: dict[str, dict[str, str]] = {}  # compatible sequential writers so far
-    for name, opts in sections:
-        base, _ = _direction(opts)
+    writers: dict[str, Job] = {}  # compatible sequential writers so far
+    for job in jobs:
+        name = job.section.name
+        base, _ = _direction(job)
         if base == SEQUENTIAL_WRITE:
-            why = _write_problem(opts)
+            why = _write_problem(job)
             if why:
                 problems.append(f"[{name}] {why}")
             else:
-                writers[name] = opts
+                writers[name] = job
             continue
         if base not in READS:
             problems.append(
@@ -128,51 +135,50 @@ def fio_section_problems(sections: list[tuple[str, dict[str, str]]]) -> list[str
                 "Mountpoint writes new files sequentially, from the start, only"
             )
             continue
-        problems += [f"[{name}] {why}" for why in _read_problems(name, opts, writers)]
+        problems += [f"[{name}] {why}" for why in _read_problems(job, writers)]
     return problems
 
 
-def _read_problems(
-    name: str, opts: Mapping[str, str], writers: Mapping[str, Mapping[str, str]]
-) -> list[str]:
+def _read_problems(job: Job, writers: Mapping[str, Job]) -> list[str]:
     layout = (
         "fio lays a file out before reading it (ftruncate to size, then writes), and "
         "Mountpoint cannot ftruncate"
     )
     if not writers:
         return [f"{layout}: write the files in an earlier section of the same job file"]
-    fmt = opts.get("filename_format", "").strip()
-    same = [w for w, o in writers.items() if fmt and o.get("filename_format", "").strip() == fmt]
+    fmt = _text(job, "filename_format")
+    same = [w for w, o in writers.items() if fmt and _text(o, "filename_format") == fmt]
     if not same:
         return [
             f"{layout}: the reader must read the files an earlier writer section made "
             "(the same filename_format in both)"
         ]
-    if not _starts_after(name, opts, writers):
+    if not _starts_after(job, writers):
         return [f"{layout}: the reader must start after its writer (stonewall or wait_for)"]
-    if _flag(opts, "create_serialize") or "create_serialize" not in opts:
+    if _flag(job, "create_serialize") or job.last("create_serialize") is None:
         return [
             f"{layout}: with create_serialize (fio's default) every job's files are laid "
             "out before any job runs; set create_serialize=0"
         ]
     if any(_flag(writers[w], "unlink") for w in same):
         return ["the writer section deletes its files (unlink=1) before the reader runs"]
-    return _coverage_problems(opts, [writers[w] for w in same])
+    return _coverage_problems(job, [writers[w] for w in same])
 
 
-def _coverage_problems(opts: Mapping[str, str], writers: list[Mapping[str, str]]) -> list[str]:
+def _size(job: Job) -> int | None:
+    """The job's size= in bytes as fio reads it; None if not given, unknown or a share."""
+    value = job.last_number("size")
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _coverage_problems(job: Job, writers: list[Job]) -> list[str]:
     """The reader's files must all exist at full size: no more clones or files, no larger size
     than a writer made (else fio lays the missing or short ones out)."""
-    from iofleet.plan.fiojobs import fio_size_bytes
 
-    def counts(o: Mapping[str, str]) -> tuple[int | None, int | None, int | None]:
-        try:
-            size: int | None = fio_size_bytes(o.get("size", "").strip() or "x")
-        except ValueError:
-            size = None
-        return _number(o, "numjobs", 1), _number(o, "nrfiles", 1), size
+    def counts(o: Job) -> tuple[int | None, int | None, int | None]:
+        return _number(o, "numjobs", 1), _number(o, "nrfiles", 1), _size(o)
 
-    jobs, files, size = counts(opts)
+    jobs, files, size = counts(job)
     for writer in writers:
         w_jobs, w_files, w_size = counts(writer)
         if None in (jobs, files, size, w_jobs, w_files, w_size):
@@ -192,14 +198,14 @@ def _coverage_problems(opts: Mapping[str, str], writers: list[Mapping[str, str]]
     ]
 
 
-def fio_job_problems(text: str, env: Mapping[str, str]) -> list[str]:
-    """Problems of a job file's text (its `${VAR}`s from `env`) on Mountpoint."""
-    from iofleet.plan.fiojobs import _job_sections
-
-    sections = _job_sections(text, env)
-    if any(name == "global" for name, _ in sections):  # an include: unseen options
-        return ["[global] includes another file, whose options cannot be checked"]
-    return fio_section_problems(sections)
+def fio_job_problems(text: str, env: Mapping[str, str], path: Path | None = None) -> list[str]:
+    """Problems of a job file's text (its `${VAR}`s from `env`) on Mountpoint; `path` is the
+    file the text is (its includes are relative to it)."""
+    try:
+        jobs = read_jobs(path or Path("job.fio"), env, text.splitlines())
+    except JobTextError as exc:
+        return [str(exc)]
+    return fio_section_problems(jobs)
 
 
 def fio_workload_problems(job_name: str, params: Mapping[str, object]) -> list[str]:
@@ -209,7 +215,7 @@ def fio_workload_problems(job_name: str, params: Mapping[str, object]) -> list[s
     job = get_job(job_name)
     env = plan_env(job, params)
     env[TARGET_PARAM] = "/mnt/iofleet"
-    return fio_job_problems(job.path.read_text(encoding="utf-8"), env)
+    return fio_job_problems(job.path.read_text(encoding="utf-8"), env, job.path)
 
 
 IOPING_PROBLEM = (
@@ -357,7 +363,7 @@ def fio_traffic(payloads: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, l
     section's size x numjobs (fio divides a job's size between its nrfiles files),
     written once and read once (the jobs Mountpoint can run are size-based), and
     numjobs x nrfiles files; what cannot be counted is named in the notes."""
-    from iofleet.plan.fiojobs import TARGET_PARAM, _job_sections, fio_size_bytes, get_job
+    from iofleet.plan.fiojobs import TARGET_PARAM, get_job
 
     written = read = files = 0
     notes: list[str] = []
@@ -367,22 +373,27 @@ def fio_traffic(payloads: Iterable[Mapping[str, Any]]) -> tuple[int, int, int, l
         job = get_job(str(p["name"]))
         env = {**job.params, **{str(k).upper(): str(v) for k, v in p.get("params", {}).items()}}
         env[TARGET_PARAM] = "/mnt/iofleet"
-        for name, opts in _job_sections(job.path.read_text(encoding="utf-8"), env):
-            try:
-                size = fio_size_bytes(opts.get("size", "").strip() or "x")
-            except ValueError:
+        try:
+            jobs = read_jobs(job.path, env)
+        except JobTextError:
+            notes.append(f"{p['name']}: job file not readable: bytes not countable")
+            continue
+        for section in jobs:
+            name = section.section.name
+            size = _size(section)
+            if size is None:
                 notes.append(f"{p['name']} [{name}]: size not countable")
                 continue
-            if "filesize" in opts:  # files of their own size, I/O up to `size`: not counted
+            if section.last("filesize") is not None:  # files of their own size: not counted
                 notes.append(f"{p['name']} [{name}]: filesize set: bytes not countable")
                 continue
-            jobs = _number(opts, "numjobs", 1) or 1
-            base, _ = _direction(opts)
+            jobs_n = _number(section, "numjobs", 1) or 1
+            base, _ = _direction(section)
             if base == SEQUENTIAL_WRITE:
-                written += size * jobs
-                files += jobs * (_number(opts, "nrfiles", 1) or 1)
+                written += size * jobs_n
+                files += jobs_n * (_number(section, "nrfiles", 1) or 1)
             elif base in READS:
-                read += size * jobs
+                read += size * jobs_n
     return written, read, files, notes
 
 

@@ -176,3 +176,82 @@ def test_every_example_is_still_accepted_by_plan_and_local_validation(example: P
 def test_oversized_stdin_is_refused_without_reading_it_all(tmp_path: Path) -> None:
     result = iofleet("plan", "-", stdin=json.dumps(MATRIX) + " " * (2 * 1024 * 1024))
     assert (result.returncode, result.stderr.splitlines()) == (2, [f"<stdin>: {OVERSIZE_LINE}"])
+
+
+# A user's own job library: fio accepts every one of these files, but iofleet cannot plan
+# them (their size, block size or clone count is not a figure before fio runs).
+USER_JOB = "; {what}\n; @param TARGET=.  target\n[global]\ndirectory=${{TARGET}}\n[j]\n{lines}\n"
+UNPLANNABLE = {
+    "percent": (
+        "rw=write\nsize=50%",
+        "job 'percent': percent.fio:7: size=50%: fio takes a percentage of a file that "
+        "already exists, and iofleet's targets hold new files (fio fails: 'Invalid "
+        "argument'); write a size (a percentage is for raw devices only)",
+    ),
+    "ncpus": (
+        "rw=read\nsize=1m\nnumjobs=$ncpus",
+        "job 'ncpus': ncpus.fio:8: numjobs=$ncpus: fio fills this in from the host it runs "
+        "on; iofleet plans a job from its figures: write the number",
+    ),
+    "split": (
+        "rw=randread\nsize=1m\nbssplit=4k/50:64k/50",
+        "job 'split': split.fio:8: bssplit=4k/50:64k/50: block sizes drawn from a range or "
+        "a split have no one size per I/O for the expected ceilings: give bs= (one size "
+        "per direction)",
+    ),
+}
+
+
+def _user_library(tmp_path: Path) -> Path:
+    library = tmp_path / "jobs"
+    library.mkdir()
+    for name, (lines, _) in UNPLANNABLE.items():
+        (library / f"{name}.fio").write_text(USER_JOB.format(what=name, lines=lines))
+    return library
+
+
+@pytest.mark.parametrize("name", sorted(UNPLANNABLE))
+def test_a_job_iofleet_cannot_plan_for_exits_2_with_one_line(name: str, tmp_path: Path) -> None:
+    # given a user's job file fio accepts, whose figures iofleet would have to guess
+    library = _user_library(tmp_path)
+    matrix = tmp_path / "m.json"
+    matrix.write_text(json.dumps(dict(MATRIX, workloads=[{"fio": name}])))
+    env = {**os.environ, "IOFLEET_FIO_JOBS": str(library)}
+    for target in ("aws", "local"):
+        doc = json.loads(matrix.read_text())
+        if target == "local":
+            doc["storage"] = [{"type": "local", "label": "here", "path": str(tmp_path / "t")}]
+            doc["parallelism"] = [1]
+        matrix.write_text(json.dumps(doc))
+        # when it is planned
+        result = subprocess.run(
+            [sys.executable, "-m", "iofleet.cli", "plan", str(matrix), "--target", target],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+        # then one line names the file, the workload and the option, and nothing is made
+        assert (result.returncode, result.stderr.splitlines()) == (
+            2,
+            [f"{matrix}: workloads[0].fio: {UNPLANNABLE[name][1]}"],
+        )
+        assert not (tmp_path / "t").exists()
+
+
+def test_a_percentage_size_is_planned_on_a_raw_volume(tmp_path: Path) -> None:
+    # fio's size=50% is a share of the device there: the raw layout reads it as such
+    library = _user_library(tmp_path)
+    raw = dict(MATRIX["storage"][0], filesystem="raw")  # type: ignore[arg-type]
+    doc = dict(MATRIX, storage=[raw], workloads=[{"fio": "percent"}], parallelism=[1])
+    result = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", "plan", "-", "--format", "json"],
+        input=json.dumps(doc),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "IOFLEET_FIO_JOBS": str(library)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr

@@ -30,7 +30,8 @@ import pytest
 
 import iofleet.agent.slot as slot_module
 from iofleet.agent.slot import run_slot
-from iofleet.plan.fiojobs import fio_size_bytes, list_jobs, raw_plan_problem
+from iofleet.plan.fiojobs import list_jobs, raw_plan_problem
+from iofleet.plan.jobtext import size_bytes
 from tests.integration.proctable import wait_for
 from tests.integration.test_device_guard import (
     _REASON,
@@ -231,7 +232,7 @@ def _regions(doc: dict, direction: str) -> list[tuple[int, int]]:
         merged = {**options, **job["job options"]}
         if job[direction]["io_bytes"] == 0:
             continue
-        size = fio_size_bytes(merged["size"])
+        size = size_bytes(merged["size"])
         for clone in range(int(merged.get("numjobs", "1"))):
             regions.append((clone * increment, clone * increment + size))
     return regions

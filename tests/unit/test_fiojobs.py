@@ -13,7 +13,6 @@ from iofleet.plan.fiojobs import (
     JobFileError,
     RawLayout,
     check_params,
-    fio_size_bytes,
     get_job,
     jobs_dir,
     list_jobs,
@@ -21,6 +20,7 @@ from iofleet.plan.fiojobs import (
     raw_layout,
     render_command,
 )
+from iofleet.plan.jobtext import size_bytes
 
 REQUIRED_JOBS = {
     "randwrite-16k-psync-16jobs",
@@ -306,7 +306,7 @@ def test_raw_layout_starts_every_region_on_a_whole_block(
     job = get_job("randwrite-16k-psync-16jobs")
     env = {**job.params, "SIZE": size, "NUM_JOBS": "2"}
     layout = raw_layout(job, env, 1 << 30, block)
-    assert (layout.region_bytes, layout.needed_bytes) == (region, region + fio_size_bytes(size))
+    assert (layout.region_bytes, layout.needed_bytes) == (region, region + size_bytes(size))
 
 
 @pytest.mark.parametrize(
@@ -315,12 +315,14 @@ def test_raw_layout_starts_every_region_on_a_whole_block(
         ("offset=1g", "sets offset"),
         ("offset_increment=4k", "sets offset_increment"),
         ("nrfiles=4", "sets nrfiles"),
-        ("include other.fio", "sets include"),
+        ("nr_files=4", "sets nrfiles"),  # an alias is the option it names
+        ("include other.inc", "sets offset"),  # an include's options are read
     ],
 )
 def test_raw_layout_refuses_options_that_move_io_off_the_region(
     library: Path, line: str, problem: str
 ) -> None:
+    (library / "other.inc").write_text("offset=1g\n", encoding="utf-8")
     job = load_job_file(_write(library, "x", GOOD + line + "\n"))
     with pytest.raises(ValueError, match=problem):
         raw_layout(job, {**job.params, "TARGET": "/tmp"}, 1 << 40)
@@ -331,33 +333,6 @@ def test_raw_layout_needs_a_size(library: Path) -> None:
     job = load_job_file(_write(library, "nosize", text))
     with pytest.raises(ValueError, match=r"\[j\] has no size"):
         raw_layout(job, {"TARGET": "/tmp"}, 1 << 40)
-
-
-@pytest.mark.parametrize(
-    ("text", "kb_base", "expected"),
-    [
-        ("4k", 1024, 4096),
-        ("4K", 1024, 4096),
-        ("4kb", 1024, 4096),
-        ("256m", 1024, 256 << 20),
-        ("1g", 1024, 1 << 30),
-        ("1t", 1024, 1 << 40),
-        ("4KiB", 1024, 4000),  # fio's compatibility rule: with kb_base=1024 IEC is decimal
-        ("4KiB", 1000, 4096),
-        ("4k", 1000, 4000),
-        ("0x1000", 1024, 4096),
-        ("512", 1024, 512),
-        ("25%", 1024, 250),
-    ],
-)
-def test_fio_size_bytes_reads_sizes_as_fio_does(text: str, kb_base: int, expected: int) -> None:
-    assert fio_size_bytes(text, kb_base, whole=1000) == expected
-
-
-@pytest.mark.parametrize("text", ["", "1.5g", "(1g*2)", "4x", "-1m", "0%", "101%", "ib"])
-def test_fio_size_bytes_refuses_what_it_cannot_read(text: str) -> None:
-    with pytest.raises(ValueError):
-        fio_size_bytes(text, whole=1000)
 
 
 @pytest.mark.parametrize("target", ["/mnt/a:b", "/mnt/with space", ""])
@@ -520,3 +495,43 @@ def test_name_rules_are_full_string_matches() -> None:
     # Python's `$` matches before a trailing newline; the rules must not
     with pytest.raises(ValueError, match="target directory"):
         render_command("seq-read-1m-qd32", {}, "/mnt/data\n")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "directory = ${TARGET}",  # fio keeps the blank: a directory " /mnt/..." (relative)
+        "directory=${TARGET}/sub",
+        "directory=/tmp",
+    ],
+)
+def test_directory_must_be_the_target_as_fio_reads_it(library: Path, line: str) -> None:
+    text = GOOD.replace("directory=${TARGET}", line)
+    with pytest.raises(JobFileError, match=r"use directory=\$\{TARGET\}"):
+        load_job_file(_write(library, "x", text))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gtod_reduce=1",
+        "gtod_reduce = 1",
+        "filename = /dev/sda",
+        "filename=/dev/sda ; a comment",
+    ],
+)
+def test_refused_options_are_found_however_fio_spells_them(library: Path, line: str) -> None:
+    with pytest.raises(JobFileError, match="gtod_reduce|never filename"):
+        load_job_file(_write(library, "x", GOOD + line + "\n"))
+
+
+def test_a_refused_option_in_an_include_is_found(library: Path) -> None:
+    (library / "more.inc").write_text("gtod_reduce=1\n", encoding="utf-8")
+    with pytest.raises(JobFileError, match=r"more.inc:1: gtod_reduce"):
+        load_job_file(_write(library, "x", GOOD + "include more.inc\n"))
+
+
+def test_an_option_only_in_a_comment_is_not_an_option(library: Path) -> None:
+    # fio cuts a line at ';' or '#': the words after it are not read
+    job = load_job_file(_write(library, "x", GOOD + "rw=read ; gtod_reduce=1 filename=x\n"))
+    assert job.name == "x"
