@@ -105,13 +105,30 @@ def _block(by_id: Path, **target: object) -> dict:
     return {"kind": "block", "volume_id": VOLUME_ID, "by_id_dir": str(by_id), **target}
 
 
+@pytest.fixture(scope="module")
+def raw_drain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, int]]:
+    """One slot with a 1 s drain on a raw loop device (its directory, the device, the
+    slot's exit code): the two tests below read the same run."""
+    if _REASON:
+        pytest.skip(_REASON)
+    tmp_path = tmp_path_factory.mktemp("raw-drain")
+    kit = Loops(tmp_path)
+    try:
+        dev = kit.device()
+        by_id = tmp_path / "by-id"
+        by_id.mkdir()
+        (by_id / EBS_LINK).symlink_to(dev)
+        code = run_slot(_payload(tmp_path, _block(by_id, filesystem="raw"), _drain(1.0)))
+        yield tmp_path, dev, code
+    finally:
+        kit.release()
+
+
 @pytest.mark.device
 def test_drain_on_a_raw_device_runs_fio_for_the_computed_seconds(
-    tmp_path: Path, device: tuple[Path, Path]
+    raw_drain: tuple[Path, Path, int],
 ) -> None:
-    dev, by_id = device
-
-    code = run_slot(_payload(tmp_path, _block(by_id, filesystem="raw"), _drain(1.0)))
+    tmp_path, dev, code = raw_drain
 
     assert code == 0
     [phase] = _slot_json(tmp_path)["burst"]["phases"]
@@ -124,9 +141,8 @@ def test_drain_on_a_raw_device_runs_fio_for_the_computed_seconds(
 
 
 @pytest.mark.device
-def test_drain_output_is_not_counted_in_results(tmp_path: Path, device: tuple[Path, Path]) -> None:
-    _, by_id = device
-    run_slot(_payload(tmp_path, _block(by_id, filesystem="raw"), _drain(1.0)))
+def test_drain_output_is_not_counted_in_results(raw_drain: tuple[Path, Path, int]) -> None:
+    tmp_path, _, _ = raw_drain
 
     with Warehouse(":memory:") as wh:
         stats = wh.ingest_dir(tmp_path / "raw")

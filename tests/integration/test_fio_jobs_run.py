@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,12 +68,32 @@ def test_job_parses_with_no_parameters(name: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.fixture(scope="module")
+def job_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str], subprocess.CompletedProcess[str]]:
+    """A job's short run under real fio (in a directory of its own), once per job in this
+    module: the logging job's test reads the run the every-job test made."""
+    base = tmp_path_factory.mktemp("fio-jobs")
+    runs: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def get(name: str) -> subprocess.CompletedProcess[str]:
+        if name not in runs:
+            directory = base / name
+            directory.mkdir()
+            argv, env = render_command(name, _short_params(name, directory), str(directory))
+            runs[name] = _run(argv, env, directory)
+        return runs[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", JOBS)
-def test_job_runs_and_parses_into_records(name: str, tmp_path: Path) -> None:
-    # given
-    argv, env = render_command(name, _short_params(name, tmp_path), str(tmp_path))
-    # when
-    result = _run(argv, env, tmp_path)
+def test_job_runs_and_parses_into_records(
+    name: str, job_run: Callable[[str], subprocess.CompletedProcess[str]]
+) -> None:
+    # given the job with short parameters, when it runs
+    result = job_run(name)
     # then
     assert result.returncode == 0, result.stderr
     out = parse_fio(result.stdout)
@@ -97,10 +118,10 @@ def test_parameters_reach_fio_through_the_environment(tmp_path: Path) -> None:
     assert doc["jobs"][0]["job options"]["iodepth"] == "3"
 
 
-def test_logging_job_reports_writers_and_read_burst_apart(tmp_path: Path) -> None:
-    name = "logging-steady-write-burst-read"
-    argv, env = render_command(name, _short_params(name, tmp_path), str(tmp_path))
-    out = parse_fio(_run(argv, env, tmp_path).stdout)
+def test_logging_job_reports_writers_and_read_burst_apart(
+    job_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    out = parse_fio(job_run("logging-steady-write-burst-read").stdout)
     assert [(r["job"], r["direction"]) for r in out.records] == [
         ("steady_write", "write"),
         ("burst_read", "read"),

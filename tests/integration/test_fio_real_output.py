@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import duckdb
@@ -188,10 +188,27 @@ def expected_records(doc: dict) -> dict[tuple[int, str], dict]:
     return expected
 
 
+@pytest.fixture(scope="module")
+def fio_output(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], str]:
+    """A case's real fio stdout, fio run once per case in this module (each case in a
+    directory of its own): the tests below read the same outputs."""
+    base = tmp_path_factory.mktemp("fio-cases")
+    outputs: dict[str, str] = {}
+
+    def get(case: str) -> str:
+        if case not in outputs:
+            work = base / f"case{list(CASES).index(case)}"
+            work.mkdir()
+            outputs[case] = _run_fio(work, CASES[case])
+        return outputs[case]
+
+    return get
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_every_figure_is_fios_own(case: str, tmp_path: Path) -> None:
+def test_every_figure_is_fios_own(case: str, fio_output: Callable[[str], str]) -> None:
     # given real fio output
-    stdout = _run_fio(tmp_path, CASES[case])
+    stdout = fio_output(case)
     doc = fio_document(stdout)
     # when
     out = parse_fio(stdout)
@@ -213,8 +230,10 @@ def test_every_figure_is_fios_own(case: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "json+" in CASES[c][-1]])
-def test_the_percentile_port_agrees_with_every_figure_fio_listed(case: str, tmp_path: Path) -> None:
-    doc = fio_document(_run_fio(tmp_path, CASES[case]))
+def test_the_percentile_port_agrees_with_every_figure_fio_listed(
+    case: str, fio_output: Callable[[str], str]
+) -> None:
+    doc = fio_document(fio_output(case))
     checked = 0
     for job in doc["jobs"]:
         for direction in ("read", "write", "trim", "mixed", "sync"):
@@ -300,7 +319,7 @@ def _import(files: list[Path], out: Path, label: str) -> subprocess.CompletedPro
 
 
 def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_costs_none(
-    tmp_path: Path,
+    tmp_path: Path, fio_output: Callable[[str], str]
 ) -> None:
     # given real outputs of several option sets, and one of them cut short (a copy that
     # stopped early), each a file: one slot each
@@ -308,9 +327,7 @@ def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_cost
     cases += ["odd-percentile-list", "lat-percentiles"]
     files, expected = [], []
     for i, case in enumerate(cases):
-        work = tmp_path / f"run{i}"
-        work.mkdir()
-        stdout = _run_fio(work, CASES[case])
+        stdout = fio_output(case)
         path = tmp_path / f"{i}-{case}.json"
         path.write_bytes(stdout.encode())
         files.append(path)

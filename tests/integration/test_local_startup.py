@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -94,9 +95,19 @@ def _open_writer(fifo: Path) -> int | None:
         return None
 
 
-def test_the_first_agent_starts_before_the_finish_path_is_loaded(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def first_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str], dict[str, object]]:
+    """One watched one-slot run (its directory, result, what it saw); the warehouse test
+    starts from a copy of its --out."""
+    tmp = tmp_path_factory.mktemp("startup")
+    return (tmp, *_run(tmp))
+
+
+def test_the_first_agent_starts_before_the_finish_path_is_loaded(first_run) -> None:
     # when a one-slot run goes from start to report
-    result, seen = _run(tmp_path)
+    tmp_path, result, seen = first_run
     # then it succeeded and gave the user the warehouse and the report
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "report.html").is_file()
@@ -108,11 +119,12 @@ def test_the_first_agent_starts_before_the_finish_path_is_loaded(tmp_path: Path)
     assert [m for m in seen["at_first_start"] if m.startswith(finish_path)] == []
 
 
-def test_the_warehouse_is_not_held_while_the_slots_run(tmp_path: Path) -> None:
-    # given a warehouse from an earlier run in --out
-    out = tmp_path / "out"
-    first, _ = _run(tmp_path)
+def test_the_warehouse_is_not_held_while_the_slots_run(first_run, tmp_path: Path) -> None:
+    # given a warehouse from an earlier run in --out (a copy of the first run's)
+    first_dir, first, _ = first_run
     assert first.returncode == 0, first.stderr
+    out = tmp_path / "out"
+    shutil.copytree(first_dir / "out", out, symlinks=True)
     # when a second run is started and, while its slot runs, another process writes
     # to the warehouse (as `iofleet import` or a user's DuckDB session could)
     matrix = tmp_path / "slow.json"
