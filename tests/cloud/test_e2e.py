@@ -167,6 +167,23 @@ def test_trino_views_equal_the_local_duckdb_warehouse(
     assert _rounded(cloud) == _rounded(local)
 
 
+def test_trino_fleet_latency_and_bins_equal_the_local_duckdb_warehouse(
+    e2e_run: dict[str, Any], trino_server: Any
+) -> None:
+    """The json+ histograms as Athena stores them (arrays in the landing JSON and in the
+    compacted Parquet), unnested by the fio_latency_bins view: the same bins and the same
+    merged percentiles as the local warehouse."""
+    run_id = e2e_run["run_id"]
+    trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+    with Warehouse(":memory:") as wh:
+        wh.ingest_dir(e2e_run["raw"])
+        for view in ("fleet_latency", "fio_latency_bins"):
+            cloud = trino.execute(f"SELECT * FROM {view} WHERE run_id = '{run_id}'").dicts()
+            local = wh.query(f"SELECT * FROM {view} WHERE run_id = ?", [run_id])
+            assert cloud, view
+            assert sorted(map(repr, _plain(cloud))) == sorted(map(repr, _plain(local))), view
+
+
 def test_summarize_report_holds_the_percentiles(
     e2e_run: dict[str, Any], local_stack: LocalStack
 ) -> None:
@@ -275,7 +292,7 @@ def test_every_table_view_equals_the_local_duckdb_table(
             # same columns in the same order, same number of rows
             assert got.columns == list(t.column_names), t.name
             assert len(got.rows) == len(want), t.name
-            if t.name in ("fio_results", "app_runs", "ioping_requests", "fio_latency_bins"):
+            if t.name in ("fio_results", "app_runs", "ioping_requests", "fio_latency_histograms"):
                 assert sorted(map(repr, _plain(got.dicts()))) == sorted(map(repr, _plain(want))), (
                     t.name
                 )
@@ -411,7 +428,7 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
     finally:  # the session's other tests query unfiltered: leave no broken run behind
         from iofleet.aws.compact import _drop_parquet_partition
 
-        for t in ("fio_results", "fio_latency_bins"):
+        for t in ("fio_results", "fio_latency_histograms"):
             _drop_parquet_partition(
                 local_stack.client("glue"),
                 s3,
@@ -421,7 +438,8 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
                 bucket=bucket,
             )
         for prefix in [f"raw/{other}/"] + [
-            landing_prefix(t, other) for t in ("fio_results", "fio_latency_bins", "ingest_errors")
+            landing_prefix(t, other)
+            for t in ("fio_results", "fio_latency_histograms", "ingest_errors")
         ]:
             for key in local_stack.keys(prefix):
                 s3.delete_object(Bucket=bucket, Key=key)
@@ -439,7 +457,14 @@ def test_duckdb_reads_the_compacted_parquet_as_its_warehouse_tables(
     s3 = local_stack.client("s3")
     with Warehouse(":memory:") as wh:
         wh.ingest_dir(e2e_run["raw"])
-        for name in ("runs", "slots", "fio_results", "app_runs", "ioping_requests"):
+        for name in (
+            "runs",
+            "slots",
+            "fio_results",
+            "fio_latency_histograms",
+            "app_runs",
+            "ioping_requests",
+        ):
             table = BY_NAME[name]
             keys = local_stack.keys(parquet_prefix(name, run_id))
             assert keys, name
