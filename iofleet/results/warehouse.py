@@ -85,6 +85,21 @@ def _json_line(row: Mapping[str, object]) -> bytes:
     return (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+def _fold_bins_select(bins_table: str) -> str:
+    """The `fio_latency_histograms` rows of a per-bin `fio_latency_bins` table (the layout
+    before decision 46): one per key, bins ascending, a bin listed twice added up (as the
+    views added them), rows with a NULL bin value or count left out."""
+    key = ", ".join(f'"{c}"' for c in BIN_BLOCK_COLUMNS)
+    return (
+        f"SELECT {key}, list(bin_ns ORDER BY bin_ns) AS bins_ns, "
+        "list(cnt ORDER BY bin_ns) AS counts FROM ("
+        f'  SELECT {key}, bin_ns, CAST(sum("count") AS BIGINT) AS cnt '
+        f"  FROM {bins_table} WHERE bin_ns IS NOT NULL "
+        f'  AND "count" IS NOT NULL GROUP BY ALL'
+        ") GROUP BY ALL"
+    )
+
+
 class _Unit(NamedTuple):
     """What one raw artifact gives: its key, its rows and its fio latency bin blocks."""
 
@@ -195,16 +210,18 @@ class Warehouse:
     """A DuckDB file (or ":memory:") holding the results tables and views."""
 
     def __init__(self, path: Path | str, read_only: bool = False) -> None:
-        """`read_only`: for reading commands; the file is opened read-only when its schema
-        is up to date (nothing is written to it), else for writing to bring it up to date."""
+        """`read_only`: for reading commands; the file is opened read-only and nothing is
+        ever written to it. A warehouse of an older schema is then read through today's
+        schema laid over it in this connection's temporary catalog (`_overlay`), not
+        brought up to date; without `read_only` it is brought up to date on open."""
         self.path = str(path)
         self.where = f"--warehouse {self.path}"  # iofleet.results.source.ResultsSource
         if read_only:
             self._connect(read_only=True)
             with self._closed_on_failure():
-                if self._up_to_date():
-                    return
-            self.close()
+                if not self._up_to_date():
+                    self._overlay()
+            return
         self._connect(read_only=False)
         with self._closed_on_failure():
             self._create()
@@ -273,6 +290,59 @@ class Warehouse:
             f"INSERT INTO {SCHEMA_MARK} VALUES (?, ?)", [schema_fingerprint(), self._catalog()]
         )
 
+    def _overlay(self) -> None:
+        """Today's schema over an older warehouse opened read-only, in the connection's
+        temporary catalog (in memory; the file is not written): DuckDB resolves a name
+        in `temp` before the file's own catalog, so every query, and every view, reads
+        what `_create` would have made of the file:
+
+        - a table the file lacks: an empty temporary table;
+        - a table lacking newer columns: a temporary view of it with those columns NULL
+          (what `ALTER TABLE ... ADD COLUMN` gives the rows it has);
+        - `fio_latency_histograms` of a warehouse of the per-bin layout: its
+          `fio_latency_bins` table folded as `_migrate_bins_table` folds it;
+        - every view of iofleet/results/sql as a temporary view (an older iofleet's
+          views in the file are hidden by them).
+        """
+        db = self.con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        here = '"' + db.replace('"', '""') + '".main.'
+        tables = {
+            name
+            for (name,) in self.con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = ? "
+                "AND schema_name = 'main'",
+                [db],
+            ).fetchall()
+        }
+        have = set(
+            self.con.execute(
+                "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ?",
+                [db],
+            ).fetchall()
+        )
+        for table in TABLES:
+            folded = table is FIO_LATENCY_HISTOGRAMS and FIO_LATENCY_BINS.name in tables
+            if folded:
+                select = _fold_bins_select(here + FIO_LATENCY_BINS.name)
+                if table.name in tables:  # as the migration adds to such a table
+                    select += f" UNION ALL SELECT * FROM {here}{table.name}"
+            elif table.name not in tables:
+                self.con.execute(table.duckdb_ddl().replace("CREATE TABLE", "CREATE TEMP TABLE"))
+                continue
+            elif all((table.name, c.name) in have for c in table.columns):
+                continue
+            else:
+                select = "SELECT " + ", ".join(
+                    f'"{c.name}"'
+                    if (table.name, c.name) in have
+                    else f'CAST(NULL AS {c.duckdb_type}) AS "{c.name}"'
+                    for c in table.columns
+                )
+                select += f" FROM {here}{table.name}"
+            self.con.execute(f"CREATE TEMP VIEW {table.name} AS {select}")
+        for name, trino_sql in view_files.all_views().items():
+            self.con.execute(f"CREATE TEMP VIEW {name} AS {transpile_view(trino_sql)}")
+
     def _migrate_bins_table(self) -> None:
         """A warehouse of an iofleet before decision 46 holds `fio_latency_bins` as a table,
         one row per bin: fold it into `fio_latency_histograms` (one row per key, bins
@@ -292,11 +362,7 @@ class Warehouse:
             self.con.execute(FIO_LATENCY_HISTOGRAMS.duckdb_ddl())
             self.con.execute(
                 f"INSERT INTO {FIO_LATENCY_HISTOGRAMS.name} ({key}, bins_ns, counts) "
-                f"SELECT {key}, list(bin_ns ORDER BY bin_ns), list(cnt ORDER BY bin_ns) FROM ("
-                f'  SELECT {key}, bin_ns, CAST(sum("count") AS BIGINT) AS cnt '
-                f"  FROM {FIO_LATENCY_BINS.name} WHERE bin_ns IS NOT NULL "
-                f'  AND "count" IS NOT NULL GROUP BY ALL'
-                ") GROUP BY ALL"
+                + _fold_bins_select(FIO_LATENCY_BINS.name)
             )
             self.con.execute(f"DROP TABLE {FIO_LATENCY_BINS.name}")
             self.con.execute("COMMIT")

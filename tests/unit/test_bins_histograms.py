@@ -173,3 +173,74 @@ def test_the_histograms_are_far_fewer_rows_than_the_bins(warehouses: tuple[Path,
         ).fetchone()
     assert histograms == results  # one histogram per fio record with bins
     assert bins > 20 * histograms
+
+
+def _state(path: Path) -> tuple[bytes, int, list[str]]:
+    """The file's bytes and mtime, and the names beside it (a WAL would show)."""
+    return path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in path.parent.iterdir())
+
+
+def test_a_warehouse_of_the_per_bin_layout_opened_read_only_is_read_as_migrated_unwritten(
+    warehouses: tuple[Path, Path], tmp_path: Path
+) -> None:
+    old, new = warehouses
+    path = tmp_path / "old.duckdb"
+    shutil.copy(old, path)
+    migrated = tmp_path / "migrated.duckdb"
+    shutil.copy(old, migrated)
+    with Warehouse(migrated):  # brought up to date, as any writing command does
+        pass
+    before = _state(path)
+    # when a reading command opens it (report, compare: read_only)
+    with Warehouse(path, read_only=True) as wh, Warehouse(migrated, read_only=True) as want:
+        # then every table and view reads as in the migrated copy, row for row
+        for name in (*(t.name for t in TABLES), *all_views()):
+            assert _view_rows(wh.con, name) == _view_rows(want.con, name), name
+        assert wh.query("SELECT count(*) AS n FROM fio_latency_histograms")[0]["n"] > 0
+        # and what report and compare read of the run
+        assert wh.cell_percentiles(RUN) == want.cell_percentiles(RUN)
+        # and the connection cannot write, should anything try
+        with pytest.raises(duckdb.InvalidInputException, match="read-only"):
+            wh.con.execute("CREATE TABLE main.x (a INT)")
+    # and the file was not written: same bytes, same mtime, no WAL beside it
+    assert _state(path) == before
+    with duckdb.connect(str(path), read_only=True) as con:  # still the per-bin layout
+        kinds = dict(
+            con.execute(
+                "SELECT table_name, table_type FROM information_schema.tables "
+                "WHERE table_name IN ('fio_latency_bins', 'fio_latency_histograms')"
+            ).fetchall()
+        )
+        assert kinds == {"fio_latency_bins": "BASE TABLE"}
+        assert con.execute(
+            f"SELECT count(*) FROM duckdb_tables() WHERE table_name = '{SCHEMA_MARK}'"
+        ).fetchone() == (0,)
+
+
+def test_a_warehouse_lacking_tables_and_columns_opened_read_only_reads_them_as_null(
+    tmp_path: Path,
+) -> None:
+    # given a warehouse of an older iofleet: fio_results without its last column, no
+    # cell_costs table, no schema mark, the histograms already in today's layout
+    raw = _raw(tmp_path)
+    path = tmp_path / "older.duckdb"
+    with Warehouse(path) as wh:
+        wh.ingest_dir(raw)
+        expected = wh.query("SELECT * FROM fio_results ORDER BY ALL")
+        wh.con.execute("DROP TABLE cell_costs")
+        wh.con.execute(f"DROP TABLE {SCHEMA_MARK}")
+        wh.con.execute("DROP VIEW IF EXISTS fleet_totals")
+    with duckdb.connect(str(path)) as con:
+        for (view,) in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+        ).fetchall():
+            con.execute(f"DROP VIEW {view}")  # an iofleet without today's views
+        con.execute('ALTER TABLE fio_results DROP COLUMN "host"')
+    before = _state(path)
+    with Warehouse(path, read_only=True) as wh:
+        # then the missing column reads NULL, the missing table empty, the views answer
+        got = wh.query("SELECT * FROM fio_results ORDER BY ALL")
+        assert got == [{**row, "host": None} for row in expected]
+        assert wh.query("SELECT count(*) AS n FROM cell_costs") == [{"n": 0}]
+        assert wh.query(f"SELECT count(*) AS n FROM fleet_latency WHERE run_id = '{RUN}'")[0]["n"]
+    assert _state(path) == before
