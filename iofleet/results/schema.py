@@ -222,6 +222,16 @@ FIO_LATENCY_BINS = Table(
     ),
 )
 
+# On AWS the Glue tables of the per-bin layout stay (fio_latency_bins_landing and
+# _parquet, the same names, locations, formats and columns as before decision 46,
+# described as then): runs ingested before it keep their bins there, and the Athena view
+# fio_latency_histograms folds them in (iofleet/aws/compact.py). Nothing writes them.
+LEGACY_FIO_LATENCY_BINS = Table(
+    FIO_LATENCY_BINS.name,
+    "fio json+ completion-latency histogram bins, one row per non-empty bin",
+    FIO_LATENCY_BINS.columns,
+)
+
 IOPING_REQUESTS = Table(
     "ioping_requests",
     "one row per timed ioping request (requests ioping leaves out of its own statistics: the warm-up, outside -t/-T, failed or interrupted, are dropped)",
@@ -327,6 +337,9 @@ TABLES: tuple[Table, ...] = (
     CELL_COSTS,
 )
 BY_NAME = {t.name: t for t in TABLES}
+# Glue tables kept on AWS for what was written before a layout change, read-only
+LEGACY_TABLES: tuple[Table, ...] = (LEGACY_FIO_LATENCY_BINS,)
+LEGACY_BY_NAME = {t.name: t for t in LEGACY_TABLES}
 
 
 # --- what a column of each type can hold ------------------------------------------
