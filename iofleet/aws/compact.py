@@ -16,6 +16,11 @@ Layout (docs/decisions.md, "Columnar results for Athena"), per table `t` of
   written, and ingest does not register it again for a compacted run. Every
   view of iofleet/results/sql reads `t` exactly as DuckDB reads its table.
 
+Kept from before decision 46, read-only: the per-bin pair `fio_latency_bins_landing` and
+`fio_latency_bins_parquet` (`schema.LEGACY_TABLES`), where the runs ingested before it
+have their json+ bins; the view `fio_latency_histograms` folds them in
+(`legacy_bins_sql`). Nothing writes or compacts them any more.
+
 Compaction of one run, per table (each step idempotent, so a retried Summarize
 gives the same rows): if the run has no landing objects, leave the table alone;
 drop the run's Parquet partition and objects (a retry); make sure the landing
