@@ -2,8 +2,9 @@
 
 Data is generated inside the engine (`INSERT ... SELECT ... FROM range(n)`),
 with the cardinalities of a busy warehouse: R runs x C cells x S slots,
-10 fio result rows per slot (5 workloads x read/write) and B latency bins
-per result row, bin values shared across the slots of a cell so the merge in
+10 fio result rows per slot (5 workloads x read/write) and a latency histogram
+of B bins per result row (one `fio_latency_histograms` row, B bins in the
+`fio_latency_bins` view), bin values shared across the slots of a cell so the merge in
 `fleet_latency` really merges. The default scale is 100 x 20 x 50 = 100,000
 slots, 1,000,000 `fio_results` rows and 10,000,000 `fio_latency_bins` rows.
 
@@ -51,6 +52,7 @@ def shape(scale: Scale, divisor: int = 1) -> dict[str, int]:
         "results_per_slot": scale.query_results_per_slot,
         "fio_results": results,
         "bins_per_result": scale.query_bins_per_result,
+        "fio_latency_histograms": results,
         "fio_latency_bins": results * scale.query_bins_per_result,
     }
 
@@ -164,20 +166,25 @@ def generation_sql(sh: dict[str, int], dialect: str = "duckdb") -> dict[str, Sel
         ],
         rows(sh["fio_results"], "i"),
     )
-    # Bin row j: result i = j / b, position q = j % b; bin values overlap
-    # across the slots of a cell (offset by i % 7), so merging really merges.
-    i = f"(j {div} {b})"
-    gi = f"({i} {div} {k})"
-    wi = f"({mod(i, k)} {div} 2)"
-    bins = select(
-        key(gi, wi, i)
-        + [
-            ("bin_ns", f"CAST(({mod('j', b)} + {mod(i, 7)} + 8) * 16384 AS BIGINT)"),
-            ("count", f"CAST(1 + {mod('j * 104729', 5000)} AS BIGINT)"),
-        ],
-        rows(sh["fio_latency_bins"], "j"),
+    # One histogram per result row i, b bins: bin j = i * b + q at position q (the
+    # fio_latency_bins view's row j); bin values overlap across the slots of a cell
+    # (offset by i % 7), so merging really merges.
+    if dialect == "duckdb":
+        bins_ns = f"[CAST((q + {mod('i', 7)} + 8) * 16384 AS BIGINT) FOR q IN range({b})]"
+        counts = f"[CAST(1 + {mod(f'(i * {b} + q) * 104729', 5000)} AS BIGINT) FOR q IN range({b})]"
+    else:
+        bins_ns = (
+            f"transform(sequence(0, {b - 1}), q -> CAST((q + {mod('i', 7)} + 8) * 16384 AS BIGINT))"
+        )
+        counts = (
+            f"transform(sequence(0, {b - 1}), "
+            f"q -> CAST(1 + {mod(f'(i * {b} + q) * 104729', 5000)} AS BIGINT))"
+        )
+    histograms = select(
+        key(g, w, "i") + [("bins_ns", bins_ns), ("counts", counts)],
+        rows(sh["fio_latency_histograms"], "i"),
     )
-    return {"slots": slots, "fio_results": results, "fio_latency_bins": bins}
+    return {"slots": slots, "fio_results": results, "fio_latency_histograms": histograms}
 
 
 def build_duckdb(path: Path, sh: dict[str, int]) -> None:
@@ -190,6 +197,7 @@ def build_duckdb(path: Path, sh: dict[str, int]) -> None:
         got = wh.query(
             "SELECT (SELECT count(*) FROM slots) AS slots, "
             "(SELECT count(*) FROM fio_results) AS fio_results, "
+            "(SELECT count(*) FROM fio_latency_histograms) AS fio_latency_histograms, "
             "(SELECT count(*) FROM fio_latency_bins) AS fio_latency_bins"
         )[0]
     for key, value in got.items():

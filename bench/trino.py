@@ -38,8 +38,15 @@ from typing import Any
 from bench.common import MEASURED, ROOT, Context, Timer, run, stat
 from bench.queries import TRINO_TARGET_S, VIEWS, add_view_times, generation_sql, shape
 
-TABLES_FROM_DATA = ("slots", "fio_results", "fio_latency_bins")
-VIEWS_NEEDED = ("cells", "fio_slot_metrics", "slot_metrics", "cell_percentiles", "fleet_latency")
+TABLES_FROM_DATA = ("slots", "fio_results", "fio_latency_histograms")
+VIEWS_NEEDED = (
+    "fio_latency_bins",
+    "cells",
+    "fio_slot_metrics",
+    "slot_metrics",
+    "cell_percentiles",
+    "fleet_latency",
+)
 
 
 def _engines() -> Any:

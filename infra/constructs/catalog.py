@@ -115,7 +115,10 @@ class Catalog(Construct):
             ),
         )
         self.tables: dict[str, glue.CfnTable] = {}
-        for t in schema.TABLES:
+        # the legacy tables keep their logical ids and definitions (the per-bin
+        # fio_latency_bins pair, decision 46): replacing one would drop its partitions,
+        # the runs ingested before the layout change
+        for t in (*schema.TABLES, *schema.LEGACY_TABLES):
             title = "".join(p.title() for p in t.name.split("_"))
             for landing, kind in ((True, "Landing"), (False, "Parquet")):
                 cfn = glue.CfnTable(

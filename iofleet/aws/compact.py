@@ -16,6 +16,11 @@ Layout (docs/decisions.md, "Columnar results for Athena"), per table `t` of
   written, and ingest does not register it again for a compacted run. Every
   view of iofleet/results/sql reads `t` exactly as DuckDB reads its table.
 
+Kept from before decision 46, read-only: the per-bin pair `fio_latency_bins_landing` and
+`fio_latency_bins_parquet` (`schema.LEGACY_TABLES`), where the runs ingested before it
+have their json+ bins; the view `fio_latency_histograms` folds them in
+(`legacy_bins_sql`). Nothing writes or compacts them any more.
+
 Compaction of one run, per table (each step idempotent, so a retried Summarize
 gives the same rows): if the run has no landing objects, leave the table alone;
 drop the run's Parquet partition and objects (a retry); make sure the landing
@@ -110,9 +115,55 @@ def table_view_sql(table: schema.Table) -> str:
     )
 
 
+def legacy_bins_sql() -> str:
+    """The histograms of runs ingested before decision 46, from the per-bin Glue tables of
+    that time (`schema.LEGACY_FIO_LATENCY_BINS`: `fio_latency_bins_parquet` UNION ALL
+    `_landing`, the view `fio_latency_bins` was then), folded as a local warehouse of that
+    time is folded on open (`Warehouse._migrate_bins_table`): one row per key, bins
+    ascending, a bin listed twice added up, rows with a NULL bin value or count left out.
+
+    A key (run, cell, slot, workload, job, job index, direction: one fio record) that
+    `fio_latency_histograms` holds already is not taken from there: an old run whose raw
+    objects are ingested again after the update (or a run that was being ingested while
+    the stack was updated) is counted once, from its histograms.
+    """
+    legacy = schema.LEGACY_FIO_LATENCY_BINS
+    hist = schema.FIO_LATENCY_HISTOGRAMS
+    key = [c.name for c in hist.columns if c.name not in ("bins_ns", "counts")]
+    cols = ", ".join(f'"{c}"' for c in legacy.column_names)
+    keys_ = ", ".join(f'"{c}"' for c in key)
+    b_keys = ", ".join(f'b."{c}"' for c in key)
+    same = "\n    AND ".join(
+        f'h."{c}" = b."{c}"' if c == PARTITION_KEY else f'h."{c}" IS NOT DISTINCT FROM b."{c}"'
+        for c in key
+    )
+    return (
+        f"SELECT {b_keys}, array_agg(b.bin_ns ORDER BY b.bin_ns) AS bins_ns, "
+        f'array_agg(b."count" ORDER BY b.bin_ns) AS counts\n'
+        f'FROM (\n  SELECT {keys_}, bin_ns, CAST(sum("count") AS bigint) AS "count"\n'
+        f"  FROM (\n    SELECT {cols} FROM {parquet_table(legacy.name)}\n"
+        f"    UNION ALL\n    SELECT {cols} FROM {landing_table(legacy.name)}\n  ) AS old\n"
+        f'  WHERE bin_ns IS NOT NULL AND "count" IS NOT NULL\n'
+        f"  GROUP BY {keys_}, bin_ns\n) AS b\n"
+        f"WHERE NOT EXISTS (\n  SELECT 1 FROM (\n"
+        f"    SELECT {keys_} FROM {parquet_table(hist.name)}\n"
+        f"    UNION ALL\n    SELECT {keys_} FROM {landing_table(hist.name)}\n  ) AS h\n"
+        f"  WHERE {same}\n)\n"
+        f"GROUP BY {b_keys}"
+    )
+
+
 def table_views() -> dict[str, str]:
-    """Every table's view (name -> SELECT), created before the views of iofleet/results/sql."""
-    return {t.name: table_view_sql(t) for t in schema.TABLES}
+    """Every table's view (name -> SELECT), created before the views of iofleet/results/sql.
+
+    `fio_latency_histograms` also gives the runs ingested before decision 46, from the
+    per-bin Glue tables kept for them (`legacy_bins_sql`), so the views over it
+    (`fio_latency_bins`, `fleet_latency`) give those runs' bins and percentiles as before.
+    """
+    views = {t.name: table_view_sql(t) for t in schema.TABLES}
+    name = schema.FIO_LATENCY_HISTOGRAMS.name
+    views[name] += "\nUNION ALL\n" + legacy_bins_sql()
+    return views
 
 
 def insert_sql(table: schema.Table) -> str:
@@ -139,7 +190,7 @@ def ensure_landing_partition(
     glue: Any, database: str, table: str, run_id: str, *, bucket: str
 ) -> bool:
     """Register the run's partition of `table`'s landing table; False if it already was."""
-    t = schema.BY_NAME[table]
+    t = schema.BY_NAME.get(table) or schema.LEGACY_BY_NAME[table]
     location = f"s3://{bucket}/{landing_prefix(table, run_id)}"
     try:
         glue.create_partition(

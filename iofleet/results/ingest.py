@@ -29,7 +29,7 @@ from iofleet.results.schema import (
     BY_NAME,
     CELL_COSTS,
     EXPECTATIONS,
-    FIO_LATENCY_BINS,
+    FIO_LATENCY_HISTOGRAMS,
     FIO_RESULTS,
     INGEST_ERRORS,
     IOPING_REQUESTS,
@@ -79,17 +79,17 @@ def rows_for_artifact(relpath: str, text: str) -> Rows:
     """Rows (table name -> rows) for one raw artifact; never raises for bad content."""
     rows, blocks = rows_and_bin_blocks(relpath, text)
     if blocks is not None:
-        rows[FIO_LATENCY_BINS.name] = expand_bin_blocks(blocks)
+        rows[FIO_LATENCY_HISTOGRAMS.name] = histogram_rows(blocks)
     return rows
 
 
 class BinBlock(NamedTuple):
-    """The `fio_latency_bins` rows of one fio record, which share every column but two.
+    """The json+ histogram of one fio record: one `fio_latency_histograms` row.
 
     `key` holds the values of BIN_BLOCK_COLUMNS; `bins` the (bin_ns, count) pairs
     sorted by bin_ns (from the fio parser: a `Bins`, which also holds them as two
-    columns). A fio json+ artifact has hundreds of bins per record: a loader can
-    write them without building a dict per bin.
+    columns, the row's `bins_ns` and `counts`). A fio json+ artifact has hundreds of
+    bins per record: a loader can write them without building a dict per bin.
     """
 
     key: tuple[object, ...]
@@ -105,7 +105,8 @@ def bin_columns(bins: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
     return [value for value, _ in bins], [count for _, count in bins]
 
 
-# the fio_latency_bins columns before (bin_ns, count), in table order
+# the fio_latency_histograms columns before (bins_ns, counts), in table order (also the
+# fio_latency_bins view's columns before (bin_ns, count))
 BIN_BLOCK_COLUMNS = (
     "run_id",
     "cell_id",
@@ -118,8 +119,36 @@ BIN_BLOCK_COLUMNS = (
 )
 
 
+def histogram_rows(blocks: Iterable[BinBlock]) -> list[dict[str, object]]:
+    """The `fio_latency_histograms` rows of some blocks (blocks without bins give none),
+    as `rows_for_artifact` gives them."""
+    rows: list[dict[str, object]] = []
+    for block in blocks:
+        if not block.bins:
+            continue
+        values, counts = bin_columns(block.bins)
+        row = dict(zip(BIN_BLOCK_COLUMNS, block.key, strict=True))
+        row["bins_ns"], row["counts"] = list(values), list(counts)
+        rows.append(row)
+    return rows
+
+
+def fold_bin_rows(rows: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
+    """Rows of the per-bin shape (`fio_latency_bins`: the key, `bin_ns`, `count`) as
+    `fio_latency_histograms` rows: one per key, bins ascending, a bin listed twice added
+    up (the views sum them alike). For rows made bin by bin (tests, planted data)."""
+    folded: dict[tuple[object, ...], dict[int, int]] = {}
+    for row in rows:
+        key = tuple(row[c] for c in BIN_BLOCK_COLUMNS)
+        bins = folded.setdefault(key, {})
+        value, count = row["bin_ns"], row["count"]
+        assert isinstance(value, int) and isinstance(count, int)
+        bins[value] = bins.get(value, 0) + count
+    return histogram_rows(BinBlock(key, sorted(bins.items())) for key, bins in folded.items())
+
+
 def expand_bin_blocks(blocks: Iterable[BinBlock]) -> list[dict[str, object]]:
-    """The `fio_latency_bins` rows of some blocks, as `rows_for_artifact` gives them."""
+    """The rows the `fio_latency_bins` view gives for some blocks, one per bin."""
     rows: list[dict[str, object]] = []
     for block in blocks:
         shared = dict(zip(BIN_BLOCK_COLUMNS, block.key, strict=True))
@@ -131,7 +160,7 @@ def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] |
     """`rows_for_artifact` with a fio artifact's bins left as blocks (None for other kinds).
 
     For a fio artifact the rows hold `fio_results` only and the blocks are its
-    `fio_latency_bins`; everything else (errors included) is as `rows_for_artifact`.
+    `fio_latency_histograms`; everything else (errors included) is as `rows_for_artifact`.
     """
     relpath = relpath.replace("\\", "/").lstrip("/")
     run_id = relpath.split("/", 1)[0]

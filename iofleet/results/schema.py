@@ -23,13 +23,15 @@ _DUCKDB_TYPES = {
     "double": "DOUBLE",
     "boolean": "BOOLEAN",
     "timestamp": "TIMESTAMP",
+    "array<bigint>": "BIGINT[]",
 }
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: str  # one of _DUCKDB_TYPES keys (Glue/Hive spelling)
+    type: str  # one of _DUCKDB_TYPES keys (Glue/Hive spelling; Trino reads array<bigint>
+    # as array(bigint))
     doc: str = ""
 
     @property
@@ -188,9 +190,27 @@ FIO_RESULTS = Table(
     ),
 )
 
+FIO_LATENCY_HISTOGRAMS = Table(
+    "fio_latency_histograms",
+    "fio json+ completion-latency histograms, one row per fio record (job, direction) "
+    "with bins: its non-empty bins as two arrays of the same length, ascending by bin "
+    "value; the view fio_latency_bins gives one row per bin",
+    WORKLOAD_KEY
+    + (
+        _c("workload", "string"),
+        _c("job", "string"),
+        _c("job_index", "int"),
+        _c("direction", "string"),
+        _c("bins_ns", "array<bigint>", "bin values in ns as fio reports them, ascending"),
+        _c("counts", "array<bigint>", "the count of each bin of bins_ns (same position)"),
+    ),
+)
+
 FIO_LATENCY_BINS = Table(
     "fio_latency_bins",
-    "fio json+ completion-latency histogram bins, one row per non-empty bin",
+    "a view (iofleet/results/sql/fio_latency_bins.sql), not a table: "
+    "fio_latency_histograms unnested, one row per non-empty bin (the table of that name "
+    "before decision 46)",
     WORKLOAD_KEY
     + (
         _c("workload", "string"),
@@ -200,6 +220,16 @@ FIO_LATENCY_BINS = Table(
         _c("bin_ns", "bigint", "bin value in ns as fio reports it"),
         _c("count", "bigint"),
     ),
+)
+
+# On AWS the Glue tables of the per-bin layout stay (fio_latency_bins_landing and
+# _parquet, the same names, locations, formats and columns as before decision 46,
+# described as then): runs ingested before it keep their bins there, and the Athena view
+# fio_latency_histograms folds them in (iofleet/aws/compact.py). Nothing writes them.
+LEGACY_FIO_LATENCY_BINS = Table(
+    FIO_LATENCY_BINS.name,
+    "fio json+ completion-latency histogram bins, one row per non-empty bin",
+    FIO_LATENCY_BINS.columns,
 )
 
 IOPING_REQUESTS = Table(
@@ -298,7 +328,7 @@ TABLES: tuple[Table, ...] = (
     RUNS,
     SLOTS,
     FIO_RESULTS,
-    FIO_LATENCY_BINS,
+    FIO_LATENCY_HISTOGRAMS,
     IOPING_REQUESTS,
     APP_RUNS,
     INGEST_ERRORS,
@@ -307,6 +337,9 @@ TABLES: tuple[Table, ...] = (
     CELL_COSTS,
 )
 BY_NAME = {t.name: t for t in TABLES}
+# Glue tables kept on AWS for what was written before a layout change, read-only
+LEGACY_TABLES: tuple[Table, ...] = (LEGACY_FIO_LATENCY_BINS,)
+LEGACY_BY_NAME = {t.name: t for t in LEGACY_TABLES}
 
 
 # --- what a column of each type can hold ------------------------------------------
@@ -321,9 +354,18 @@ def value_problem(type_: str, value: object) -> str | None:
 
     None (SQL NULL) fits every column. Values are as `Table.row` rows carry them:
     int for int/bigint, float or int for double, bool, str (timestamps as
-    'YYYY-MM-DD HH:MM:SS[.ffffff]' UTC, or a naive datetime).
+    'YYYY-MM-DD HH:MM:SS[.ffffff]' UTC, or a naive datetime), a list of ints for
+    array<bigint>.
     """
     if value is None:
+        return None
+    if type_ == "array<bigint>":
+        if not isinstance(value, list | tuple):
+            return f"expected a list of integers, got {type(value).__name__}"
+        for i, item in enumerate(value):
+            problem = value_problem("bigint", item)
+            if problem or item is None:
+                return f"[{i}]: {problem or 'null in a list'}"
         return None
     if type_ in INT_RANGES:
         if isinstance(value, bool) or not isinstance(value, int):

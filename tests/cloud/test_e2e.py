@@ -167,6 +167,23 @@ def test_trino_views_equal_the_local_duckdb_warehouse(
     assert _rounded(cloud) == _rounded(local)
 
 
+def test_trino_fleet_latency_and_bins_equal_the_local_duckdb_warehouse(
+    e2e_run: dict[str, Any], trino_server: Any
+) -> None:
+    """The json+ histograms as Athena stores them (arrays in the landing JSON and in the
+    compacted Parquet), unnested by the fio_latency_bins view: the same bins and the same
+    merged percentiles as the local warehouse."""
+    run_id = e2e_run["run_id"]
+    trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+    with Warehouse(":memory:") as wh:
+        wh.ingest_dir(e2e_run["raw"])
+        for view in ("fleet_latency", "fio_latency_bins"):
+            cloud = trino.execute(f"SELECT * FROM {view} WHERE run_id = '{run_id}'").dicts()
+            local = wh.query(f"SELECT * FROM {view} WHERE run_id = ?", [run_id])
+            assert cloud, view
+            assert sorted(map(repr, _plain(cloud))) == sorted(map(repr, _plain(local))), view
+
+
 def test_summarize_report_holds_the_percentiles(
     e2e_run: dict[str, Any], local_stack: LocalStack
 ) -> None:
@@ -275,7 +292,7 @@ def test_every_table_view_equals_the_local_duckdb_table(
             # same columns in the same order, same number of rows
             assert got.columns == list(t.column_names), t.name
             assert len(got.rows) == len(want), t.name
-            if t.name in ("fio_results", "app_runs", "ioping_requests", "fio_latency_bins"):
+            if t.name in ("fio_results", "app_runs", "ioping_requests", "fio_latency_histograms"):
                 assert sorted(map(repr, _plain(got.dicts()))) == sorted(map(repr, _plain(want))), (
                     t.name
                 )
@@ -411,7 +428,7 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
     finally:  # the session's other tests query unfiltered: leave no broken run behind
         from iofleet.aws.compact import _drop_parquet_partition
 
-        for t in ("fio_results", "fio_latency_bins"):
+        for t in ("fio_results", "fio_latency_histograms"):
             _drop_parquet_partition(
                 local_stack.client("glue"),
                 s3,
@@ -421,7 +438,8 @@ def test_a_running_run_is_queryable_at_once_and_a_one_run_query_reads_only_that_
                 bucket=bucket,
             )
         for prefix in [f"raw/{other}/"] + [
-            landing_prefix(t, other) for t in ("fio_results", "fio_latency_bins", "ingest_errors")
+            landing_prefix(t, other)
+            for t in ("fio_results", "fio_latency_histograms", "ingest_errors")
         ]:
             for key in local_stack.keys(prefix):
                 s3.delete_object(Bucket=bucket, Key=key)
@@ -439,7 +457,14 @@ def test_duckdb_reads_the_compacted_parquet_as_its_warehouse_tables(
     s3 = local_stack.client("s3")
     with Warehouse(":memory:") as wh:
         wh.ingest_dir(e2e_run["raw"])
-        for name in ("runs", "slots", "fio_results", "app_runs", "ioping_requests"):
+        for name in (
+            "runs",
+            "slots",
+            "fio_results",
+            "fio_latency_histograms",
+            "app_runs",
+            "ioping_requests",
+        ):
             table = BY_NAME[name]
             keys = local_stack.keys(parquet_prefix(name, run_id))
             assert keys, name
@@ -470,3 +495,114 @@ def test_duckdb_reads_the_compacted_parquet_as_its_warehouse_tables(
             want = wh.query(f"SELECT {cols} FROM {name} WHERE run_id = ?", [run_id])
             assert sorted(map(repr, _plain(parquet))) == sorted(map(repr, _plain(want))), name
             con.close()
+
+
+def test_runs_ingested_before_decision_46_keep_their_bins_beside_the_new_layout(
+    e2e_run: dict[str, Any], local_stack: LocalStack, trino_server: Any, tmp_path: Path
+) -> None:
+    """Runs ingested before decision 46 keep their json+ bins in the per-bin Glue tables
+    of that time (`fio_latency_bins_landing`, and `_parquet` once compacted), which the
+    stack keeps; the Athena view `fio_latency_histograms` folds them in beside the arrays
+    of runs ingested since, counting a record ingested both ways once."""
+    import uuid as _uuid
+
+    from iofleet.aws.compact import (
+        _drop_parquet_partition,
+        compact_table,
+        drop_landing_partition,
+        ensure_landing_partition,
+        landing_prefix,
+    )
+    from iofleet.aws.curate import jsonl
+    from iofleet.results.ingest import expand_bin_blocks, rows_and_bin_blocks
+    from iofleet.results.schema import LEGACY_FIO_LATENCY_BINS, TABLES
+
+    run_id = e2e_run["run_id"]
+    stem = run_id[: run_id.rfind("-") + 1]  # same day, other runs
+    landed, compacted, both = (stem + _uuid.uuid4().hex[:8] for _ in range(3))
+    old_runs = (landed, compacted, both)
+    s3, glue = local_stack.client("s3"), local_stack.client("glue")
+    bucket, database = local_stack.d.bucket, local_stack.d.database
+    legacy = LEGACY_FIO_LATENCY_BINS.name
+    fio = {rel: key for rel, key in local_stack.raw_objects(run_id).items() if "-fio-" in rel}
+    assert fio
+    raw = tmp_path / "raw"  # the DuckDB side: the same fio artifacts under each run id
+    try:
+        for old in old_runs:
+            for rel, key in fio.items():
+                body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+                relpath = rel.replace(run_id, old, 1)
+                (raw / relpath).parent.mkdir(parents=True, exist_ok=True)
+                (raw / relpath).write_bytes(body)
+                # given: the bins as the ingest Lambda wrote them before decision 46, one
+                # JSON line per bin in the per-bin landing table, its partition registered
+                _, blocks = rows_and_bin_blocks(relpath, body.decode())
+                bins = expand_bin_blocks(blocks or [])
+                assert bins
+                s3.put_object(
+                    Bucket=bucket,
+                    Key=keys.curated_key(legacy, old, relpath),
+                    Body=jsonl(legacy, bins),
+                )
+                ensure_landing_partition(glue, database, legacy, old, bucket=bucket)
+                if old == both:  # and ingested again since: histogram rows too
+                    s3.put_object(Bucket=bucket, Key=keys.raw_key(relpath), Body=body)
+        local_stack.esm.wait_drained()
+        # and: one old run compacted as Summarize compacted it then (INSERT INTO the
+        # per-bin Parquet table, the landing partition deregistered)
+        objects = compact_table(
+            LEGACY_FIO_LATENCY_BINS,
+            compacted,
+            athena=_athena(local_stack),
+            glue=glue,
+            s3=s3,
+            bucket=bucket,
+            workgroup=local_stack.d.workgroup,
+            database=database,
+        )
+        assert objects >= 1
+        assert compacted in _partitions(local_stack, f"{legacy}_parquet")
+        assert compacted not in _partitions(local_stack, f"{legacy}_landing")
+        assert {landed, both} <= _partitions(local_stack, f"{legacy}_landing")
+        assert both in _partitions(local_stack, "fio_latency_histograms_landing")
+        # when: the views are queried over the new run and the old ones together
+        trino = TrinoClient(trino_server.endpoint, catalog="awsdatacatalog", schema="iofleet")
+        runs = (run_id, *old_runs)
+        listed = ", ".join(f"'{r}'" for r in runs)
+        with Warehouse(":memory:") as wh:
+            wh.ingest_dir(e2e_run["raw"])
+            wh.ingest_dir(raw)
+            for view in ("fleet_latency", "fio_latency_bins", "fio_latency_histograms"):
+                cloud = trino.execute(f"SELECT * FROM {view} WHERE run_id IN ({listed})").dicts()
+                local = wh.query(
+                    f"SELECT * FROM {view} WHERE run_id IN ({', '.join('?' * len(runs))})",
+                    list(runs),
+                )
+                # then: every run's rows, exactly as DuckDB gives them from the raw
+                # artifacts: the new run's, the old runs' from the per-bin tables, and
+                # the run held both ways counted once
+                assert {r["run_id"] for r in cloud} == set(runs), view
+                assert sorted(map(repr, _plain(cloud))) == sorted(map(repr, _plain(local))), view
+            # and: the old runs' merged percentiles are the new run's (the same artifacts)
+            same = trino.execute(
+                "SELECT run_id, cell_id, job, direction, slots, total_count, p50_ns, p99_ns, "
+                f"p99_9_ns, p100_ns FROM fleet_latency WHERE run_id IN ({listed})"
+            ).rows
+            by_run: dict[str, list[tuple[Any, ...]]] = {}
+            for row in same:
+                by_run.setdefault(row[0], []).append(tuple(row[1:]))
+            assert by_run[run_id]
+            for old in old_runs:
+                assert sorted(by_run[old]) == sorted(by_run[run_id]), old
+    finally:  # the session's other tests query unfiltered: leave none of these runs
+        for old in old_runs:
+            _drop_parquet_partition(glue, s3, database, legacy, old, bucket=bucket)
+            drop_landing_partition(glue, database, legacy, old)
+            prefixes = [f"raw/{old}/", landing_prefix(legacy, old)]
+            for t in TABLES:
+                _drop_parquet_partition(glue, s3, database, t.name, old, bucket=bucket)
+                drop_landing_partition(glue, database, t.name, old)
+                prefixes.append(landing_prefix(t.name, old))
+            for prefix in prefixes:
+                for key in local_stack.keys(prefix):
+                    s3.delete_object(Bucket=bucket, Key=key)

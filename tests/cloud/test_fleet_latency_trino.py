@@ -1,7 +1,8 @@
 """The fleet_latency view on Trino (Athena's engine) reproduces fio's own percentiles.
 
 The json+ bins of a real fio 3.33 run of 1,000 reads go into a Trino memory-catalog
-table as one slot; the views are created from iofleet/results/sql/ unchanged. With
+table as one slot's histogram row (its bins as two arrays, as Athena stores them); the
+views are created from iofleet/results/sql/ unchanged (fio_latency_bins unnests them). With
 1,000 samples fio's p99.9 is the 1,000th sample (99.9 as a double is a hair above
 99.9), which the view must give too.
 """
@@ -12,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from iofleet.results.schema import FIO_LATENCY_BINS
+from iofleet.results.ingest import fold_bin_rows
+from iofleet.results.schema import FIO_LATENCY_BINS, FIO_LATENCY_HISTOGRAMS
 from tests.cloud.test_start_skew_trino import load_planted
 
 FIXTURE = (
@@ -50,7 +52,12 @@ def test_fleet_latency_on_trino_gives_fios_percentiles(trino_server: Any, unique
         )
         for value, count in clat["bins"].items()
     ]
-    trino = load_planted(trino_server, f"latency_{unique}", {FIO_LATENCY_BINS.name: rows})
+    # stored as the warehouse and Athena store them: one histogram row, two arrays
+    histograms = fold_bin_rows(rows)
+    assert len(histograms) == 1
+    trino = load_planted(
+        trino_server, f"latency_{unique}", {FIO_LATENCY_HISTOGRAMS.name: histograms}
+    )
     # when
     (got,) = trino.execute(f"SELECT {', '.join(COLUMNS.values())} FROM fleet_latency").dicts()
     # then every percentile is the figure fio printed for those bins

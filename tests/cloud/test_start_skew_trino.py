@@ -26,6 +26,7 @@ TRINO_TYPES = {
     "double": "double",
     "boolean": "boolean",
     "timestamp": "timestamp(6)",
+    "array<bigint>": "array(bigint)",
 }
 
 
@@ -87,6 +88,8 @@ def _literal(value: Any, type_: str) -> str:
         return "'" + str(value).replace("'", "''") + "'"
     if type_ == "boolean":
         return "true" if value else "false"
+    if type_ == "array<bigint>":
+        return "ARRAY[" + ", ".join(map(str, value)) + "]"
     return str(value)
 
 

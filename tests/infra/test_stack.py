@@ -253,8 +253,9 @@ def test_glue_columns_equal_the_shared_schema(synth: Synth) -> None:
     # every schema table is a landing (JSON) and a Parquet table with its columns;
     # run_id is their partition key (the view `t` puts it back in schema order)
     tables = _glue_tables(synth)
-    assert set(tables) == {f"{t.name}{s}" for t in schema.TABLES for s in ("_landing", "_parquet")}
-    for table in schema.TABLES:
+    stored = (*schema.TABLES, *schema.LEGACY_TABLES)
+    assert set(tables) == {f"{t.name}{s}" for t in stored for s in ("_landing", "_parquet")}
+    for table in stored:
         for suffix in ("_landing", "_parquet"):
             got = tables[table.name + suffix]
             columns = [(c["Name"], c["Type"]) for c in got["StorageDescriptor"]["Columns"]]
@@ -263,9 +264,32 @@ def test_glue_columns_equal_the_shared_schema(synth: Synth) -> None:
             assert partitions == [("run_id", "string")]
 
 
+def test_the_per_bin_tables_of_before_decision_46_stay_as_they_were(synth: Synth) -> None:
+    # runs ingested before decision 46 have their bins there (registered partitions):
+    # the same logical ids (a new id would replace the table and lose its partitions),
+    # names and description as the stack had them then
+    resources = synth.resources("AWS::Glue::Table")
+    for kind, suffix in (("Landing", "_landing"), ("Parquet", "_parquet")):
+        (found,) = [
+            (logical, r["Properties"]["TableInput"])
+            for logical, r in resources.items()
+            if f"TableFioLatencyBins{kind}" in logical
+        ]
+        logical, table = found
+        assert table["Name"] == "fio_latency_bins" + suffix
+        assert table["Description"].startswith(
+            "fio json+ completion-latency histogram bins, one row per non-empty bin ("
+        )
+    # and the view that reads them: fio_latency_histograms (iofleet/aws/compact.py)
+    from iofleet.aws import compact
+
+    view = compact.table_views()["fio_latency_histograms"]
+    assert "FROM fio_latency_bins_parquet" in view and "FROM fio_latency_bins_landing" in view
+
+
 def test_landing_tables_read_json_and_parquet_tables_parquet_per_run(synth: Synth) -> None:
     tables = _glue_tables(synth)
-    for table in schema.TABLES:
+    for table in (*schema.TABLES, *schema.LEGACY_TABLES):
         landing = tables[f"{table.name}_landing"]["StorageDescriptor"]
         parquet = tables[f"{table.name}_parquet"]["StorageDescriptor"]
         assert landing["SerdeInfo"]["SerializationLibrary"].endswith("JsonSerDe")

@@ -636,3 +636,41 @@ def test_a_bad_slot_payload_is_one_line_naming_the_file(
 def test_a_bad_command_line_is_one_line(box: Sandbox, args: tuple[str, ...], line: str) -> None:
     prog = line.split(":", 1)[0]
     assert box.refused(*args) == f"{line} (see {prog} --help)"
+
+
+def test_a_read_only_warehouse_of_the_per_bin_layout_is_reported_as_migrated(
+    box: Sandbox, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # given a warehouse as an iofleet before decision 46 left it (bins as a per-bin
+    # table, real fio json+ artifacts), mode 0444, read by root without its override
+    from tests.unit.test_bins_histograms import RUN, _old_layout, _raw
+
+    made = tmp_path_factory.mktemp("per-bin")
+    _old_layout(made / "old.duckdb", _raw(made))
+    path = box.inputs / "warehouse.duckdb"
+    path.write_bytes((made / "old.duckdb").read_bytes())
+    path.chmod(0o444)
+    # and a copy brought up to date, as a writing command (import, local) would
+    migrated = made / "migrated.duckdb"
+    migrated.write_bytes(path.read_bytes())
+    from iofleet.results.warehouse import Warehouse
+
+    Warehouse(migrated).close()
+    before = box.state()
+    no_override = (
+        "setpriv",
+        "--bounding-set=-dac_override,-dac_read_search",
+        "--inh-caps=-dac_override,-dac_read_search",
+    )
+    for view in ("cell_percentiles", "fleet_latency"):
+        # when it is reported
+        args = ("report", "--format", "json", "--run", RUN, "--view", view)
+        result = box.run(*args, "--warehouse", str(path), prefix=no_override)
+        # then the report is the migrated copy's, and the file (and its directory) is
+        # unchanged
+        assert result.returncode == 0, result.stderr
+        want = box.run(*args, "--warehouse", str(migrated))
+        assert want.returncode == 0, want.stderr
+        assert json.loads(result.stdout) == json.loads(want.stdout)
+        assert json.loads(result.stdout)
+    assert box.state() == before

@@ -58,3 +58,32 @@ def test_warehouse_opens_and_reports_without_sqlglot(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_an_unnest_of_several_arrays_runs_as_duckdbs_select_list_unnest() -> None:
+    import duckdb
+
+    # given Trino's zip of two arrays (unequal lengths: the shorter is padded with NULL)
+    trino = "SELECT t.k, u.x, u.y FROM t CROSS JOIN UNNEST(t.a, t.b) AS u (x, y) WHERE t.k > 0"
+    text = duckdb_sql.transpile(trino)
+    assert "UNNEST(t.a) AS" in text and "JOIN" not in text.upper()
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, [1, 2, 3], [4, 5]), (0, [9], [9]))")
+    con.execute("ALTER TABLE t RENAME col0 TO k")
+    con.execute("ALTER TABLE t RENAME col1 TO a")
+    con.execute("ALTER TABLE t RENAME col2 TO b")
+    # then the rows Trino gives: position by position, NULL past the shorter array
+    assert sorted(con.execute(text).fetchall(), key=str) == [(1, 1, 4), (1, 2, 5), (1, 3, None)]
+
+
+@pytest.mark.parametrize(
+    "trino",
+    [
+        "SELECT t.k, u.x FROM t CROSS JOIN UNNEST(t.a, t.b) AS u (x, y) WHERE u.y > 0",
+        "SELECT t.k, u.x + 1 AS z FROM t CROSS JOIN UNNEST(t.a, t.b) AS u (x, y)",
+        "SELECT t.k, u.x FROM t CROSS JOIN s CROSS JOIN UNNEST(t.a, t.b) AS u (x, y)",
+    ],
+)
+def test_other_uses_of_an_unnest_of_several_arrays_are_refused(trino: str) -> None:
+    with pytest.raises(ValueError):
+        duckdb_sql.transpile(trino)

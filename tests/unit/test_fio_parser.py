@@ -443,3 +443,29 @@ def test_cli_parse_bad_file_is_one_line_and_non_zero(capsys: pytest.CaptureFixtu
     assert captured.out == ""
     assert len(captured.err.strip().splitlines()) == 1
     assert "truncated fio JSON" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("12", "expected a number, got '12'"), (None, "expected a number, got None")],
+)
+def test_a_bad_percentile_list_is_refused_beside_json_plus_bins(value: object, reason: str) -> None:
+    # given json+ output (its percentiles come from the bins) whose percentile list
+    # holds a value that is no number: it is checked all the same, with fio's keys
+    doc = _doc("jsonplus-two-jobs.json")
+    (index, direction) = next(
+        (i, d)
+        for i, job in enumerate(doc["jobs"])
+        for d in ("read", "write")
+        if job[d]["total_ios"] and job[d]["clat_ns"].get("bins")
+    )
+    clat = doc["jobs"][index][direction]["clat_ns"]
+    key = next(iter(clat["percentile"]))
+    clat["percentile"][key] = value
+    # and a key that is no percentile, with a bad value: skipped, as always
+    clat["percentile"]["not-a-percentile"] = "x"
+    assert _one_line_error(json.dumps(doc)) == (
+        f"jobs[{index}].{direction}.clat_ns.percentile[{key}]: {reason}"
+    )
+    del clat["percentile"][key]
+    assert parse_fio(json.dumps(doc)).records

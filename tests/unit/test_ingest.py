@@ -10,13 +10,15 @@ from iofleet.results.ingest import (
     BIN_BLOCK_COLUMNS,
     artifact_kind,
     expand_bin_blocks,
+    fold_bin_rows,
+    histogram_rows,
     merge_slot_rows,
     rows_and_bin_blocks,
     rows_for_artifact,
 )
 from iofleet.results.parsers.fio import parse_fio
 from iofleet.results.parsers.ioping import parse_ioping
-from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, SLOTS
+from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, FIO_LATENCY_HISTOGRAMS, SLOTS
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
@@ -117,15 +119,17 @@ def test_fio_jsonplus_gives_results_and_bins_keyed_by_the_path() -> None:
     parsed = parse_fio(text)
     rows = rows_for_artifact(f"{SLOT_DIR}/w04-fio-randread.json", text)
     assert len(rows["fio_results"]) == len(parsed.records) > 0
-    assert len(rows["fio_latency_bins"]) == len(parsed.bins) > 0
-    for row in rows["fio_results"] + rows["fio_latency_bins"]:
+    assert len(rows["fio_latency_histograms"]) == len(parsed.histograms) > 0
+    assert sum(len(h["bins_ns"]) for h in rows["fio_latency_histograms"]) == len(parsed.bins)
+    for row in rows["fio_results"] + rows["fio_latency_histograms"]:
         assert (row["run_id"], row["cell_id"], row["slot_index"]) == (
             RUN,
             "c000-local-fast-x2-r1",
             3,
         )
         assert (row["workload_index"], row["workload"]) == (4, "randread")
-    assert sum(b["count"] for b in rows["fio_latency_bins"]) == sum(b["count"] for b in parsed.bins)
+    counted = sum(sum(h["counts"]) for h in rows["fio_latency_histograms"])
+    assert counted == sum(b["count"] for b in parsed.bins)
 
 
 def test_truncated_fio_output_is_one_ingest_error_row() -> None:
@@ -180,6 +184,24 @@ def test_the_same_artifact_twice_gives_identical_rows() -> None:
 
 def test_bin_block_columns_are_the_latency_bin_columns_before_bin_and_count() -> None:
     assert (*BIN_BLOCK_COLUMNS, "bin_ns", "count") == FIO_LATENCY_BINS.column_names
+    assert (*BIN_BLOCK_COLUMNS, "bins_ns", "counts") == FIO_LATENCY_HISTOGRAMS.column_names
+
+
+def test_bin_blocks_are_the_histogram_rows_and_fold_back_from_bin_rows() -> None:
+    # given a json+ output with two jobs
+    text = (rawtree.FIXTURES / "fio" / "jsonplus-two-jobs.json").read_text()
+    relpath = f"{SLOT_DIR}/w00-fio-randread.json"
+    rows, blocks = rows_and_bin_blocks(relpath, text)
+    assert blocks is not None
+    histograms = rows_for_artifact(relpath, text)["fio_latency_histograms"]
+    # then one histogram row per block, bins ascending, as many values as counts
+    assert histogram_rows(blocks) == histograms and len(histograms) == len(blocks) > 1
+    for row in histograms:
+        assert row["bins_ns"] == sorted(set(row["bins_ns"]))
+        assert len(row["bins_ns"]) == len(row["counts"]) > 0
+        assert FIO_LATENCY_HISTOGRAMS.row_problem(row) is None
+    # and the per-bin rows (the fio_latency_bins view's shape) fold back into them
+    assert fold_bin_rows(expand_bin_blocks(blocks)) == histograms
 
 
 def test_bin_blocks_expand_to_the_bin_rows_in_order() -> None:
@@ -191,7 +213,11 @@ def test_bin_blocks_expand_to_the_bin_rows_in_order() -> None:
     # then the blocks are exactly the bin rows rows_for_artifact gives
     assert blocks is not None and len(blocks) > 1
     assert list(rows) == ["fio_results"]
-    assert expand_bin_blocks(blocks) == rows_for_artifact(relpath, text)["fio_latency_bins"]
+    assert expand_bin_blocks(blocks) == [
+        {**{c: h[c] for c in BIN_BLOCK_COLUMNS}, "bin_ns": value, "count": count}
+        for h in rows_for_artifact(relpath, text)["fio_latency_histograms"]
+        for value, count in zip(h["bins_ns"], h["counts"], strict=True)
+    ]
 
 
 def test_bin_blocks_are_none_for_other_artifacts_and_errors() -> None:

@@ -17,7 +17,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from iofleet.results import sql as view_files
-from iofleet.results.schema import APP_RUNS, FIO_LATENCY_BINS, FIO_RESULTS, IOPING_REQUESTS, SLOTS
+from iofleet.results.ingest import fold_bin_rows
+from iofleet.results.schema import (
+    APP_RUNS,
+    FIO_LATENCY_BINS,
+    FIO_LATENCY_HISTOGRAMS,
+    FIO_RESULTS,
+    IOPING_REQUESTS,
+    SLOTS,
+)
 from iofleet.results.warehouse import Warehouse
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
@@ -233,9 +241,9 @@ def test_fleet_latency_equals_the_bin_rule_on_bins_merged_across_slots(
     # given histogram bins for each slot
     run_id = _new_run()
     _add_slots(wh, run_id, len(slots))
-    wh.insert_rows(
-        FIO_LATENCY_BINS,
-        [
+    wh.insert_rows(  # stored as histograms: the bin rows folded per slot
+        FIO_LATENCY_HISTOGRAMS,
+        fold_bin_rows(
             FIO_LATENCY_BINS.row(
                 run_id=run_id,
                 cell_id="c000",
@@ -250,7 +258,7 @@ def test_fleet_latency_equals_the_bin_rule_on_bins_merged_across_slots(
             )
             for s, bins in enumerate(slots)
             for b, c in bins.items()
-        ],
+        ),
     )
     merged: dict[int, int] = {}
     for bins in slots:
@@ -319,7 +327,7 @@ def test_fleet_latency_reproduces_fios_own_percentiles_from_its_bins(
                 )
                 for b, c in clat["bins"].items()
             ]
-    wh.insert_rows(FIO_LATENCY_BINS, rows)
+    wh.insert_rows(FIO_LATENCY_HISTOGRAMS, fold_bin_rows(rows))
     # when
     got = {
         r["direction"]: r

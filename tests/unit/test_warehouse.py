@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from iofleet.results import ingest
-from iofleet.results.ingest import BinBlock, expand_bin_blocks
+from iofleet.results.ingest import BinBlock, histogram_rows
 from iofleet.results.parsers.ioping import parse_ioping
 from iofleet.results.warehouse import (
     SCHEMA_MARK,
@@ -38,8 +38,9 @@ def test_ingest_dir_loads_every_table_of_a_run(tmp_path: Path) -> None:
         assert stats.runs == [RUN]
         assert stats.objects == 1 + 1 + 2 * 5
         assert stats.errors == 0
-        for table in ("runs", "fio_results", "fio_latency_bins", "ioping_requests"):
+        for table in ("runs", "fio_results", "fio_latency_histograms", "ioping_requests"):
             assert _count(wh, table) == stats.rows[table] > 0, table
+        assert _count(wh, "fio_latency_bins") > stats.rows["fio_latency_histograms"]
         assert _count(wh, "slots") == 2
         assert _count(wh, "app_runs") == 3  # populate once + a run per slot
 
@@ -184,12 +185,17 @@ def test_bin_blocks_load_the_same_rows_as_bin_dicts(tmp_path: Path) -> None:
     ]
     with Warehouse(":memory:") as by_blocks, Warehouse(":memory:") as by_rows:
         # when one loads the blocks and the other their rows
-        assert by_blocks.insert_bin_blocks(blocks) == 3
-        by_rows.insert_rows("fio_latency_bins", expand_bin_blocks(blocks))
-        # then both hold the same rows, in the same order
-        sql = "SELECT * FROM fio_latency_bins"
-        assert by_blocks.query(sql) == by_rows.query(sql)
-        assert [r["job"] for r in by_blocks.query(sql)] == ['a,b "c"\nd', 'a,b "c"\nd', None]
+        assert by_blocks.insert_bin_blocks(blocks) == 2  # histograms: the empty block gives none
+        by_rows.insert_rows("fio_latency_histograms", histogram_rows(blocks))
+        # then both hold the same rows
+        for sql in (
+            "SELECT * FROM fio_latency_histograms ORDER BY slot_index",
+            "SELECT * FROM fio_latency_bins ORDER BY slot_index, bin_ns",
+        ):
+            assert by_blocks.query(sql) == by_rows.query(sql)
+        rows = by_blocks.query("SELECT * FROM fio_latency_bins ORDER BY slot_index, bin_ns")
+        assert [r["job"] for r in rows] == ['a,b "c"\nd', 'a,b "c"\nd', None]
+        assert [(r["bin_ns"], r["count"]) for r in rows] == [(100, 2), (250, 1), (7, 5)]
 
 
 _QUOTING_BLOCKS = [
@@ -204,24 +210,33 @@ _QUOTING_BLOCKS = [
 def test_columnar_and_text_bin_loads_hold_the_same_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int
 ) -> None:
-    """The numpy column load (many bins) and the CSV text load (few) of the same real
-    fio json+ artifacts and of blocks needing quoting, NULLs and int64 extremes."""
+    """The histograms' JSON lines written by orjson and by the stdlib encoder, and the
+    generic CSV load of the same rows (`insert_rows`), hold the same rows: real fio json+
+    artifacts and blocks needing quoting, NULLs, non-ASCII text and int64 extremes."""
     from iofleet.results import warehouse
 
     rawtree.write_run(tmp_path / "raw", RUN, slots=slots)
-    sql = "SELECT * FROM fio_latency_bins ORDER BY ALL"
+    sql = "SELECT * FROM fio_latency_histograms ORDER BY ALL"
     loaded = {}
-    for name, threshold in (("columns", 0), ("text", 10**12)):
-        monkeypatch.setattr(warehouse, "COLUMNAR_MIN_BINS", threshold)
+    for name in ("orjson", "json"):
+        if name == "json":
+            monkeypatch.setattr(warehouse, "_orjson", None)
         with Warehouse(":memory:") as wh:
             stats = wh.ingest_dir(tmp_path / "raw")
             assert stats.errors == 0
-            assert wh.insert_bin_blocks(_QUOTING_BLOCKS) == 4
+            assert wh.insert_bin_blocks(_QUOTING_BLOCKS) == 3
             loaded[name] = wh.query(sql)
-    assert loaded["columns"] == loaded["text"]
-    assert len(loaded["columns"]) == stats.rows["fio_latency_bins"] + 4
-    jobs = {r["job"] for r in loaded["columns"]}
-    assert 'a,b "c"\nd' in jobs and None in jobs  # "" loads as NULL on both paths
+    with Warehouse(":memory:") as wh:
+        wh.insert_rows("fio_latency_histograms", histogram_rows(_QUOTING_BLOCKS))
+        by_csv = wh.query(sql)
+    assert loaded["orjson"] == loaded["json"]
+    assert len(loaded["orjson"]) == stats.rows["fio_latency_histograms"] + 3
+    planted = [r for r in loaded["orjson"] if r["cell_id"] in ("c0", "c\u00e9 \U0001f600")]
+    assert planted == by_csv  # both in ORDER BY ALL order
+    jobs = {r["job"] for r in loaded["orjson"]}
+    assert 'a,b "c"\nd' in jobs and None in jobs  # "" loads as NULL on every path
+    extreme = [r for r in loaded["orjson"] if r["job_index"] == 2**31 - 1]
+    assert [(r["bins_ns"], r["counts"]) for r in extreme] == [([2**63 - 1], [2**62])]
 
 
 def _poison(base: Path) -> dict[str, str]:
@@ -327,7 +342,7 @@ def test_a_value_the_checks_miss_costs_only_its_artifact(
         assert stats.errors == 1
         assert [r["slot_index"] for r in wh.query("SELECT slot_index FROM slots")] == [1]
         assert _count(wh, "fio_results") == stats.rows["fio_results"] > 0
-        assert _count(wh, "fio_latency_bins") == stats.rows["fio_latency_bins"] > 0
+        assert _count(wh, "fio_latency_histograms") == stats.rows["fio_latency_histograms"] > 0
         assert _count(wh, "runs") == 1
 
 

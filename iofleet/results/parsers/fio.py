@@ -227,12 +227,29 @@ def _percentiles_of_sorted(
     One pass builds the cumulative counts; each percentile is then the first bin
     whose cumulative count reaches its threshold (a binary search).
     """
+    fractions = _PERCENTILE_FRACTIONS if ps is _PERCENTILE_VALUES else _fractions(ps)
     cumulative = list(accumulate(counts))
     if not cumulative or cumulative[-1] == 0:
         return [None] * len(ps)
     total = cumulative[-1]
     last = len(values) - 1
-    return [values[min(bisect_left(cumulative, _samples_needed(p, total)), last)] for p in ps]
+    # max(1, ceil(num x total / den)): `_samples_needed`, its fraction worked out once
+    return [
+        values[min(bisect_left(cumulative, max(1, -(-num * total // den))), last)]
+        for num, den in fractions
+    ]
+
+
+def _fractions(ps: Sequence[float]) -> tuple[tuple[int, int], ...]:
+    """p / 100 as an exact fraction (numerator, denominator) for each p (a double)."""
+    out = []
+    for p in ps:
+        num, den = float(p).as_integer_ratio()
+        out.append((num, den * 100))
+    return tuple(out)
+
+
+_PERCENTILE_FRACTIONS = _fractions(_PERCENTILE_VALUES)
 
 
 def _samples_needed(p: float, total: int) -> int:
@@ -244,8 +261,8 @@ def _samples_needed(p: float, total: int) -> int:
     other percentiles fio itself differs by platform: x86-64 rounds 30.0 / 100 x 50 to
     just above 15 and needs sample 16, arm64 (and this function) sample 15.
     """
-    num, den = float(p).as_integer_ratio()
-    return max(1, -(-num * total // (den * 100)))
+    ((num, den),) = _fractions((p,))
+    return max(1, -(-num * total // den))
 
 
 def _quote(text: str) -> str:
@@ -495,6 +512,18 @@ def _listed(clat: Mapping, scale: int, where: str) -> dict[float, int]:
     return listed
 
 
+def _check_listed(clat: Mapping, where: str) -> dict[float, int]:
+    """{} when `_listed` would return without a ParseError, else its ParseError: for a
+    record whose percentiles come from its bins (the list is not read, only checked).
+    A list of integers is quickly passed (no key is converted: `_listed` skips a key
+    that is no number, and its integers raise nothing)."""
+    raw = clat.get("percentile")
+    if isinstance(raw, Mapping) and set(map(type, raw.values())) <= {int}:
+        return {}
+    _listed(clat, 1, where)
+    return {}
+
+
 def _plain_listed(raw: Mapping, scale: int) -> dict[float, int] | None:
     """`_listed` in one pass for what fio writes (every key a number, every value an
     integer); None for anything else, which `_listed` reads key by key."""
@@ -541,7 +570,8 @@ def _direction_record(
     where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
-    listed = _listed(clat, scale, clat_where)
+    # fio's percentile list is read only without bins; with bins it is still checked
+    listed = _listed(clat, scale, clat_where) if not bins else _check_listed(clat, clat_where)
     if "io_bytes" in stats and "io_kbytes" in stats:  # fio 2.21+: bytes
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes")
     elif "io_bytes" in stats:  # fio before 2.21: io_bytes is in KiB

@@ -22,6 +22,7 @@ from pathlib import Path
 SQL_DIR = Path(__file__).resolve().parent
 
 VIEW_NAMES: tuple[str, ...] = (
+    "fio_latency_bins",
     "cells",
     "fio_slot_metrics",
     "slot_metrics",

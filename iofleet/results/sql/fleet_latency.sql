@@ -12,7 +12,9 @@
 -- comparison is strict (>), which is that rule for any total below 10^13.
 -- p0 is the smallest non-empty bin and p100 the largest. Bins of every slot are
 -- included, also from jobs that reported an error (the I/Os they completed were
--- timed).
+-- timed). The bins come from fio_latency_bins (the stored histograms unnested); the
+-- slots are counted on the histograms themselves (a slot counts when some bin of
+-- its histogram is non-empty), which spares that count the unnested rows.
 WITH merged AS (
   SELECT
     run_id, cell_id, workload_index, workload, job, direction, bin_ns,
@@ -25,8 +27,8 @@ slot_counts AS (
   SELECT
     run_id, cell_id, workload_index, workload, job, direction,
     count(DISTINCT slot_index) AS slots
-  FROM fio_latency_bins
-  WHERE "count" > 0
+  FROM fio_latency_histograms
+  WHERE array_max(counts) > 0
   GROUP BY run_id, cell_id, workload_index, workload, job, direction
 ),
 running AS (

@@ -73,7 +73,7 @@ def test_ingest_registers_the_runs_landing_partition_once(
     # then: the run's partition points at its landing objects (the key prefix ingest writes)
     assert landing == {RUN: f"s3://{cloud.bucket}/curated/fio_results/dt=2026-11-21/{RUN}/"}
     assert cloud.keys(landing[RUN][len(f"s3://{cloud.bucket}/") :])
-    assert RUN in _partitions(cloud, catalog, "fio_latency_bins_landing")
+    assert RUN in _partitions(cloud, catalog, "fio_latency_histograms_landing")
     assert _partitions(cloud, catalog, "fio_results_parquet") == {}
     # and: another process (a cold Lambda) delivering the same object again is fine
     ingest._clients.cache_clear()
@@ -168,7 +168,7 @@ def test_compaction_of_an_ingested_run_inserts_each_table_with_landing_rows(
         for q in athena.list_query_executions(WorkGroup=workgroup)["QueryExecutionIds"]
     ]
     assert sorted(q.split()[2] for q in queries) == [
-        "fio_latency_bins_parquet",
+        "fio_latency_histograms_parquet",
         "fio_results_parquet",
     ]
     # the landing partitions of the compacted tables are deregistered (the view reads Parquet)
@@ -208,4 +208,4 @@ def test_ingest_leaves_a_compacted_runs_landing_partition_deregistered(
     # then: its landing object is written, but the view keeps reading the run from Parquet
     assert cloud.keys(compact.landing_prefix("fio_results", RUN))
     assert _partitions(cloud, catalog, "fio_results_landing") == {}
-    assert RUN in _partitions(cloud, catalog, "fio_latency_bins_landing")  # not compacted
+    assert RUN in _partitions(cloud, catalog, "fio_latency_histograms_landing")  # not compacted

@@ -64,7 +64,7 @@ def test_fio_artifact_becomes_curated_rows_under_the_run_date(
     assert out == {"batchItemFailures": []}
     curated = cloud.keys("curated/")
     assert f"curated/fio_results/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
-    assert f"curated/fio_latency_bins/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
+    assert f"curated/fio_latency_histograms/dt=2026-11-21/{SLOT}/w00-fio-randread.jsonl" in curated
     rows = [
         json.loads(line)
         for line in cloud.text(
@@ -237,7 +237,7 @@ def test_poisoned_objects_become_ingest_errors_and_every_curated_row_fits_its_co
             assert field in reasons[key.removeprefix("raw/")]
         # and the good object's rows are curated
         assert {r["workload"] for r in rows["fio_results"]} == {"randread"}
-        assert rows["fio_latency_bins"]
+        assert rows["fio_latency_histograms"]
         assert "slots" not in rows and "runs" not in rows
         # and every curated value fits its Glue column's type
         for table, table_rows in rows.items():
