@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -499,13 +500,52 @@ say("result", **Observed(boto3.client("dynamodb"), config).wait(index).__dict__)
 """
 
 
-def _ddb_party(cloud: Cloud, parties: int, index: int) -> subprocess.Popen[str]:
+@pytest.fixture
+def one_request_at_a_time(moto_endpoint: str) -> Iterator[str]:
+    """Another endpoint of the same moto backends (they live in this process), handling
+    one request at a time. moto checks an update's condition and then writes, with no
+    lock: on its threaded server two parties proposing the release at once can both
+    pass `attribute_not_exists(release_us)`, and the later write replaces the instant
+    the first was told is in force. DynamoDB applies an item's conditional writes one
+    at a time; so does this endpoint."""
+    import threading
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    app = DomainDispatcherApplication(create_backend_app)
+    lock = threading.Lock()
+
+    def serial(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        with lock:
+            return list(app(environ, start_response))
+
+    server = make_server("127.0.0.1", 0, serial, True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+def _ddb_party(
+    cloud: Cloud, parties: int, index: int, endpoint: str | None = None
+) -> subprocess.Popen[str]:
     root = str(Path(__file__).resolve().parents[3])
+    env = dict(os.environ, PYTHONPATH=root)
+    if endpoint is not None:
+        env["AWS_ENDPOINT_URL"] = endpoint
     return subprocess.Popen(
         [sys.executable, "-c", DDB_PARTY, cloud.table, str(parties), str(index)],
         stdout=subprocess.PIPE,
         text=True,
-        env=dict(os.environ, PYTHONPATH=root),
+        env=env,
     )
 
 
@@ -516,7 +556,7 @@ def _event(line: str) -> dict[str, Any]:
 
 
 def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival_set(
-    cloud: Cloud,
+    cloud: Cloud, one_request_at_a_time: str
 ) -> None:
     # Proven by the order of what each process did and saw, on the one wall clock they
     # share (CLOCK_REALTIME), with no allowance for how long anything took: under load
@@ -526,7 +566,7 @@ def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival
     ddb = cloud.client("dynamodb")
     parties = 4
     barrier.create_barrier(ddb, cloud.table, "r1", "c1", parties)
-    procs = [_ddb_party(cloud, parties, i) for i in range(parties - 1)]
+    procs = [_ddb_party(cloud, parties, i, one_request_at_a_time) for i in range(parties - 1)]
     seen: list[list[dict[str, Any]]] = []
     for proc in procs:
         assert proc.stdout is not None
@@ -534,7 +574,7 @@ def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival
         assert first.get("event") == "announced", first
         seen.append([first])
     # when the last slot starts, and every process has ended
-    procs.append(_ddb_party(cloud, parties, parties - 1))
+    procs.append(_ddb_party(cloud, parties, parties - 1, one_request_at_a_time))
     seen.append([])
     for proc, events in zip(procs, seen, strict=True):
         out, _ = proc.communicate(timeout=300)
@@ -544,7 +584,9 @@ def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival
     results = [events[-1] for events in seen]
     assert [r["event"] for r in results] == ["result"] * parties
     assert [r["passed"] for r in results] == [True] * parties
-    (released,) = {r["released_us"] for r in results}
+    instants = {r["released_us"] for r in results}
+    assert len(instants) == 1, seen
+    (released,) = instants
     item = cloud.item("barrier#r1#c1", "barrier")
     assert item is not None and int(item["release_us"]["N"]) == released
     # and no process passed before that instant
