@@ -84,19 +84,25 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _cmd_local(args: argparse.Namespace) -> int:
     import shutil
 
-    from iofleet.plan.fiojobs import start_parse_only_checks
+    from iofleet.plan.fiojobs import start_parse_only_checks, stop_parse_only_checks
+    from iofleet.testhook import pause
 
-    # fio's own checks of the matrix's jobs start now, beside the imports and the
-    # validation that take their answers (run_local stops what they do not take)
-    start_parse_only_checks(args.matrix, shutil.which("fio"))
-    from iofleet.local.runner import run_local
+    try:
+        # fio's own checks of the matrix's jobs start now, beside the imports and the
+        # validation that take their answers; the file is read once, here
+        data = start_parse_only_checks(args.matrix, shutil.which("fio"))
+        pause("checks-started")  # a test delivers a signal here (iofleet.testhook)
+        from iofleet.local.runner import run_local
 
-    return run_local(
-        Path(args.matrix),
-        _out_path(args.out),
-        quiet=args.quiet,
-        report_format=args.format,
-    )
+        return run_local(
+            Path(args.matrix),
+            _out_path(args.out),
+            quiet=args.quiet,
+            report_format=args.format,
+            matrix_bytes=data,
+        )
+    finally:  # what the plan did not take, however it ended (run_local stops them too)
+        stop_parse_only_checks()
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@ the named point, so that a test can deliver a signal at exactly that point (it s
 process stopped in /proc, signals it, then sends SIGCONT) instead of guessing with
 sleeps. Unset (always, outside tests), `pause` does nothing. Stdlib only.
 
-Points: `workload-ended` (an agent's workload child has exited, its output not yet
+Points: `checks-started` (`iofleet local` has started fio's checks of the matrix and
+not yet imported its runner: iofleet.cli), `workload-ended` (an agent's workload child has exited, its output not yet
 saved: iofleet.agent.process.run_child), `runner-cleanup` (`iofleet local` has run
 its last cell and not yet written run.json: iofleet.local.runner), and four where a
 temp file is written and not yet renamed into place (what a SIGKILL there leaves, the

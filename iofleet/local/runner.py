@@ -156,8 +156,10 @@ def run_local(
     quiet: bool = False,
     report_format: str = "table",
     cwd: Path | None = None,
+    matrix_bytes: bytes | None = None,
 ) -> int:
-    """Run every cell of the matrix here; returns the exit status.
+    """Run every cell of the matrix here; returns the exit status. `matrix_bytes`: the
+    matrix file's bytes when the caller has read it (iofleet.cli), not read again.
 
     0 when every slot succeeded, 1 when some slot failed (partial results are
     kept and reported), 130 when interrupted. Raises OutputBusy when another
@@ -169,7 +171,7 @@ def run_local(
 
     base = (cwd or Path.cwd()).resolve()
     try:
-        plan = plan_matrix_file(matrix_path, target="local")
+        plan = plan_matrix_file(matrix_path, target="local", data=matrix_bytes)
     finally:  # fio checks started ahead of the plan (iofleet.cli) that it did not take
         stop_parse_only_checks()
     matrix = plan.matrix

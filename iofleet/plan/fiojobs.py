@@ -663,7 +663,7 @@ def parse_only_problem(
     return f"job {name!r}: fio --parse-only refuses it: {said}"
 
 
-def start_parse_only_checks(matrix_path: str, fio: str | None) -> None:
+def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
     """For `iofleet local`, before its imports: read the matrix file as plain JSON and
     start, for each fio workload in it, the `fio --parse-only` run its validation will
     make (`parse_only_problem`), and `fio --version` (`fioopts.start_version`), so that
@@ -673,16 +673,26 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> None:
     `stop_parse_only_checks` kills and reaps what it did not take. At most
     PARSE_ONLY_AHEAD runs start (a matrix of many jobs does not start a fio each at
     once). Starts nothing for stdin or a file that is not a readable JSON matrix (the
-    validation says why), and no fio run for a workload it cannot render."""
+    validation says why), and no fio run for a workload it cannot render.
+
+    Returns the file's bytes as read (at most the matrix size limit and one byte), for
+    the validation to take instead of reading the file again (`load_matrix_file`'s
+    `data`); None when it read nothing (stdin, or a file it cannot open)."""
     import json
 
     from iofleet.plan import fioopts
 
-    if fio is None or matrix_path == "-":
-        return
+    if matrix_path == "-":
+        return None
     try:
         with open(matrix_path, "rb") as handle:
-            doc = json.loads(handle.read(1024 * 1024 + 1))  # the matrix size limit
+            data = handle.read(1024 * 1024 + 1)  # the matrix size limit, and one byte
+    except OSError:  # the validation says why, reading it itself
+        return None
+    if fio is None:
+        return data
+    try:
+        doc = json.loads(data)
         workloads = [w for w in doc["workloads"] if isinstance(w, dict) and "fio" in w]
         target_dir = next(
             (
@@ -693,9 +703,9 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> None:
             "/tmp",
         )
     except Exception:  # noqa: BLE001 - anything wrong is the validation's to say
-        return
+        return data
     if not workloads:
-        return
+        return data
     fioopts.start_version_ahead(fio)
     for w in workloads:
         if len(_started) >= PARSE_ONLY_AHEAD:
@@ -708,6 +718,7 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> None:
                 _started[key] = _popen(argv, env)
         except Exception:  # noqa: BLE001 - not a job this library renders: no run ahead
             continue
+    return data
 
 
 def stop_parse_only_checks() -> None:

@@ -15,7 +15,6 @@ instances arithmetically before expanding anything.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
@@ -981,14 +980,18 @@ def matrix_file_name(path: str | Path) -> str:
     return STDIN_NAME if str(path) == "-" else str(path)
 
 
-def load_matrix_file(path: str | Path) -> Matrix:
+def load_matrix_file(path: str | Path, data: bytes | None = None) -> Matrix:
     """Load and validate a matrix file; "-" reads stdin. Reads at most the size limit.
 
-    Every problem, the file's own (missing, a directory, unreadable) included, is a
-    ValidationFailed whose lines start with the file (`matrix_file_name`).
+    `data`: the file's bytes, read by the caller already (`iofleet local` reads them
+    once, before its imports: fiojobs.start_parse_only_checks); the file is not read
+    again. Every problem, the file's own (missing, a directory, unreadable) included,
+    is a ValidationFailed whose lines start with the file (`matrix_file_name`).
     """
     name = matrix_file_name(path)
     try:
+        if data is not None:
+            return load_matrix_bytes(data)
         if str(path) == "-":
             return load_matrix_bytes(sys.stdin.buffer.read(MAX_MATRIX_BYTES + 1))
         p = Path(path)
@@ -1006,9 +1009,9 @@ def load_matrix_file(path: str | Path) -> Matrix:
         raise exc.in_file(name) from None
 
 
-def plan_matrix_file(path: str | Path, target: str = "aws") -> Plan:
+def plan_matrix_file(path: str | Path, target: str = "aws", data: bytes | None = None) -> Plan:
     """`load_matrix_file` then `build_plan`: every problem line starts with the file."""
-    matrix = load_matrix_file(path)
+    matrix = load_matrix_file(path, data)
     try:
         return build_plan(matrix, target=target)
     except ValidationFailed as exc:
@@ -1165,32 +1168,28 @@ def _fio_option_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
     fio = shutil.which("fio") if target == "local" else None
     fio_workloads = [(i, w) for i, w in enumerate(matrix.workloads) if isinstance(w, FioWorkload)]
     target_dir = next((s.path for s in matrix.storage if isinstance(s, LocalStorage)), "/tmp")
-    # the installed fio's verdicts: `fio --version` loads beside the `--parse-only` runs
-    # (each is used below only when the option table finds nothing in its job)
-    parse_only: dict[int, str | None] = {}
+    # the option table of the fio the run uses first; the installed fio's own verdict
+    # (`--parse-only`) only for a job the table finds nothing in: a job it refuses gets
+    # no run, and one started ahead for it (iofleet.cli) is not waited for
     if target == "aws":
         from iofleet.plan.hosts import for_matrix
 
         release = fioopts.release_for_host(for_matrix(matrix)[0].release)
     else:
         version = fioopts.start_version(fio if fio_workloads else None)
-        try:
-            for i, w in fio_workloads:
-                if fio is None:
-                    break
-                with contextlib.suppress(KeyError, JobFileError):  # reported by validation
-                    parse_only[i] = parse_only_problem(w.fio, w.params, target_dir, fio)
-        finally:
-            installed = version()
-        release = fioopts.release_for_version(installed)
+        release = fioopts.release_for_version(version())
     problems: list[tuple[Loc, str]] = []
     for i, w in fio_workloads:
         try:
             found = option_problems(w.fio, w.params, release)
+            said = (
+                None
+                if found or fio is None
+                else parse_only_problem(w.fio, w.params, target_dir, fio)
+            )
         except (KeyError, JobFileError):
             continue  # reported by the matrix validation
-        said = parse_only.get(i)
-        if not found and said:
+        if said:
             found = [("fio", said)]
         problems += [(("workloads", i, *where.split(".", 1)), msg) for where, msg in found]
     return problems

@@ -22,12 +22,23 @@ agents included), and each is found by its exact name and place:
 
 Anything else in --out (the user's files, a name that only looks like one of these
 elsewhere) is left alone.
+
+Only the runs not finished are looked into (`raw/RUN/` and `payloads/RUN/`), so that
+the sweep at each start costs what the dead runs hold, not every run the --out keeps.
+A run is finished when its `raw/RUN/run.json` says so (`FINISHED`). That is the last
+thing written in those two folders: the runner writes it after every agent of the run
+has exited (and `recover_interrupted` after a dead one's), through a temp file of its
+own (a kill before its rename leaves the RUNNING one); an import's run folder is
+renamed into raw/ whole. A run killed before its first run.json, or whose run.json
+cannot be read, is looked into. What is written after it (the ingest's rows, the
+report) is at the top of --out, looked at every time.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -131,6 +142,8 @@ _ARTIFACT = re.compile(rf"^\..+\.{MKSTEMP}$")  # raw/RUN/CELL/slot-NNNN/
 _IMPORT = r"\.import-[A-Za-z0-9][A-Za-z0-9._-]*-\d{8}t\d{6}z-[0-9a-f]{6}"  # importer's run id
 _TOP_DIRS = re.compile(rf"^(\.iofleet-load-{MKSTEMP}|{_IMPORT})$")
 _HTML = re.compile(rf"^\.report\.html\.{MKSTEMP}\.tmp$")
+# run.json's status once the run has ended (iofleet.results.schema: RUNNING before)
+FINISHED = frozenset({"SUCCEEDED", "PARTIAL", "FAILED", "ABORTED"})
 
 
 def _entries(path: Path, dirs: bool) -> list[os.DirEntry[str]]:
@@ -161,10 +174,29 @@ def _unlocked(path: str) -> bool:
         os.close(fd)
 
 
+def finished(run_dir: str) -> bool:
+    """Whether `raw/RUN/run.json` says the run has ended: nothing more is written in its
+    folders (see above). False when it is missing, unreadable or not our JSON."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # not a fifo's writer
+    try:
+        fd = os.open(os.path.join(run_dir, "run.json"), flags)
+    except OSError:
+        return False
+    with open(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            doc = json.loads(f.read())
+        except (OSError, ValueError):
+            return False
+    return isinstance(doc, dict) and doc.get("status") in FINISHED
+
+
 def dead_temps(out_dir: Path) -> list[Path]:
     """The temp files (and temp directories) dead writers left in --out (see above).
     Only for the holder of the --out lock."""
     found: list[Path] = []
+    done: set[str] = set()  # the finished runs: not looked into
     for entry in _entries(out_dir, dirs=True):
         if _TOP_DIRS.match(entry.name):
             found.append(Path(entry.path))
@@ -172,6 +204,9 @@ def dead_temps(out_dir: Path) -> list[Path]:
         if _HTML.match(entry.name) and _unlocked(entry.path):
             found.append(Path(entry.path))
     for run in _entries(out_dir / "raw", dirs=True):
+        if finished(run.path):
+            done.add(run.name)
+            continue
         found += [Path(f.path) for f in _entries(Path(run.path), False) if f.name in _FIXED_JSON]
         for cell in _entries(Path(run.path), dirs=True):
             for slot in _entries(Path(cell.path), dirs=True):
@@ -181,6 +216,8 @@ def dead_temps(out_dir: Path) -> list[Path]:
                     if f.name == "slot.json.tmp" or _ARTIFACT.match(f.name):
                         found.append(Path(f.path))
     for run in _entries(out_dir / "payloads", dirs=True):
+        if run.name in done:
+            continue
         for cell in _entries(Path(run.path), dirs=True):
             found += [
                 Path(f.path) for f in _entries(Path(cell.path), False) if _SLOT_JSON.match(f.name)

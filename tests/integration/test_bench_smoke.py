@@ -258,17 +258,44 @@ def test_ram_target_is_a_file_system_on_a_loop_device_over_tmpfs_and_goes_away(
     assert not (tmp_path / "ram-mnt" / "target").exists()
 
 
-def _shmem_kib() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("Shmem:"):
-            return int(line.split()[1])
-    raise AssertionError("no Shmem line in /proc/meminfo")
+def _fs_type(path: Path) -> str:
+    """The file system `path` is on, as stat(1) names it (statfs's f_type)."""
+    return subprocess.run(
+        ["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _zero_pages(path: Path) -> int:
+    """How many 4 KiB pages of the file read back as zeros (a hole, or never written)."""
+    with path.open("rb") as f:
+        return sum(1 for page in iter(lambda: f.read(4096), b"") if not page.strip(b"\0"))
+
+
+def _held_open_below(path: Path) -> list[str]:
+    """Open file descriptors of any process on a file below `path`: a deleted tmpfs
+    file's pages stay in RAM while one is open."""
+    prefix = f"{path}/"
+    held = []
+    for fds in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            names = os.listdir(fds)
+        except OSError:  # gone, or not ours to see
+            continue
+        for name in names:
+            try:
+                link = os.readlink(fds / name)
+            except OSError:
+                continue
+            if link.startswith(prefix):
+                held.append(f"{fds}/{name} -> {link}")
+    return held
 
 
 def test_tmpfs_target_holds_fio_direct_reads_in_ram_and_goes_away(tmp_path: Path) -> None:
+    # Measured on the file fio laid out, not on the machine's shared-memory total (which
+    # other processes move): its blocks, its file system, its bytes read back.
     # given / when: the fidelity figure's RAM row target, and fio's O_DIRECT job laid out in it
     with tmpfs_target(tmp_path) as (target, device):
-        before = _shmem_kib()
         got = subprocess.run(
             [
                 "fio",
@@ -286,18 +313,24 @@ def test_tmpfs_target_holds_fio_direct_reads_in_ram_and_goes_away(tmp_path: Path
             text=True,
             check=False,
         )
-        grown = _shmem_kib() - before
-        laid_out = sorted(p.name for p in target.iterdir())
         # then: fio accepted O_DIRECT there and read what it asked for
         assert got.returncode == 0, got.stderr
         job = json.loads(got.stdout[got.stdout.index("{") :])["jobs"][0]
         assert job["read"]["total_ios"] == 256
-        # and the file's bytes live in RAM: shared memory grew by the 16 MiB layout
-        assert laid_out and grown >= 15 * 1024
+        # and its 16 MiB file is on tmpfs (RAM), on the /dev/shm mount, every page of it
+        # allocated there and holding what fio wrote (no hole, no page left zero)
+        (laid_out,) = list(target.iterdir())
+        info = laid_out.stat()
+        assert info.st_size == 16 * 1024 * 1024
+        assert info.st_blocks * 512 >= info.st_size
+        assert _fs_type(laid_out) == "tmpfs"
+        assert info.st_dev == os.stat("/dev/shm").st_dev
+        assert _zero_pages(laid_out) == 0
         assert device["kind"].startswith("tmpfs")
-    # and afterwards the directory and its RAM are gone
+    # and afterwards the directory is gone, and no process holds a file of it open (which
+    # would keep its pages in RAM)
     assert not target.exists()
-    assert _shmem_kib() - before < 15 * 1024
+    assert _held_open_below(target) == []
 
 
 def test_quiet_target_falls_back_to_a_loop_device_when_tmpfs_refuses_o_direct(

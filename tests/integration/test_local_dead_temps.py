@@ -131,3 +131,31 @@ def test_a_live_report_writers_temp_file_is_left_alone(tmp_path: Path) -> None:
     assert report.returncode == 0, err
     assert not temp.exists()
     assert "</html>" in (out / "report.html").read_text()
+
+
+def test_a_killed_runs_temp_file_is_removed_and_finished_runs_are_not_looked_into(
+    tmp_path: Path,
+) -> None:
+    # given an --out with finished runs, each holding what looks like an agent's temp
+    # file in its slot folder (no writer of ours leaves one in a finished run)
+    out = tmp_path / "out"
+    decoys = []
+    for name in ("first", "second", "third"):
+        _next_run(tmp_path, name=name)
+    for slot in sorted(out.glob("raw/*/*/slot-0000")):
+        decoys.append(slot / ".manifest.json.decoy_01")
+        decoys[-1].write_text("keep\n")
+    assert len(decoys) == 3
+    # and a run SIGKILLed while its agent wrote its first artifact
+    _killed_at(tmp_path, "temp-artifact")
+    left = [p for p in out.glob(LEFT["temp-artifact"]) if p not in decoys]
+    assert len(left) == 1, files_under(out)
+    # when: the next run into that --out
+    lines = _next_run(tmp_path).splitlines()
+    # then: the killed run's temp file is gone; the finished runs' look-alikes are there
+    assert not left[0].exists()
+    said = [line for line in lines if "temp file" in line]
+    assert said == [
+        f"iofleet: {out}: removed 1 temp file(s) a killed run left (as {left[0].relative_to(out)})"
+    ], lines
+    assert [d for d in decoys if d.read_text() != "keep\n"] == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -323,3 +324,182 @@ def test_fio_checks_started_ahead_are_bounded_and_the_rest_still_run(tmp_path: P
         assert not fiojobs._started and all(_reaped(pid) for pid in pids)
     finally:
         fiojobs.stop_parse_only_checks()
+
+
+# A library of two jobs: `good`, and `bad`, whose option fio's option table does not know
+# (nor does the installed fio: its `--parse-only` would refuse it too).
+JOB_HEAD = "; probe job\n; @param TARGET=.  where\n[a]\ndirectory=${TARGET}\nsize=1m\n"
+LIBRARY = {"good.fio": JOB_HEAD + "iodepth=1\n", "bad.fio": JOB_HEAD + "iodepht=1\n"}
+
+
+def _library(tmp_path: Path) -> Path:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name, text in LIBRARY.items():
+        (lib / name).write_text(text)
+    return lib
+
+
+def test_a_job_the_option_table_refuses_gets_no_parse_only_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iofleet.errors import ValidationFailed
+    from iofleet.plan import fiojobs
+    from iofleet.plan.matrix import plan_matrix_file
+
+    # given a matrix of a job the option table refuses and one it accepts, and every
+    # fio run the plan starts seen (a wrapper of the one place it starts them)
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(_library(tmp_path)))
+    matrix = _fio_matrix(tmp_path, workloads=[{"fio": "bad"}, {"fio": "good"}])
+    started: list[str] = []
+    popen = fiojobs._popen
+
+    def seen(argv: list[str], env: dict[str, str]):  # type: ignore[no-untyped-def]
+        started.append(Path(argv[-1]).name)
+        return popen(argv, env)
+
+    monkeypatch.setattr(fiojobs, "_popen", seen)
+    # when it is planned for a local run
+    with pytest.raises(ValidationFailed) as info:
+        plan_matrix_file(matrix, target="local")
+    # then it is refused for the bad job's option, and fio parsed only the good job
+    assert [line.split(": ", 1)[1] for line in info.value.lines()] == [
+        f"workloads[0].fio: job 'bad' for fio {_release()}: bad.fio:6: [a] unknown fio option "
+        "'iodepht' (did you mean 'iodepth'?)"
+    ]
+    assert started == (["good.fio"] if shutil.which("fio") else [])
+
+
+def _release() -> str:
+    from iofleet.plan import fioopts
+
+    return fioopts.release_for_version(fioopts.installed_version(shutil.which("fio")))
+
+
+# Runs `iofleet local ARGS` as a subreaper: a process the command leaves behind (running,
+# or exited and never waited for) becomes this one's child. Prints, as JSON, the
+# command's exit status and stderr, and its leftovers (then kills and reaps them).
+LEFT_DRIVER = textwrap.dedent(
+    """
+    import json, os, signal, subprocess, sys
+    from iofleet.agent.reaper import set_subreaper
+
+    set_subreaper(True)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "iofleet.cli", "local", *sys.argv[1:]],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = cli.communicate()
+    left = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except (OSError, ValueError):
+            continue
+        rest = data[data.rindex(b")") + 2 :].split()
+        if int(rest[1]) == os.getpid():
+            left.append([int(name), data[data.index(b"(") + 1 : data.rindex(b")")].decode()])
+    for pid, _ in left:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    print(json.dumps({"rc": cli.returncode, "stderr": err, "left": left}))
+    """
+)
+
+
+def _children(parent: int) -> dict[int, str]:
+    """{pid: state} of the processes whose parent is `parent`, zombies included."""
+    from tests.integration.proctable import stat_fields
+
+    found = {}
+    for name in os.listdir("/proc"):
+        info = stat_fields(int(name)) if name.isdigit() else None
+        if info is not None and info[0] == parent:
+            found[int(name)] = info[1]
+    return found
+
+
+def _stopped_child(parent: int) -> int | None:
+    return next((pid for pid, state in _children(parent).items() if state == "T"), None)
+
+
+@pytest.mark.parametrize("when", ["refused", "interrupted"])
+def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
+    tmp_path: Path, when: str
+) -> None:
+    if shutil.which("fio") is None:
+        pytest.skip("no fio here")
+    # given a matrix the option table refuses (its fio checks start before it is read
+    # through), or a good one with `iofleet local` interrupted (SIGINT) once its checks
+    # have started and before its runner is imported
+    env = dict(os.environ, IOFLEET_FIO_JOBS=str(_library(tmp_path)))
+    job = "bad" if when == "refused" else "good"
+    matrix = _fio_matrix(tmp_path, workloads=[{"fio": job}])
+    if when == "interrupted":
+        env["IOFLEET_TEST_PAUSE_AT"] = "checks-started"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", LEFT_DRIVER, str(matrix), "--out", "out", "-q"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if when == "interrupted":
+            cli = wait_for(lambda: _stopped_child(driver.pid), 120, "iofleet local to stop")
+            assert isinstance(cli, int)
+            # (its fio checks running, or exited and not yet waited for)
+            assert len(_children(cli)) == 2, "fio --version and one --parse-only"
+            os.kill(cli, signal.SIGINT)
+            os.kill(cli, signal.SIGCONT)
+        out, _ = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    seen = json.loads(out)
+    # then the command refused it (exit 2) or stopped (130), and it left no process:
+    # none running, none exited and not waited for
+    assert seen["rc"] == (2 if when == "refused" else 130), seen["stderr"]
+    assert seen["left"] == []
+    # and created nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib", "m.json"]
+
+
+def test_iofleet_local_reads_the_matrix_file_once(tmp_path: Path) -> None:
+    if shutil.which("fio") is None:
+        pytest.skip("no fio here")
+    # given `iofleet local` stopped once it has read the matrix (a bad job in it) and
+    # started its checks
+    env = dict(
+        os.environ,
+        IOFLEET_FIO_JOBS=str(_library(tmp_path)),
+        IOFLEET_TEST_PAUSE_AT="checks-started",
+    )
+    matrix = _fio_matrix(tmp_path, workloads=[{"fio": "bad"}])
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "iofleet.cli", "local", "m.json", "--out", "out", "-q"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: _children(os.getpid()).get(cli.pid) == "T", 120, "it to stop")
+        # when the file is replaced meanwhile, and the command goes on
+        matrix.write_text("not a matrix\n")
+        os.kill(cli.pid, signal.SIGCONT)
+        _, err = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    # then what it validated is the text it read first: the bad job's line, not the
+    # new text's JSON error
+    assert cli.returncode == 2, err
+    assert err.splitlines() == [
+        f"m.json: workloads[0].fio: job 'bad' for fio {_release()}: bad.fio:6: [a] "
+        "unknown fio option 'iodepht' (did you mean 'iodepth'?)"
+    ]

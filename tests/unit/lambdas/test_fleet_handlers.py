@@ -7,8 +7,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -462,60 +462,149 @@ def test_barrier_counts_each_slot_once(cloud: Cloud) -> None:
 
 
 # One slot's agent at the DynamoDB barrier, in its own process (boto3 on the moto server
-# named by AWS_ENDPOINT_URL, as the instance's clients would be on AWS).
+# named by AWS_ENDPOINT_URL, as the instance's clients would be on AWS). The barrier's
+# calls are wrapped to print, one JSON line each as they happen, what the party did and
+# saw: its announce (the wall clock before and after it), each release it proposed (the
+# instant it decided at, what it proposed, what is in force) and each state it read;
+# then the wait's result.
 DDB_PARTY = """
 import json, sys
 import boto3
 from iofleet.agent.barrier import now_us
 from iofleet.aws.barrier import DynamoBarrier
+
+def say(event, **fields):
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+class Observed(DynamoBarrier):
+    def announce(self, party):
+        before = now_us()
+        state = super().announce(party)
+        say("announced", before_us=before, after_us=now_us(), arrived=state.arrived)
+        return state
+
+    def propose_release(self, at_us):
+        decided = now_us()
+        in_force = super().propose_release(at_us)
+        say("proposed", decided_us=decided, at_us=at_us, in_force_us=in_force)
+        return in_force
+
+    def state(self):
+        state = super().state()
+        say("read", arrived=state.arrived, release_us=state.release_us)
+        return state
+
 table, parties, index = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 config = {"table": table, "run_id": "r1", "cell_id": "c1", "parties": parties, "timeout_s": 120}
-b = DynamoBarrier(boto3.client("dynamodb"), config)
-before = now_us()
-print(json.dumps({"before_us": before, **b.wait(index).__dict__}))
+say("result", **Observed(boto3.client("dynamodb"), config).wait(index).__dict__)
 """
 
 
-def _ddb_party(cloud: Cloud, parties: int, index: int) -> subprocess.Popen[str]:
+@pytest.fixture
+def one_request_at_a_time(moto_endpoint: str) -> Iterator[str]:
+    """Another endpoint of the same moto backends (they live in this process), handling
+    one request at a time. moto checks an update's condition and then writes, with no
+    lock: on its threaded server two parties proposing the release at once can both
+    pass `attribute_not_exists(release_us)`, and the later write replaces the instant
+    the first was told is in force. DynamoDB applies an item's conditional writes one
+    at a time; so does this endpoint."""
+    import threading
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    app = DomainDispatcherApplication(create_backend_app)
+    lock = threading.Lock()
+
+    def serial(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        with lock:
+            return list(app(environ, start_response))
+
+    server = make_server("127.0.0.1", 0, serial, True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+def _ddb_party(
+    cloud: Cloud, parties: int, index: int, endpoint: str | None = None
+) -> subprocess.Popen[str]:
     root = str(Path(__file__).resolve().parents[3])
+    env = dict(os.environ, PYTHONPATH=root)
+    if endpoint is not None:
+        env["AWS_ENDPOINT_URL"] = endpoint
     return subprocess.Popen(
         [sys.executable, "-c", DDB_PARTY, cloud.table, str(parties), str(index)],
         stdout=subprocess.PIPE,
         text=True,
-        env=dict(os.environ, PYTHONPATH=root),
+        env=env,
     )
 
 
+def _event(line: str) -> dict[str, Any]:
+    event = json.loads(line)
+    assert isinstance(event, dict)
+    return event
+
+
 def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival_set(
-    cloud: Cloud,
+    cloud: Cloud, one_request_at_a_time: str
 ) -> None:
-    # given a 4-slot barrier with 3 slots waiting, then the last one starting
+    # Proven by the order of what each process did and saw, on the one wall clock they
+    # share (CLOCK_REALTIME), with no allowance for how long anything took: under load
+    # a party may see the record late, and still passes no sooner than the instant.
+    # given a 4-slot barrier with 3 slots that have announced themselves (each process
+    # says so on its stdout: the test reads that line, no polling)
     ddb = cloud.client("dynamodb")
     parties = 4
     barrier.create_barrier(ddb, cloud.table, "r1", "c1", parties)
-    procs = [_ddb_party(cloud, parties, i) for i in range(parties - 1)]
-    deadline = time.monotonic() + 60
-    while barrier.count(ddb, cloud.table, "r1", "c1") < parties - 1:
-        assert time.monotonic() < deadline, "the first slots never arrived"
-        time.sleep(0.02)
-    procs.append(_ddb_party(cloud, parties, parties - 1))
-    # when every process has passed
-    results = []
+    procs = [_ddb_party(cloud, parties, i, one_request_at_a_time) for i in range(parties - 1)]
+    seen: list[list[dict[str, Any]]] = []
     for proc in procs:
-        out, _ = proc.communicate(timeout=120)
+        assert proc.stdout is not None
+        first = _event(proc.stdout.readline() or "{}")
+        assert first.get("event") == "announced", first
+        seen.append([first])
+    # when the last slot starts, and every process has ended
+    procs.append(_ddb_party(cloud, parties, parties - 1, one_request_at_a_time))
+    seen.append([])
+    for proc, events in zip(procs, seen, strict=True):
+        out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0
-        results.append(json.loads(out))
-    # then one instant, stored on the item, a margin after the last arrival, passed by all
+        events += [_event(line) for line in out.splitlines()]
+    # then every process passed, at one instant, the one stored on the item
+    results = [events[-1] for events in seen]
+    assert [r["event"] for r in results] == ["result"] * parties
+    assert [r["passed"] for r in results] == [True] * parties
+    instants = {r["released_us"] for r in results}
+    assert len(instants) == 1, seen
+    (released,) = instants
     item = cloud.item("barrier#r1#c1", "barrier")
-    assert item is not None
-    (released,) = {r["released_us"] for r in results}
-    assert int(item["release_us"]["N"]) == released
-    poll_s = barrier.poll_interval(parties)
-    margin_us = round((2 * poll_s + barrier.SLACK_S) * 1e6)
-    assert released >= max(r["before_us"] for r in results) + margin_us
-    for r in results:
-        assert r["passed"] and r["late_us"] == 0, r
-        assert released <= r["passed_us"] < released + margin_us + round(poll_s * 1e6), r
+    assert item is not None and int(item["release_us"]["N"]) == released
+    # and no process passed before that instant
+    assert [r for r in results if r["passed_us"] < released] == []
+    # and the instant is one proposed once the last slot had begun to announce itself
+    # (no decision before the last announce's start), never with fewer parties arrived
+    announced = [e for events in seen for e in events if e["event"] == "announced"]
+    assert len(announced) == parties
+    last_arrival = max(e["before_us"] for e in announced)
+    proposals = [e for events in seen for e in events if e["event"] == "proposed"]
+    assert proposals, "nobody proposed a release"
+    assert released in {p["at_us"] for p in proposals}
+    assert [p for p in proposals if p["decided_us"] < last_arrival] == []
+    assert {p["in_force_us"] for p in proposals} == {released}
+    # and every state read that showed the instant showed every party arrived
+    reads = [e for events in seen for e in events if e["event"] == "read"]
+    assert [e for e in reads if e["release_us"] is not None and e["arrived"] < parties] == []
+    assert [e for e in reads if e["release_us"] not in (None, released)] == []
 
 
 def test_dynamodb_release_is_set_once_and_only_when_everyone_arrived(cloud: Cloud) -> None:
