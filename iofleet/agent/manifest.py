@@ -14,7 +14,6 @@ import ctypes
 import os
 import platform
 import re
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -190,7 +189,7 @@ def iofleet_version() -> str:
 def system_info() -> dict[str, object]:
     return {
         "iofleet_version": iofleet_version(),
-        "hostname": socket.gethostname(),
+        "hostname": os.uname().nodename,  # socket.gethostname(), without importing socket
         "kernel": platform.release(),
         "os": os_release(),
         **host_distro(),

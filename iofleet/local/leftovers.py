@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +59,25 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def host_name() -> str:
+    """The machine's name: the kernel's nodename, what `socket.gethostname()` returns
+    and what the agent's manifest records (iofleet.agent.manifest.system_info)."""
+    return os.uname().nodename
+
+
 def owner(pid: int | None = None) -> dict[str, Any]:
     pid = os.getpid() if pid is None else pid
     return {
         "pid": pid,
         "start_time": start_time(pid),
         "boot_id": boot_id(),
-        "host": socket.gethostname(),
+        "host": host_name(),
     }
 
 
 def runner_alive(doc: dict[str, Any]) -> bool:
     """Whether the runner a mark names may still run (True when that cannot be told)."""
-    if doc.get("host") != socket.gethostname():
+    if doc.get("host") != host_name():
         return True  # another machine's process: not ours to judge
     if doc.get("boot_id") != boot_id():
         return False  # the machine restarted since

@@ -201,6 +201,12 @@ def test_system_info_records_the_hosts_distro_and_release_from_os_release() -> N
     assert info["distro"]  # every Linux with os-release has an ID
 
 
+def test_system_info_records_the_host_name_the_system_gives() -> None:
+    # hostname(1) asks the kernel (uname's nodename), as socket.gethostname() does
+    shell = subprocess.run(["hostname"], capture_output=True, text=True, check=True)
+    assert system_info()["hostname"] == shell.stdout.strip() == socket.gethostname()
+
+
 def _reaped(pid: int) -> bool:
     try:
         os.waitpid(pid, os.WNOHANG)

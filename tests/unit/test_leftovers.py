@@ -28,7 +28,7 @@ def test_another_boot_means_the_runner_is_gone() -> None:
 
 
 def test_a_runner_on_another_host_is_left_alone() -> None:
-    doc = dict(leftovers.owner(), host="not-" + leftovers.socket.gethostname(), pid=-1)
+    doc = dict(leftovers.owner(), host="not-" + leftovers.host_name(), pid=-1)
     assert leftovers.runner_alive(doc)
 
 
