@@ -104,8 +104,10 @@ KEYS = st.one_of(
 
 
 def _kind(value: Any) -> str:
-    if value is None or isinstance(value, bool):
-        return repr(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # true and false are one kind: either is a bool setting's
+        return "bool"
     if isinstance(value, int | float):
         return "number"
     return type(value).__name__
@@ -146,6 +148,18 @@ def _null_throughput_mode_beside_max_io() -> tuple[str, dict[str, Any], bool, tu
     return name, doc, True, ("storage", 1, "throughput_mode")
 
 
+def _write_true_made_false() -> tuple[str, dict[str, Any], bool, tuple[Any, ...] | None]:
+    """A case hypothesis found: an ioping `write: true` made false is another valid
+    matrix, planned; true and false are one JSON kind, so no refusal is expected."""
+    name = "seed003-latency-ioping.json"
+    doc = copy.deepcopy(BASES[name])
+    path = ("workloads", 1, "ioping", "write")
+    old = _at(doc, path)
+    assert old is True
+    doc["workloads"][1]["ioping"]["write"] = False
+    return name, doc, True, path if _kind(False) != _kind(old) else None
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mutations")
@@ -158,6 +172,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 )
 @given(mutations())
 @example(_null_throughput_mode_beside_max_io())
+@example(_write_true_made_false())
 def test_a_mutated_matrix_is_planned_or_refused_with_lines_that_start_with_the_file(
     workdir: Path, case: tuple[str, dict[str, Any], bool, tuple[Any, ...] | None]
 ) -> None:
