@@ -600,6 +600,11 @@ def test_dynamodb_barrier_releases_every_process_at_the_instant_the_last_arrival
     assert proposals, "nobody proposed a release"
     assert released in {p["at_us"] for p in proposals}
     assert [p for p in proposals if p["decided_us"] < last_arrival] == []
+    # and every proposal is its party's reading of the clock, taken once it had seen
+    # every party arrived (so after the last announce began), plus the margin the other
+    # parties need to read the record: arithmetic on recorded instants, not a timing
+    margin_us = round((2 * barrier.poll_interval(parties) + barrier.SLACK_S) * 1e6)
+    assert [p for p in proposals if p["at_us"] < last_arrival + margin_us] == []
     assert {p["in_force_us"] for p in proposals} == {released}
     # and every state read that showed the instant showed every party arrived
     reads = [e for events in seen for e in events if e["event"] == "read"]
