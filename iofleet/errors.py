@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# what str.splitlines() breaks a line at: each is written as its escape, so a problem
+# that quotes the user's text (a key, a name) is still one line
+_LINE_BREAKS = {
+    c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)
+}
+
 
 class Problem(NamedTuple):
     path: str  # like `storage[0].iops`; "" for the document itself
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        line = f"{self.path}: {self.message}" if self.path else self.message
+        return line.translate(_LINE_BREAKS)
 
 
 class ValidationFailed(Exception):

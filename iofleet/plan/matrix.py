@@ -536,8 +536,8 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
         present = [k for k in _WORKLOAD_KEYS if k in value]
         if present:
             return loc, f"has {' and '.join(present)}; expected exactly one of fio, ioping, app"
-        keys = ", ".join(map(str, value)) or "none"
-        return loc, f"expected exactly one of fio, ioping, app (keys: {keys})"
+        keys = ", ".join(k if _PLAIN_KEY_RE.fullmatch(k) else json.dumps(k) for k in value)
+        return loc, f"expected exactly one of fio, ioping, app (keys: {keys or 'none'})"
     if kind in ("workload_kind", "app_kind"):
         return loc, f"{err['msg']}, got {_json_kind(value)}"
     message = err["msg"].replace("Input should be", "must be", 1)

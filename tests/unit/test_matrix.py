@@ -205,6 +205,11 @@ def test_base_matrix_is_valid() -> None:
         ),
         # workloads
         ("workloads.0", {}, "workloads[0]: expected exactly one of fio, ioping, app (keys: none)"),
+        (  # a key with a line break is quoted, so the problem stays one line
+            "workloads.0",
+            {"\r": 1, "fi o": 2, "job": 3},
+            'workloads[0]: expected exactly one of fio, ioping, app (keys: "\\r", "fi o", job)',
+        ),
         (
             "workloads.0",
             {"fio": "seq-read-1m-qd32", "app": "c-build"},
@@ -445,3 +450,16 @@ def test_model_dump_validates_again() -> None:
     dumped = validate_matrix_dict(doc).model_dump(mode="json")
     # when / then: the dump is itself a valid matrix
     assert validate_matrix_dict(copy.deepcopy(dumped)).model_dump(mode="json") == dumped
+
+
+def test_a_problem_quoting_a_line_break_is_still_one_line() -> None:
+    # whatever text a message carries (a user's key or name), each problem prints as
+    # one line: every character str.splitlines() breaks at is written as its escape
+    from iofleet.errors import Problem
+
+    breaks = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+    failed = ValidationFailed([Problem("workloads[0]", f"bad{breaks}key"), Problem("", "a\nb")])
+    lines = failed.lines()
+    assert [line.splitlines() for line in lines] == [[line] for line in lines]
+    assert lines[0] == "workloads[0]: bad\\n\\r\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029key"
+    assert str(failed).splitlines() == lines
