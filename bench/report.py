@@ -394,6 +394,17 @@ def render_section(results: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def doc_problem(path: Path) -> str | None:
+    """Why `update_doc` could not write the table into `path` (None: it can)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        return f"cannot read: {getattr(exc, 'strerror', None) or exc}"
+    if BEGIN not in text or END not in text:
+        return f"markers not found ({BEGIN!r} ... {END!r}); pass --docs '' for none"
+    return None
+
+
 def update_doc(path: Path, results: dict[str, Any]) -> None:
     text = path.read_text(encoding="utf-8")
     if BEGIN not in text or END not in text:

@@ -99,6 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.docs:  # found bad now, not after the whole bench has run
+        problem = report.doc_problem(Path(args.docs))
+        if problem:
+            print(f"{args.docs}: {problem}", file=sys.stderr)
+            return 2
     # SIGTERM unwinds like Ctrl-C does, so every figure's finally runs (unmount, detach
     # the fidelity figure's loop device, stop the engines)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -158,6 +158,26 @@ def test_report_refuses_a_doc_without_markers(tmp_path: Path) -> None:
         report.update_doc(doc, {})
 
 
+@pytest.mark.parametrize("doc_text", [None, "# no markers\n"])
+def test_a_docs_path_it_cannot_update_is_refused_before_anything_is_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc_text: str | None
+) -> None:
+    # given a --docs that is missing or has no table markers
+    out, doc, work = tmp_path / "latest.json", tmp_path / "docs" / "benchmarks.md", tmp_path / "w"
+    if doc_text is not None:
+        doc.parent.mkdir()
+        doc.write_text(doc_text)
+    # when
+    rc = main(
+        ["--only", "ingest", "--smoke", "--out", str(out), "--docs", str(doc), "--work", str(work)]
+    )
+    # then one line naming the file, exit 2, and nothing measured or written
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith(f"{doc}: "), err
+    assert not out.exists() and not work.exists()
+    assert doc_text is None or doc.read_text() == doc_text
+
+
 def test_smoke_run_measures_local_figures_and_writes_json_and_docs(tmp_path: Path) -> None:
     # given
     out, doc = tmp_path / "latest.json", tmp_path / "benchmarks.md"
