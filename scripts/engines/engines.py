@@ -381,6 +381,15 @@ def start_dynamodb_local(
     *, java_home: Path | None = None, timeout_s: float | None = None
 ) -> Engine:
     """DynamoDB Local, in memory. Any Java 11+ works; the default `java` is used unless given."""
+    engine, wait_ready = launch_dynamodb_local(java_home=java_home, timeout_s=timeout_s)
+    wait_ready()
+    return engine
+
+
+def launch_dynamodb_local(
+    *, java_home: Path | None = None, timeout_s: float | None = None
+) -> tuple[Engine, Callable[[], None]]:
+    """`start_dynamodb_local` in two halves, as `launch_trino`."""
     install()
     home = dynamodb_local_home()
     java = str(java_home / "bin" / "java") if java_home else (shutil.which("java") or "java")
@@ -401,12 +410,11 @@ def start_dynamodb_local(
     ]
     engine = _spawn("dynamodb-local", cmd, port, cwd=home, env=_java_env(java_home))
     # Any HTTP answer means the server is up (a bare GET is answered 400).
-    _wait_ready(
+    return engine, lambda: _wait_ready(
         engine,
         lambda: _http(engine.endpoint)[0] > 0,
         timeout_s or DEFAULT_TIMEOUTS_S["dynamodb-local"],
     )
-    return engine
 
 
 # --------------------------------------------------------------------------- Trino
@@ -439,14 +447,46 @@ def _read_properties(path: Path) -> dict[str, str]:
     return out
 
 
+# For a Trino that lives one test session and runs small queries on 2 shared cores:
+# C1 only, and the serial collector instead of G1 (jvm.config's). C2's compiler threads
+# were most of Trino's CPU: to ready 23.2 s -> 11.7 s with these, a set of 30 small
+# queries 21.5 s -> 8.0 s (docs/decisions.md, decision 50). Not for the bench, whose
+# Trino figure measures steady-state queries.
+SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+_G1_ONLY = ("-XX:+UseG1GC", "-XX:+ExplicitGCInvokesConcurrent")
+
+
 def start_trino(
     aws_endpoint: str,
     *,
     heap: str = "2G",
     java_home: Path = JAVA25_HOME,
     timeout_s: float | None = None,
+    short_lived: bool = False,
 ) -> Engine:
-    """Trino single-node coordinator: catalogs `hive` (Glue + S3 at `aws_endpoint`) and `memory`."""
+    """Trino single-node coordinator: catalogs `hive` (Glue + S3 at `aws_endpoint`) and `memory`.
+
+    `short_lived`: the JVM options of SHORT_LIVED_JVM (the test session's Trino)."""
+    engine, wait_ready = launch_trino(
+        aws_endpoint, heap=heap, java_home=java_home, timeout_s=timeout_s, short_lived=short_lived
+    )
+    wait_ready()
+    return engine
+
+
+def launch_trino(
+    aws_endpoint: str,
+    *,
+    heap: str = "2G",
+    java_home: Path = JAVA25_HOME,
+    timeout_s: float | None = None,
+    short_lived: bool = False,
+) -> tuple[Engine, Callable[[], None]]:
+    """`start_trino` in two halves: the process is started now, and the returned
+    callable polls it until it answers queries (EngineError, the engine stopped, if
+    it does not). The caller may wait in another thread while it does other work;
+    the process itself is started by the calling thread, because PR_SET_PDEATHSIG
+    signals the child when the thread that forked it ends, not the process."""
     install()
     java = java_home / "bin" / "java"
     if not java.is_file():
@@ -476,6 +516,8 @@ def start_trino(
     )
     # What airlift's bin/launcher would run, minus its Python wrapper.
     jvm = [line.strip() for line in (etc / "jvm.config").read_text().splitlines()]
+    if short_lived:
+        jvm = [opt for opt in jvm if opt not in _G1_ONLY] + list(SHORT_LIVED_JVM)
     node = [f"-D{k}={v}" for k, v in _read_properties(etc / "node.properties").items()]
     cmd = [
         str(java),
@@ -512,8 +554,7 @@ def start_trino(
             return False
         return True
 
-    _wait_ready(engine, ready, timeout_s or DEFAULT_TIMEOUTS_S["trino"])
-    return engine
+    return engine, lambda: _wait_ready(engine, ready, timeout_s or DEFAULT_TIMEOUTS_S["trino"])
 
 
 # --------------------------------------------------------------------------- CLI

@@ -13,15 +13,20 @@
 
 Engines download on first use (scripts/engines/engines.py install, cached in
 .engines/), are stopped at session end even when tests fail, and die with
-the pytest process if it is killed. State is shared by the session: tests use
-unique names (`unique`) rather than resetting the engines.
+the pytest process if it is killed. DynamoDB Local and Trino start in the
+background (`dynamodb_starting`, `trino_starting`: the process now, readiness
+polled in a thread) so that `local_stack` synthesizes the stack meanwhile.
+State is shared by the session: tests use unique names (`unique`) rather than
+resetting the engines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -93,22 +98,67 @@ def moto_server(aws_credentials: None, localcloud_dir: Path) -> Iterator[Engine]
         engine.stop()
 
 
-@pytest.fixture(scope="session")
-def dynamodb_local(engines_installed: None, aws_credentials: None) -> Iterator[Engine]:
-    engine = _start(engines.start_dynamodb_local)
+@contextlib.contextmanager
+def _launched(
+    launch: Callable[[], tuple[Engine, Callable[[], None]]], name: str
+) -> Iterator[Future[Engine]]:
+    """An engine whose process is started now, by this (the main) thread (see
+    engines.launch_trino), and whose readiness is polled in a thread; the future gives
+    the engine once it answers. Stopped on exit whether or not anyone took it, and
+    whether or not it finished starting."""
     try:
-        yield engine
+        engine, wait_ready = launch()
+    except engines.EngineError as err:
+        pytest.fail(str(err), pytrace=False)
+
+    def ready() -> Engine:
+        wait_ready()
+        return engine
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-ready")
+    future = pool.submit(ready)
+    try:
+        yield future
     finally:
+        pool.shutdown(wait=True)  # readiness polling ends (ready or EngineError) first
         engine.stop()
 
 
-@pytest.fixture(scope="session")
-def trino_server(engines_installed: None, moto_server: Engine) -> Iterator[Engine]:
-    engine = _start(engines.start_trino, moto_server.endpoint)
+def _ready(future: Future[Engine]) -> Engine:
     try:
-        yield engine
-    finally:
-        engine.stop()
+        return future.result()
+    except engines.EngineError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+# DynamoDB Local (a few seconds) and Trino (its JVM takes 30-40 s to answer queries on
+# this 2-core machine) start as soon as their fixtures are asked for; `local_stack`
+# asks for both first, synthesizes the stack meanwhile, and takes the engines
+# (`dynamodb_local`, `trino_server`) only when it deploys.
+
+
+@pytest.fixture(scope="session")
+def dynamodb_starting(engines_installed: None, aws_credentials: None) -> Iterator[Future[Engine]]:
+    with _launched(engines.launch_dynamodb_local, "dynamodb-local") as future:
+        yield future
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local(dynamodb_starting: Future[Engine]) -> Engine:
+    return _ready(dynamodb_starting)
+
+
+@pytest.fixture(scope="session")
+def trino_starting(engines_installed: None, moto_server: Engine) -> Iterator[Future[Engine]]:
+    # short_lived: C1 only and the serial collector (engines.SHORT_LIVED_JVM)
+    launch = lambda: engines.launch_trino(moto_server.endpoint, short_lived=True)  # noqa: E731
+    with _launched(launch, "trino") as future:
+        yield future
+
+
+@pytest.fixture(scope="session")
+def trino_server(trino_starting: Future[Engine]) -> Engine:
+    return _ready(trino_starting)
 
 
 @pytest.fixture(scope="session")

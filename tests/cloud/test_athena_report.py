@@ -34,11 +34,25 @@ SIDES = ["--a", "storage_label=efs-a", "--b", "storage_label=efs-b"]
 
 
 @pytest.fixture(scope="module")
-def run(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def executions(local_stack: LocalStack) -> dict[str, str]:
+    """Both runs of this module, started together (they share nothing but the stack);
+    `run` and `repeats_run` each wait for their own."""
     # given: a run of 2 labels x fleets of 1 and 2 whose slot 1 fails its app
     doc = matrix(local_stack, "athena-report", workloads=[FIO, IOPING, FAIL_ON_SLOT_1])
     doc["parallelism"] = [1, 2]
-    arn = local_stack.start(doc)
+    # and: a second run, one EFS label x a fleet of 2, measured in 2 repeats
+    repeats = matrix(local_stack, "athena-repeats", workloads=[FIO, IOPING])
+    repeats.update(storage=repeats["storage"][:1], parallelism=[2], repeats=2)
+    return {"run": local_stack.start(doc), "repeats": local_stack.start(repeats)}
+
+
+@pytest.fixture(scope="module")
+def run(
+    local_stack: LocalStack,
+    executions: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
+    arn = executions["run"]
     # when: it ends, ingest has drained, and the raw objects are loaded into DuckDB too
     desc = local_stack.wait(arn)
     run_id = local_stack.run_id_of(arn)
@@ -67,12 +81,13 @@ def run(local_stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> di
 
 @pytest.fixture(scope="module")
 def repeats_run(
-    local_stack: LocalStack, run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+    local_stack: LocalStack,
+    executions: dict[str, str],
+    run: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
-    # given: a second run, one EFS label x a fleet of 2, measured in 2 repeats
-    doc = matrix(local_stack, "athena-repeats", workloads=[FIO, IOPING])
-    doc.update(storage=doc["storage"][:1], parallelism=[2], repeats=2)
-    arn = local_stack.start(doc)
+    # given: the second run (`executions`), one EFS label x a fleet of 2 in 2 repeats
+    arn = executions["repeats"]
     desc = local_stack.wait(arn)
     run_id = local_stack.run_id_of(arn)
     local_stack.esm.wait_drained()

@@ -101,11 +101,40 @@ def _slot(stack: LocalStack, run_id: str, cell: dict[str, Any], index: int) -> d
     return stack.item(keys.slot_item_key(run_id, cell["sk"][len("cell#") :], index))
 
 
-def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(local_stack: LocalStack) -> None:
+@pytest.fixture(scope="module")
+def failing_slot_runs(local_stack: LocalStack) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """The two runs whose slot 1 fails in its agent, started together and both ended
+    (and ingested) before any test of the module looks at either; the tests that follow
+    (the bad matrix's instance count, the heartbeat's plan setting) see neither running.
+
+    - "exit": slot 1 of a fleet of 2 runs an app that fails (the agent exits 1 and
+      sends SendTaskFailure)
+    - "fio": slot 1's shared file system mount is a 2 MiB tmpfs (fio lays out 4 MiB
+      files), a fault of the local instance runner for that run's payloads only
+    """
+    docs = {
+        "exit": _one_cell(local_stack, "fault-exit", 2, [FIO, FAIL_ON_SLOT_1]),
+        "fio": _one_cell(local_stack, "fault-fio", 2, [FIO]),
+    }
+    local_stack.set_faults(
+        [{"payload_key_prefix": "control/fault-fio-", "slot": 1, "kind": "tiny-disk", "size": "2m"}]
+    )
+    try:
+        arns = {name: local_stack.start(doc) for name, doc in docs.items()}
+        descs = {name: local_stack.wait(arn) for name, arn in arns.items()}
+        run_ids = {name: local_stack.run_id_of(arn) for name, arn in arns.items()}
+        local_stack.esm.wait_drained()
+    finally:
+        local_stack.set_faults([])
+    return {name: (arns[name], run_ids[name], descs[name]) for name in docs}
+
+
+def test_agent_exiting_non_zero_fails_its_cell_and_keeps_the_rest(
+    local_stack: LocalStack, failing_slot_runs: dict[str, tuple[str, str, dict[str, Any]]]
+) -> None:
     # given: slot 1 of a fleet of 2 runs an app that fails (the agent exits 1 and sends SendTaskFailure)
-    doc = _one_cell(local_stack, "fault-exit", 2, [FIO, FAIL_ON_SLOT_1])
-    # when
-    arn, run_id, desc = _run(local_stack, doc)
+    # when (failing_slot_runs["exit"])
+    arn, run_id, desc = failing_slot_runs["exit"]
     # then: the run goes on to its end; the cell and the run are FAILED with the reason
     assert desc["status"] == "SUCCEEDED"
     cell = _failed_cell(local_stack, run_id, "AgentFailed: agent exited with status 1")
@@ -306,16 +335,13 @@ def test_bad_matrix_fails_in_plan_and_launches_nothing(local_stack: LocalStack) 
 
 
 def test_fio_job_failing_on_one_slot_keeps_its_error_code(
-    local_stack: LocalStack, trino_db: TrinoClient
+    local_stack: LocalStack,
+    trino_db: TrinoClient,
+    failing_slot_runs: dict[str, tuple[str, str, dict[str, Any]]],
 ) -> None:
     # given: slot 1's shared file system mount is a 2 MiB tmpfs (fio lays out 4 MiB files)
-    local_stack.set_faults(
-        [{"payload_key_prefix": "control/fault-fio-", "slot": 1, "kind": "tiny-disk", "size": "2m"}]
-    )
-    try:
-        arn, run_id, desc = _run(local_stack, _one_cell(local_stack, "fault-fio", 2, [FIO]))
-    finally:
-        local_stack.set_faults([])
+    # when (failing_slot_runs["fio"])
+    arn, run_id, desc = failing_slot_runs["fio"]
     # then: the fio rows of slot 1 carry fio's error code (28, ENOSPC)
     _failed_cell(local_stack, run_id, "AgentFailed: agent exited with status 1")
     _nothing_lost(local_stack, run_id)

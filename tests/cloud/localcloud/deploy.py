@@ -306,8 +306,8 @@ class EventSourceMapping:
                 raise TimeoutError(
                     f"ingest queue not drained after {timeout_s:.0f} s ({self.stats})"
                 )
-            time.sleep(interval)
-            interval = min(interval * 1.5, 2.0)
+            time.sleep(interval)  # polling interval, not synchronisation
+            interval = min(interval * 1.5, 0.5)
 
 
 def _zip_dir(path: Path) -> bytes:

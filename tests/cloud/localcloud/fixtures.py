@@ -12,6 +12,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,17 +189,17 @@ def poll(check: Callable[[], Any], *, timeout_s: float, what: str) -> Any:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not reached after {timeout_s:.0f} s")
         time.sleep(interval)  # polling interval, not synchronisation
-        interval = min(interval * 1.5, 1.0)
+        interval = min(interval * 1.5, 0.5)  # a poll is cheap; a later one costs every wait
 
 
 @pytest.fixture(scope="session")
 def local_stack(
     moto_server: Engine,
-    dynamodb_local: Engine,
-    trino_server: Engine,
+    trino_starting: Future[Engine],
+    dynamodb_starting: Future[Engine],
     localcloud_dir: Path,
-    aws_client: Callable[[str], Any],
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[LocalStack]:
     # given: the template synthesized with the projection starting yesterday
     # (every run of this session is dated today) and a new file system checked every
@@ -207,6 +208,10 @@ def local_stack(
     yesterday = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%d")
     outdir = tmp_path_factory.mktemp("cdk-out")
     template = synth(outdir, {"projection_start": yesterday, "storage_poll_s": 1})
+    # (DynamoDB Local and Trino have been starting meanwhile: tests/cloud/conftest.py)
+    dynamodb_local: Engine = request.getfixturevalue("dynamodb_local")
+    trino_server: Engine = request.getfixturevalue("trino_server")
+    aws_client: Callable[[str], Any] = request.getfixturevalue("aws_client")
     athena = AthenaOnTrino(trino_server.endpoint).start()
     efs = aws_client("efs")
     file_systems: dict[str, Path] = {}

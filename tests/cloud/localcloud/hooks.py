@@ -478,11 +478,18 @@ def install() -> None:
     from moto.awslambda.models import LambdaFunction
     from moto.ec2.models.instances import InstanceBackend
 
-    from tests.cloud.localcloud import ec2_faults, fsx_lifecycle, s3express, sfn_patches
+    from tests.cloud.localcloud import (
+        ec2_faults,
+        fsx_lifecycle,
+        s3express,
+        sfn_patches,
+        sqs_patches,
+    )
 
     sfn_patches.install()  # Map failure threshold and StopExecution as in AWS (see that module)
     fsx_lifecycle.install()  # FSx Lifecycle and Lustre MountName, which moto lacks
     s3express.install()  # S3 Express One Zone directory buckets, which moto lacks
+    sqs_patches.install()  # ReceiveMessage without an O(queue) attribute build per message
 
     LambdaFunction.invoke = _lambda_invoke(LambdaFunction.invoke)  # type: ignore[method-assign]
     InstanceBackend.run_instances = _run_instances(  # type: ignore[method-assign]
