@@ -28,6 +28,7 @@ from iofleet.errors import (
     Problem,
     UsageError,
     ValidationFailed,
+    one_line,
 )
 
 
@@ -368,13 +369,13 @@ def _run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return EXIT_USAGE
     except UsageError as exc:
-        print(f"iofleet: {exc}", file=sys.stderr)
+        print(one_line(f"iofleet: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except EnvironmentProblem as exc:
-        print(f"iofleet: {exc}", file=sys.stderr)
+        print(one_line(f"iofleet: {exc}"), file=sys.stderr)
         return EXIT_ENVIRONMENT
     except OutputBusy as exc:
-        print(f"iofleet: {exc}", file=sys.stderr)
+        print(one_line(f"iofleet: {exc}"), file=sys.stderr)
         return EXIT_BUSY
     except KeyboardInterrupt as exc:  # `iofleet local` names the signal (local.stopping)
         name = getattr(exc, "name", None)
@@ -382,9 +383,11 @@ def _run(args: argparse.Namespace) -> int:
         if outcome is None and args.command == "report" and args.html:
             outcome = f"--html {args.html} not written (left as it was)"
         print(
-            "iofleet: interrupted"
-            + (f" by {name}" if name else "")
-            + (f": {outcome}" if outcome else ""),
+            one_line(
+                "iofleet: interrupted"
+                + (f" by {name}" if name else "")
+                + (f": {outcome}" if outcome else "")
+            ),
             file=sys.stderr,
         )
         return int(getattr(exc, "exit_status", EXIT_INTERRUPTED))
@@ -394,13 +397,15 @@ def _run(args: argparse.Namespace) -> int:
         from iofleet.results.parsers import ParseError
 
         if isinstance(exc, ParseError):  # a file given to parse is bad input: `PATH: message`
-            print(exc, file=sys.stderr)
+            print(one_line(str(exc)), file=sys.stderr)
             return EXIT_USAGE
         if os.environ.get("IOFLEET_DEBUG"):
             raise
         print(
-            f"iofleet: internal error: {type(exc).__name__}: {exc} "
-            "(set IOFLEET_DEBUG=1 for a traceback)",
+            one_line(
+                f"iofleet: internal error: {type(exc).__name__}: {exc} "
+                "(set IOFLEET_DEBUG=1 for a traceback)"
+            ),
             file=sys.stderr,
         )
         return EXIT_INTERNAL

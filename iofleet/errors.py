@@ -16,8 +16,13 @@ class Problem(NamedTuple):
     message: str
 
     def __str__(self) -> str:
-        line = f"{self.path}: {self.message}" if self.path else self.message
-        return line.translate(_LINE_BREAKS)
+        return one_line(f"{self.path}: {self.message}" if self.path else self.message)
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break written as its escape (a message that quotes a
+    file name or a key the user wrote stays one line)."""
+    return text.translate(_LINE_BREAKS)
 
 
 class ValidationFailed(Exception):
@@ -35,7 +40,7 @@ class ValidationFailed(Exception):
     def lines(self) -> list[str]:
         if self.file is None:
             return [str(p) for p in self.problems]
-        return [f"{self.file}: {p}" for p in self.problems]
+        return [f"{one_line(self.file)}: {p}" for p in self.problems]
 
     def in_file(self, file: str) -> ValidationFailed:
         """These problems as found in `file` (unchanged if they already name a file)."""

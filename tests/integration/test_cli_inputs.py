@@ -133,6 +133,21 @@ def test_a_missing_matrix_file(box: Sandbox) -> None:
         assert box.refused(*command, str(path), *extra) == f"{path}: no such matrix file"
 
 
+def test_a_file_name_with_a_line_break_is_still_one_line(box: Sandbox) -> None:
+    # the name is the user's; each command's refusal quotes it with its line break
+    # written as an escape, so the error is still one line that names the file
+    path = box.inputs / "bad\nname.json"
+    path.write_text("{")
+    shown = str(path).replace("\n", "\\n")
+    assert box.refused("plan", str(path)).startswith(f"{shown}: line 1 column 2: ")
+    assert box.refused("parse", str(path)).startswith(f"{shown}: truncated fio JSON")
+    missing = box.inputs / "no\rwh.duckdb"
+    line = box.refused("report", "--warehouse", str(missing))
+    assert (
+        line == f"iofleet: --warehouse {str(missing).replace(chr(13), chr(92) + 'r')}: no such file"
+    )
+
+
 def test_a_directory_as_the_matrix(box: Sandbox) -> None:
     line = box.refused("plan", str(box.inputs))
     assert line == f"{box.inputs}: is a directory, expected a matrix JSON file"
