@@ -9,13 +9,20 @@ fingerprint of the schema it was last brought up to date with (table
 `iofleet_schema`), and opening one that already has this iofleet's schema
 skips that work (re-binding every view is most of an open's cost).
 
-Loading is idempotent per run: `ingest_dir` rebuilds every run it finds under
+Loading is idempotent per run: `ingest_dir` rebuilds each run it finds under
 the raw root from its raw objects, replacing that run's previous rows in one
-transaction. Each artifact loads whole or becomes one `ingest_errors` row (its
-values are checked against their columns in `iofleet.results.ingest`); should DuckDB
-refuse the bulk load anyway, the runs are reloaded one artifact per transaction. Rows go in through DuckDB's CSV reader (one temporary file per
-table, written by the stdlib csv module), which keeps a thousand fio json+
-files to seconds. Empty strings load as NULL. fio json+ histograms are one
+transaction, unless the run is unchanged since it was last loaded into this
+warehouse: a run's fingerprint (`_run_fingerprint`: each of its files' path, size,
+mtime, ctime, inode and device, and `code_fingerprint`, the schema's and the row
+code's hash) is stored in `ingested_runs` in the transaction that loads its rows, and
+a run whose fingerprint matches keeps its rows and is not read (decision 52). Any
+schema change (`_create`) empties `ingested_runs`: every run loads again.
+
+Each artifact loads whole or becomes one `ingest_errors` row (its values are
+checked against their columns in `iofleet.results.ingest`); should DuckDB refuse
+the bulk load anyway, the runs are reloaded one artifact per transaction. Rows go
+in through DuckDB's CSV reader (one temporary file per table, written by the stdlib
+csv module), which keeps a thousand fio json+ files to seconds. Empty strings load as NULL. fio json+ histograms are one
 `fio_latency_histograms` row per record, its bins as two BIGINT[] columns
 (decision 46); the view `fio_latency_bins` gives them one row per bin.
 
@@ -32,8 +39,10 @@ import csv
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -162,6 +171,11 @@ def transpile_view(trino_sql: str) -> str:
 
 
 SCHEMA_MARK = "iofleet_schema"  # one row: the fingerprint of the schema last created
+INGESTED_RUNS = "ingested_runs"  # run_id -> the fingerprint of what its rows were loaded from
+_INGESTED_RUNS_DDL = (
+    f"CREATE OR REPLACE TABLE {INGESTED_RUNS} "
+    "(run_id VARCHAR NOT NULL, fingerprint VARCHAR NOT NULL)"
+)
 
 
 @lru_cache(maxsize=1)
@@ -171,23 +185,86 @@ def schema_fingerprint() -> str:
     digest = hashlib.sha256(f"duckdb {duckdb.__version__}\n".encode())
     for table in TABLES:
         digest.update(table.duckdb_ddl().encode() + b"\n")
+    digest.update(_INGESTED_RUNS_DDL.encode() + b"\n")
     for name, trino_sql in view_files.all_views().items():
         digest.update(f"{name}\n{transpile_view(trino_sql)}\n".encode())
     return digest.hexdigest()
 
 
+def _row_code() -> list[Path]:
+    """The source files whose code turns raw artifacts into rows."""
+    results = Path(__file__).resolve().parent
+    return [
+        results / "ingest.py",
+        results / "schema.py",
+        results / "warehouse.py",
+        *sorted((results / "parsers").glob("*.py")),
+        results.parent / "agent" / "payload.py",  # CELL_FIELDS
+    ]
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of what makes rows of raw artifacts: the schema (`schema_fingerprint`), the
+    Python version and the source of the modules that parse artifacts and build rows. A
+    change to any of them makes `ingest_dir` load every run again. Should a source file
+    not be readable, a value no warehouse holds: nothing is taken as unchanged."""
+    digest = hashlib.sha256(f"{schema_fingerprint()}\npython {sys.version}\n".encode())
+    try:
+        for path in _row_code():
+            digest.update(f"{path.name}\n".encode() + path.read_bytes() + b"\n")
+    except OSError:
+        return f"unreadable {uuid.uuid4()}"
+    return digest.hexdigest()
+
+
+def _run_fingerprint(code: str, files: Sequence[tuple[tuple[str, ...], str]]) -> str | None:
+    """A hash of `code` and of each file of a run (every file under its folder, those the
+    ingest passes over too): its path under the raw root, size, mtime, ctime, inode and
+    device.
+    ctime and inode change with every write, rename and copy, also when the copy kept the
+    mtime and size. None when a file cannot be stat'ed (gone meanwhile, a dangling link):
+    such a run is never taken as unchanged."""
+    digest = hashlib.sha256(code.encode() + b"\n")
+    for parts, path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        digest.update(b"/".join(os.fsencode(p) for p in parts) + b"\0")
+        digest.update(
+            f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}\n".encode()
+        )
+    return digest.hexdigest()
+
+
+def _read_artifact(path: str) -> str:
+    """The text of one raw artifact (undecodable bytes replaced: the parsers say so)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
 @dataclass
 class IngestStats:
+    """What one `ingest_dir` did. `objects`, `skipped` and `rows` count the runs it
+    loaded (`runs`); the runs it found unchanged since their last load (`unchanged`)
+    keep their rows and are not read. `errors`: the `ingest_errors` rows the warehouse
+    holds for every run under the root, loaded now or kept."""
+
     objects: int = 0
     skipped: int = 0
     runs: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     errors: int = 0
+    unchanged: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         counts = ", ".join(f"{n} {t}" for t, n in self.rows.items() if n and t != "ingest_errors")
         runs = f"{len(self.runs)} run" + ("" if len(self.runs) == 1 else "s")
         text = f"{self.objects} objects from {runs}: {counts or 'no rows'}"
+        if self.unchanged:
+            n = len(self.unchanged)
+            text += f"; {n} unchanged run{'' if n == 1 else 's'} kept as loaded before"
         return text + (f"; {self.errors} ingest errors" if self.errors else "")
 
 
@@ -297,6 +374,8 @@ class Warehouse:
                             self.con.execute(
                                 f'ALTER TABLE {table.name} ADD COLUMN "{c.name}" {c.duckdb_type}'
                             )
+            # the runs' fingerprints go with any change of schema: every run loads again
+            self.con.execute(_INGESTED_RUNS_DDL)
             for name, trino_sql in view_files.all_views().items():
                 self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {transpile_view(trino_sql)}")
             self.con.execute(
@@ -498,18 +577,20 @@ class Warehouse:
         run_ids: Iterable[str],
         rows: Mapping[str, Sequence[dict]],
         bin_blocks: Sequence[BinBlock] = (),
+        fingerprints: Mapping[str, str] | None = None,
     ) -> None:
-        """Delete every row of these runs, then insert `rows` (and `bin_blocks`), in one
-        transaction."""
+        """Delete every row of these runs (and their fingerprints), then insert `rows`
+        (and `bin_blocks`, and the runs' `fingerprints`), in one transaction."""
         run_ids = sorted(set(run_ids))
         self.con.execute("BEGIN TRANSACTION")
         try:
             if run_ids:  # one statement per table, whatever the number of runs
-                for table in TABLES:
+                for name in [t.name for t in TABLES] + [INGESTED_RUNS]:
                     self.con.execute(
-                        f"DELETE FROM {table.name} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                        f"DELETE FROM {name} WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
                         [run_ids],
                     )
+            self._insert_fingerprints(fingerprints or {})
             for table in TABLES:
                 self.insert_rows(table, rows.get(table.name, []))
             self.insert_bin_blocks(bin_blocks)
@@ -521,8 +602,30 @@ class Warehouse:
             self.con.execute("ROLLBACK")
             raise
 
+    def _insert_fingerprints(self, fingerprints: Mapping[str, str]) -> None:
+        if fingerprints:
+            self.con.execute(
+                f"INSERT INTO {INGESTED_RUNS} SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                [list(fingerprints), list(fingerprints.values())],
+            )
+
+    def _fingerprints(self) -> dict[str, str]:
+        """run_id -> the fingerprint its rows were last loaded with."""
+        try:
+            found = self.con.execute(f"SELECT run_id, fingerprint FROM {INGESTED_RUNS}").fetchall()
+        except duckdb.CatalogException:  # not brought up to date (never by this class)
+            return {}
+        return dict(found)
+
     def ingest_dir(self, raw_root: Path | str) -> IngestStats:
-        """(Re)load every run under a raw results root (layout: docs/internals.md).
+        """(Re)load every run under a raw results root (layout: docs/internals.md) whose
+        files or ingest code changed since it was last loaded into this warehouse.
+
+        A run is passed over, its rows kept, when its fingerprint (`_run_fingerprint`:
+        the code that makes rows, and each of its files' path, size, times and inode) is
+        the one stored with its rows (table `ingested_runs`, written in the transaction
+        that loads them); any other run is loaded again whole, as below. A run with an
+        artifact that could not be read gets no fingerprint: the next ingest tries again.
 
         Each artifact loads whole or becomes one `ingest_errors` row: its values are
         checked against their columns first (`iofleet.results.ingest`), and should DuckDB still
@@ -534,43 +637,70 @@ class Warehouse:
         if not root.is_dir():
             return stats
         units: list[_Unit] = []
+        code = code_fingerprint()
+        loaded = self._fingerprints()
+        fingerprints: dict[str, str] = {}
+        # a run's folders: one, but for names that are not UTF-8 and give the same id
+        folders: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
         for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            run_id = loadable_text(run_dir.name)
+            folders.setdefault(loadable_text(run_dir.name), []).extend(
+                (run_dir.name, *found) for found in sorted(_files_under(str(run_dir)))
+            )
+        for run_id, files in folders.items():
+            fingerprint = _run_fingerprint(code, [((d, *parts), p) for d, parts, p in files])
+            if fingerprint is not None and loaded.get(run_id) == fingerprint:
+                stats.unchanged.append(run_id)
+                continue
             stats.runs.append(run_id)
-            for parts, path in sorted(_files_under(str(run_dir))):
-                relpath = "/".join((run_dir.name, *parts))
+            for dir_name, parts, path in files:
+                relpath = "/".join((dir_name, *parts))
                 name = parts[-1]
                 if not name.endswith(".json") or name.startswith("."):
                     stats.skipped += 1
                     continue
                 stats.objects += 1
                 try:
-                    with open(path, encoding="utf-8", errors="replace") as f:
-                        text = f.read()
+                    text = _read_artifact(path)
                 except OSError as exc:
                     reason = f"cannot read: {exc.strerror or exc}"
                     error = error_row(run_id, relpath, reason)
                     units.append(_Unit(relpath, {INGEST_ERRORS.name: [error]}, []))
+                    fingerprint = None  # perhaps readable next time: not taken as unchanged
                     continue
                 rows, bin_blocks = rows_and_bin_blocks(relpath, text)
                 units.append(_Unit(relpath, rows, bin_blocks or []))
-        collected, blocks = _gather(units)
-        try:
-            self.replace_runs(stats.runs, collected, blocks)
-        except duckdb.InterruptException:  # stopped (con.interrupt()): not the data's fault
-            raise
-        except (duckdb.Error, UnicodeError):
-            collected, blocks = self._replace_runs_one_by_one(stats.runs, units)
-        stats.rows = {name: len(rows) for name, rows in collected.items()}
-        stats.rows[FIO_LATENCY_HISTOGRAMS.name] += sum(1 for b in blocks if b.bins)
+            if fingerprint is not None:
+                fingerprints[run_id] = fingerprint
+        if stats.runs:
+            collected, blocks = _gather(units)
+            try:
+                self.replace_runs(stats.runs, collected, blocks, fingerprints)
+            except duckdb.InterruptException:  # stopped (con.interrupt()): not the data's fault
+                raise
+            except (duckdb.Error, UnicodeError):
+                collected, blocks = self._replace_runs_one_by_one(stats.runs, units, fingerprints)
+            stats.rows = {name: len(rows) for name, rows in collected.items()}
+            stats.rows[FIO_LATENCY_HISTOGRAMS.name] += sum(1 for b in blocks if b.bins)
         stats.errors = stats.rows[INGEST_ERRORS.name]
+        if stats.unchanged:
+            kept = self.con.execute(
+                f"SELECT count(*) FROM {INGEST_ERRORS.name} "
+                "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                [stats.unchanged],
+            ).fetchone()
+            stats.errors += kept[0] if kept else 0
         return stats
 
     def _replace_runs_one_by_one(
-        self, run_ids: Sequence[str], units: Sequence[_Unit]
+        self,
+        run_ids: Sequence[str],
+        units: Sequence[_Unit],
+        fingerprints: Mapping[str, str] | None = None,
     ) -> tuple[dict[str, list[dict]], list[BinBlock]]:
         """`replace_runs` one artifact (one slot, for the folded `slots` rows) per
-        transaction; an artifact DuckDB refuses becomes an `ingest_errors` row.
+        transaction; an artifact DuckDB refuses becomes an `ingest_errors` row. The runs'
+        fingerprints go in with those rows, in the last transaction: stopped before it,
+        the runs are loaded again next time.
 
         Returns what was loaded, as `_gather` would give it.
         """
@@ -590,8 +720,17 @@ class Warehouse:
                 run_id = unit.key.split("/", 1)[0]
                 message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 errors.append(error_row(run_id, unit.key, f"the warehouse refused it: {message}"))
-        self.insert_rows(INGEST_ERRORS, errors)
-        self.con.execute("UPDATE ingest_errors SET ingested_at = now() WHERE ingested_at IS NULL")
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.insert_rows(INGEST_ERRORS, errors)
+            self.con.execute(
+                "UPDATE ingest_errors SET ingested_at = now() WHERE ingested_at IS NULL"
+            )
+            self._insert_fingerprints(fingerprints or {})
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
         collected, blocks = _gather(loaded)
         collected[INGEST_ERRORS.name] += errors
         return collected, blocks
