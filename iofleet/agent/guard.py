@@ -61,27 +61,35 @@ def proc_stat(pid: int) -> tuple[int, str] | None:
     return None if rest is None else (int(rest[1]), rest[0].decode())
 
 
-def descendants(root: int) -> list[int]:
-    """Pids of the live (non-zombie) processes below `root` in the process table."""
-    children: dict[int, list[int]] = {}
-    zombies: set[int] = set()
+def process_table() -> dict[int, tuple[int, str]]:
+    """(ppid, state) of every process in /proc now, by pid: one read of the table."""
+    table: dict[int, tuple[int, str]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        info = proc_stat(int(name))
-        if info is None:
-            continue
-        ppid, state = info
-        children.setdefault(ppid, []).append(int(name))
-        if state in ("Z", "X"):
-            zombies.add(int(name))
+        if name.isdigit():
+            info = proc_stat(int(name))
+            if info is not None:
+                table[int(name)] = info
+    return table
+
+
+def live_below(table: dict[int, tuple[int, str]], roots: set[int]) -> list[int]:
+    """Pids of the live (non-zombie) processes below any of `roots` in `table` (a
+    zombie's children are still below it)."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
     found: list[int] = []
-    todo = [root]
+    todo = list(roots)
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
-    return [p for p in found if p not in zombies]
+    return [p for p in found if table[p][1] not in ("Z", "X")]
+
+
+def descendants(root: int) -> list[int]:
+    """Pids of the live (non-zombie) processes below `root` in the process table."""
+    return live_below(process_table(), {root})
 
 
 _main_pid = 0

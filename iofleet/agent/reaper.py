@@ -22,8 +22,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from iofleet.agent.guard import live_below, process_table
 from iofleet.agent.guard import prctl as prctl  # one ctypes prctl for the agent side
-from iofleet.agent.guard import proc_stat
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -46,33 +46,6 @@ def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return setup
 
 
-def _process_table() -> dict[int, tuple[int, str]]:
-    """(ppid, state) of every process in /proc now, by pid: one read of the table."""
-    table: dict[int, tuple[int, str]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            info = proc_stat(int(entry))
-            if info is not None:
-                table[int(entry)] = info
-    return table
-
-
-def _live_below(table: dict[int, tuple[int, str]], roots: set[int]) -> set[int]:
-    """The live (non-zombie) processes below any of `roots` in `table` (as
-    guard.descendants finds them: a zombie's children are still below it)."""
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found: set[int] = set()
-    todo = list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return {p for p in found if table[p][1] not in ("Z", "X")}
-
-
 def _reap_zombies(table: dict[int, tuple[int, str]], keep: set[int]) -> None:
     """waitpid our zombie children in `table` that are not in `keep` (Popen waits for
     those)."""
@@ -90,8 +63,8 @@ def children() -> set[int]:
     before starting agents, so that only what the agents left behind is killed (not,
     say, a server the embedding program started)."""
     me = os.getpid()
-    table = _process_table()
-    return {pid for pid in _live_below(table, {me}) if table[pid][0] == me}
+    table = process_table()
+    return {pid for pid in live_below(table, {me}) if table[pid][0] == me}
 
 
 def kill_orphans(keep: set[int]) -> int:
@@ -101,9 +74,9 @@ def kill_orphans(keep: set[int]) -> int:
     me = os.getpid()
     killed = 0
     for _ in range(200):
-        table = _process_table()  # one read of /proc per pass, not one per question
-        protected = set(keep) | _live_below(table, set(keep))
-        orphans = [p for p in _live_below(table, {me}) if p not in protected]
+        table = process_table()  # one read of /proc per pass, not one per question
+        protected = set(keep).union(live_below(table, set(keep)))
+        orphans = [p for p in live_below(table, {me}) if p not in protected]
         _reap_zombies(table, keep)
         if not orphans:
             return killed
