@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import gc
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -194,23 +193,13 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         return run_slot_file(Path(args.slot))
 
 
-@contextmanager
-def modules_loading(args: argparse.Namespace) -> Iterator[None]:
-    """No cyclic garbage collection while a command loads its modules: they make many
-    objects and no garbage, and every collection walks the young ones (11-13 ms of
-    `iofleet local`'s CPU before its first slot, 5-6 ms of an agent's). When the
-    command is the whole process (`main()` of the command line), what they made is then
-    frozen (`gc.freeze`: never walked again, or the first collections after would walk
-    it all); collection goes on as before, for a run or an agent that may last hours."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if getattr(args, "whole_process", False):
-            gc.freeze()
-        if collecting:
-            gc.enable()
+def modules_loading(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """A command's imports without the cyclic garbage collector (iofleet.loading); when
+    the command is the whole process (`main()` of the command line), what they made is
+    then frozen."""
+    from iofleet.loading import collection_paused
+
+    return collection_paused(freeze=getattr(args, "whole_process", False))
 
 
 class _Parser(argparse.ArgumentParser):

@@ -64,13 +64,12 @@ def prepare_finish(started: Callable[[], bool]) -> int:
     says a slot has reached its start barrier: from then on the runner does nothing
     beside the measurement, and what is left is imported by `_finish` as before. Touches
     no file. Returns how many of FINISH_MODULES were imported."""
-    import gc
     import importlib
 
-    collecting = gc.isenabled()
-    gc.disable()  # loading modules makes no garbage to collect (as in iofleet.cli)
+    from iofleet.loading import collection_paused
+
     done = 0
-    try:
+    with collection_paused():  # not frozen: this also runs inside other programs
         for name in FINISH_MODULES:
             if started():
                 break
@@ -79,9 +78,6 @@ def prepare_finish(started: Callable[[], bool]) -> int:
             except ImportError:  # left to _finish, which says what is missing
                 break
             done += 1
-    finally:
-        if collecting:
-            gc.enable()
     return done
 
 
