@@ -86,29 +86,32 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _cmd_local(args: argparse.Namespace) -> int:
     import shutil
 
+    from iofleet.local.stopping import startup_stops
     from iofleet.plan.fiojobs import stop_parse_only_checks
     from iofleet.testhook import pause
 
-    try:
-        with modules_loading(args):
-            from iofleet.plan.fiojobs import start_parse_only_checks
+    # SIGINT, SIGTERM and SIGHUP interrupt from here on, until the run takes them
+    with startup_stops():
+        try:
+            with modules_loading(args):
+                from iofleet.plan.fiojobs import start_parse_only_checks
 
-            # fio's own checks of the matrix's jobs start now, beside the imports and the
-            # validation that take their answers; the file is read once, here
-            data = start_parse_only_checks(args.matrix, shutil.which("fio"))
-            pause("checks-started")  # a test delivers a signal here (iofleet.testhook)
-            import iofleet.plan.matrix  # noqa: F401 - the validation's: loaded (and frozen) here
-            from iofleet.local.runner import run_local
+                # fio's own checks of the matrix's jobs start now, beside the imports and
+                # the validation that take their answers; the file is read once, here
+                data = start_parse_only_checks(args.matrix, shutil.which("fio"))
+                pause("checks-started")  # a test delivers a signal here (iofleet.testhook)
+                import iofleet.plan.matrix  # noqa: F401 - the validation's: loaded here
+                from iofleet.local.runner import run_local
 
-        return run_local(
-            Path(args.matrix),
-            _out_path(args.out),
-            quiet=args.quiet,
-            report_format=args.format,
-            matrix_bytes=data,
-        )
-    finally:  # what the plan did not take, however it ended (run_local stops them too)
-        stop_parse_only_checks()
+            return run_local(
+                Path(args.matrix),
+                _out_path(args.out),
+                quiet=args.quiet,
+                report_format=args.format,
+                matrix_bytes=data,
+            )
+        finally:  # what the plan did not take, however it ended (run_local stops them too)
+            stop_parse_only_checks()
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

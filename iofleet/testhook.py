@@ -4,7 +4,9 @@ process stopped in /proc, signals it, then sends SIGCONT) instead of guessing wi
 sleeps. Unset (always, outside tests), `pause` does nothing. Stdlib only.
 
 Points: `checks-started` (`iofleet local` has started fio's checks of the matrix and
-not yet imported its runner: iofleet.cli), `workload-ended` (an agent's workload child has exited, its output not yet
+not yet imported its runner: iofleet.cli), `targets-made` (it has made the matrix's
+missing `local.path` directories and not yet taken the --out lock:
+iofleet.local.runner), `workload-ended` (an agent's workload child has exited, its output not yet
 saved: iofleet.agent.process.run_child), `runner-cleanup` (`iofleet local` has run
 its last cell and not yet written run.json: iofleet.local.runner), and four where a
 temp file is written and not yet renamed into place (what a SIGKILL there leaves, the

@@ -182,6 +182,7 @@ def run_local(
     running = False
     swept: dict[str, str] = {}
     try:
+        pause("targets-made")  # a test delivers a signal here (iofleet.testhook)
         swept = sweep_dead(plan, base)  # a dead run's files are not room this run lacks
         check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
         make_out_dir(out_dir)

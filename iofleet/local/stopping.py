@@ -15,6 +15,16 @@ written in one transaction, which an interrupt rolls back.
 
 The exit status is 128 + the first signal's number (130 SIGINT, 143 SIGTERM, 129
 SIGHUP), as a shell reports a process killed by it.
+
+Before the run takes the signals, from the command's first line (`startup_stops`), the
+first of them interrupts at once wherever the command is (its early fio checks, its
+imports, the validation, the targets being made, the wait for the --out lock), as
+SIGINT always did: the `finally` blocks on the way out stop the checks and remove
+what was made. Before, SIGTERM and SIGHUP there killed the process outright.
+
+A child process is started and recorded in one step (`held`): a signal that comes
+between the fork and the record is raised once it is recorded, so the cleanup finds
+the child (otherwise it would run on with no one to stop or reap it).
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ from types import FrameType
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_installed: list[StopSignals] = []  # the StopSignals in force, innermost last (`held`)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -77,12 +89,15 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
+        _installed.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+        if self in _installed:
+            _installed.remove(self)
 
     @property
     def hurry(self) -> bool:
@@ -175,6 +190,32 @@ class StopSignals:
             os.close(write_fd)  # the watcher reads EOF and ends
             watcher.join()
             os.close(read_fd)
+
+
+@contextmanager
+def startup_stops() -> Iterator[StopSignals]:
+    """For `iofleet local` from its first line until its run takes the signals (the
+    run's own StopSignals, iofleet.local.runner): the first stop signal interrupts at
+    once, wherever the command is; later ones are let go, so the cleanup on the way out
+    (the early fio checks stopped, the targets made removed) is not cut short."""
+    with StopSignals(once=True) as stops:
+        yield stops
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Inside, no stop signal interrupts: under StopSignals that interrupt at once (not
+    `deferred`), one that came is raised on leaving; under deferred ones it waits for
+    their next point as always. For a child process started and recorded where its
+    cleanup finds it, in one step. Without StopSignals installed, nothing is held."""
+    stops = _installed[-1] if _installed else None
+    if stops is None:
+        yield
+        return
+    with stops.shielded():
+        yield
+    if not stops.deferred:
+        stops.deliver()
 
 
 @contextmanager

@@ -639,11 +639,14 @@ def parse_only_problem(
     still parses as it would."""
     import subprocess
 
+    from iofleet.local.stopping import held
+
     argv, env = _parse_only_call(name, params, target_dir, fio)
     proc = _started.pop(_call_key(argv, env), None)
     try:
         if proc is None:
-            proc = _popen(argv, env)
+            with held():  # a stop signal is raised once `proc` is set: killed below
+                proc = _popen(argv, env)
         out, err = proc.communicate(timeout=PARSE_ONLY_TIMEOUT_S)
     except OSError as exc:
         return f"fio --parse-only could not run: {exc}"
@@ -680,6 +683,7 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
     `data`); None when it read nothing (stdin, or a file it cannot open)."""
     import json
 
+    from iofleet.local.stopping import held
     from iofleet.plan import fioopts
 
     if matrix_path == "-":
@@ -715,7 +719,8 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
             argv, env = _parse_only_call(str(w["fio"]), params, str(target_dir), fio)
             key = _call_key(argv, env)
             if key not in _started:
-                _started[key] = _popen(argv, env)
+                with held():  # recorded before a stop signal can end the command
+                    _started[key] = _popen(argv, env)
         except Exception:  # noqa: BLE001 - not a job this library renders: no run ahead
             continue
     return data

@@ -122,21 +122,26 @@ def _version_probe(fio: str) -> Any:
 
 
 _ahead: dict[str, Any] = {}  # start_version_ahead: fio path -> its `fio --version` run
+_asked: set[Any] = set()  # start_version's runs whose answer has not been read yet
 
 
 def start_version_ahead(fio: str) -> None:
     """Start `fio --version` now, for the next `start_version(fio)` to take."""
+    from iofleet.local.stopping import held
+
     if fio not in _ahead:
         try:
-            _ahead[fio] = _version_probe(fio)
+            with held():  # recorded before a stop signal can end the command
+                _ahead[fio] = _version_probe(fio)
         except OSError:
             pass
 
 
 def stop_version() -> None:
-    """Kill and reap what `start_version_ahead` started and nothing took."""
-    while _ahead:
-        _, proc = _ahead.popitem()
+    """Kill and reap what `start_version_ahead` and `start_version` started and nothing
+    read (a command stopped before it asked, or between the start and the answer)."""
+    while _ahead or _asked:
+        proc = _ahead.popitem()[1] if _ahead else _asked.pop()
         proc.kill()
         proc.communicate()
 
@@ -150,12 +155,16 @@ def start_version(fio: str | None) -> Callable[[], str | None]:
         return lambda: None
     import subprocess
 
-    proc = _ahead.pop(fio, None)
-    if proc is None:
-        try:
-            proc = _version_probe(fio)
-        except OSError:
-            return lambda: None
+    from iofleet.local.stopping import held
+
+    with held():  # recorded before a stop signal can end the command (stop_version)
+        proc = _ahead.pop(fio, None)
+        if proc is None:
+            try:
+                proc = _version_probe(fio)
+            except OSError:
+                return lambda: None
+        _asked.add(proc)
 
     def answer() -> str | None:
         try:
@@ -168,6 +177,8 @@ def start_version(fio: str | None) -> Callable[[], str | None]:
             proc.kill()
             proc.wait()
             raise
+        finally:
+            _asked.discard(proc)
         return out.strip() or None
 
     return answer

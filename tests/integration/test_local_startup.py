@@ -425,34 +425,54 @@ def _stopped_child(parent: int) -> int | None:
     return next((pid for pid, state in _children(parent).items() if state == "T"), None)
 
 
-@pytest.mark.parametrize("when", ["refused", "interrupted"])
-def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
-    tmp_path: Path, when: str
-) -> None:
-    if shutil.which("fio") is None:
-        pytest.skip("no fio here")
-    # given a matrix the option table refuses (its fio checks start before it is read
-    # through), or a good one with `iofleet local` interrupted (SIGINT) once its checks
-    # have started and before its runner is imported
-    env = dict(os.environ, IOFLEET_FIO_JOBS=str(_library(tmp_path)))
-    job = "bad" if when == "refused" else "good"
-    matrix = _fio_matrix(tmp_path, workloads=[{"fio": job}])
-    if when == "interrupted":
-        env["IOFLEET_TEST_PAUSE_AT"] = "checks-started"
-    driver = subprocess.Popen(
+def _left_driver(tmp_path: Path, matrix: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-c", LEFT_DRIVER, str(matrix), "--out", "out", "-q"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def _signal_at_pause(driver: subprocess.Popen[str], signum: int) -> int:
+    """Once the command under the driver has stopped itself (iofleet.testhook), send it
+    `signum` and let it go on; returns its pid."""
+    cli = wait_for(lambda: _stopped_child(driver.pid), 120, "iofleet local to stop")
+    assert isinstance(cli, int)
+    os.kill(cli, signum)
+    os.kill(cli, signal.SIGCONT)
+    return cli
+
+
+STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.mark.parametrize(
+    "when", ["refused", *(f"interrupted-{signal.Signals(s).name}" for s in STOPS)]
+)
+def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
+    tmp_path: Path, when: str
+) -> None:
+    if shutil.which("fio") is None:
+        pytest.skip("no fio here")
+    # given a matrix the option table refuses (its fio checks start before it is read
+    # through), or a good one with `iofleet local` stopped by SIGINT, SIGTERM or SIGHUP
+    # once its checks have started and before its runner is imported
+    env = dict(os.environ, IOFLEET_FIO_JOBS=str(_library(tmp_path)))
+    job = "bad" if when == "refused" else "good"
+    matrix = _fio_matrix(tmp_path, workloads=[{"fio": job}])
+    signum = 0 if when == "refused" else signal.Signals[when.split("-")[1]]
+    if signum:
+        env["IOFLEET_TEST_PAUSE_AT"] = "checks-started"
+    driver = _left_driver(tmp_path, matrix, env)
     try:
-        if when == "interrupted":
+        if signum:
             cli = wait_for(lambda: _stopped_child(driver.pid), 120, "iofleet local to stop")
             assert isinstance(cli, int)
             # (its fio checks running, or exited and not yet waited for)
             assert len(_children(cli)) == 2, "fio --version and one --parse-only"
-            os.kill(cli, signal.SIGINT)
+            os.kill(cli, signum)
             os.kill(cli, signal.SIGCONT)
         out, _ = driver.communicate(timeout=300)
     finally:
@@ -460,12 +480,52 @@ def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
             driver.kill()
             driver.wait()
     seen = json.loads(out)
-    # then the command refused it (exit 2) or stopped (130), and it left no process:
-    # none running, none exited and not waited for
-    assert seen["rc"] == (2 if when == "refused" else 130), seen["stderr"]
+    # then the command refused it (exit 2) or stopped (128 + the signal, naming it: not
+    # killed by it), and it left no process: none running, none exited and not waited for
+    if signum:
+        assert seen["rc"] == 128 + signum, seen["stderr"]
+        assert seen["stderr"] == f"iofleet: interrupted by {signal.Signals(signum).name}\n"
+    else:
+        assert seen["rc"] == 2, seen["stderr"]
     assert seen["left"] == []
     # and created nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lib", "m.json"]
+
+
+@pytest.mark.parametrize("signum", STOPS, ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_before_the_run_removes_the_targets_it_made(
+    tmp_path: Path, signum: int
+) -> None:
+    if shutil.which("fio") is None:
+        pytest.skip("no fio here")
+    # given `iofleet local` stopped once it has made its target's missing directories
+    # (three levels) and before it takes the --out lock
+    env = dict(
+        os.environ,
+        IOFLEET_FIO_JOBS=str(_library(tmp_path)),
+        IOFLEET_TEST_PAUSE_AT="targets-made",
+    )
+    matrix = _fio_matrix(tmp_path, workloads=[{"fio": "good"}])
+    doc = json.loads(matrix.read_text())
+    doc["storage"][0]["path"] = str(tmp_path / "a" / "b" / "t")
+    matrix.write_text(json.dumps(doc))
+    driver = _left_driver(tmp_path, matrix, env)
+    try:
+        cli = _signal_at_pause(driver, signum)
+        out, _ = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    seen = json.loads(out)
+    # when it gets SIGINT, SIGTERM or SIGHUP there, then it stops with 128 + the signal
+    # and one line naming it
+    assert seen["rc"] == 128 + signum, seen["stderr"]
+    assert seen["stderr"] == f"iofleet: interrupted by {signal.Signals(signum).name}\n"
+    # the directories it made are gone, no --out was made, and no process is left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib", "m.json"]
+    assert seen["left"] == []
+    assert not os.path.exists(f"/proc/{cli}")
 
 
 def test_iofleet_local_reads_the_matrix_file_once(tmp_path: Path) -> None:

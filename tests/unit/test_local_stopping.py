@@ -7,6 +7,7 @@ make are in tests/integration/test_local_signals.py.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -84,3 +85,97 @@ def test_the_previous_handlers_come_back() -> None:
     with StopSignals():
         assert signal.getsignal(signal.SIGTERM) != before[signal.SIGTERM]
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_held_raises_a_signal_at_its_end_under_startup_stops() -> None:
+    from iofleet.local.stopping import held, startup_stops
+
+    done = []
+    with startup_stops(), pytest.raises(Interrupted) as caught:
+        with held():
+            os.kill(os.getpid(), signal.SIGTERM)  # between a fork and its record
+            done.append("recorded")
+    # the block ran to its end, then the signal was raised
+    assert done == ["recorded"]
+    assert caught.value.signum == signal.SIGTERM
+
+
+def test_held_leaves_a_deferred_runs_signal_for_its_next_point() -> None:
+    from iofleet.local.stopping import held
+
+    with StopSignals(deferred=True) as stops:
+        with held():
+            os.kill(os.getpid(), signal.SIGHUP)
+        # nothing raised here: the run's next point raises it
+        with pytest.raises(Interrupted) as caught, stops.opened():
+            pass
+    assert caught.value.signum == signal.SIGHUP
+
+
+def test_held_holds_nothing_without_stop_signals() -> None:
+    from iofleet.local.stopping import held
+
+    with pytest.raises(KeyboardInterrupt), held():
+        os.kill(os.getpid(), signal.SIGINT)  # Python's own handler, at once
+
+
+def _gone(pid: int) -> bool:
+    """No process `pid` in the process table (reaped, not a zombie)."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.parametrize("where", ["version-ahead", "version", "parse-only-ahead", "parse-only"])
+def test_a_fio_check_started_as_the_signal_comes_is_stopped_with_the_rest(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The signal is sent to this process right after the real fork (before the child's
+    Popen is returned to whoever records it): the moment between the two, made exact."""
+    import shutil
+    import subprocess
+
+    from iofleet.local.stopping import startup_stops
+    from iofleet.plan import fiojobs, fioopts
+
+    fio = shutil.which("fio")
+    if fio is None:
+        pytest.skip("no fio here")
+    started: list[subprocess.Popen[str]] = []
+    real = fioopts._version_probe if where.startswith("version") else fiojobs._popen
+
+    def start_then_signal(*args):  # type: ignore[no-untyped-def]
+        proc = real(*args)
+        started.append(proc)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return proc
+
+    monkeypatch.setattr(
+        fioopts if where.startswith("version") else fiojobs,
+        "_version_probe" if where.startswith("version") else "_popen",
+        start_then_signal,
+    )
+    matrix = tmp_path / "m.json"
+    doc = {
+        "name": "m",
+        "storage": [{"label": "d", "type": "local", "path": str(tmp_path)}],
+        "workloads": [{"fio": "latency-4k-qd1-randread"}],
+        "parallelism": [1],
+    }
+    matrix.write_text(json.dumps(doc))
+    # given `iofleet local`'s early stop signals, and a fio check started just as
+    # SIGTERM comes
+    with startup_stops(), pytest.raises(Interrupted):
+        try:
+            if where == "version-ahead":
+                fioopts.start_version_ahead(fio)
+            elif where == "version":
+                fioopts.start_version(fio)()
+            elif where == "parse-only-ahead":
+                fiojobs.start_parse_only_checks(str(matrix), None)  # reads; no fio
+                fiojobs.start_parse_only_checks(str(matrix), fio)
+            else:
+                fiojobs.parse_only_problem("latency-4k-qd1-randread", {}, str(tmp_path), fio)
+        finally:  # as iofleet.cli does however the command ends
+            fiojobs.stop_parse_only_checks()
+    # then the check it started is stopped and reaped: gone from the process table
+    assert started, "the check was started"
+    assert all(_gone(p.pid) for p in started)
