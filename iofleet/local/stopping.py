@@ -18,7 +18,7 @@ SIGHUP), as a shell reports a process killed by it.
 
 Before the run takes the signals, from the command's first line (`startup_stops`), the
 first of them interrupts at once wherever the command is (its early fio checks, its
-imports, the validation, the targets being made, the wait for the --out lock), as
+imports, the validation, the targets being made, until it holds the --out lock), as
 SIGINT always did: the `finally` blocks on the way out stop the checks and remove
 what was made. Before, SIGTERM and SIGHUP there killed the process outright.
 
