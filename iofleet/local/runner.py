@@ -50,6 +50,7 @@ from iofleet.results.outdir import (
     make_out_dir,
     not_a_directory,
     output_lock,
+    read_own_json,
     remove_dead_temps,
 )
 from iofleet.testhook import pause
@@ -107,11 +108,12 @@ def recover_interrupted(out_dir: Path, raw_root: Path) -> dict[str, str]:
     if not raw_root.is_dir():
         return lines
     for run_file in sorted(raw_root.glob("*/run.json")):
-        try:
-            doc = json.loads(run_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        # a run.json that is a fifo, a link or unreadable is not ours to act on, and
+        # is never waited on (read_own_json)
+        if run_file.parent.is_symlink():  # iofleet makes none: not a run of this --out
             continue
-        if not isinstance(doc, dict) or doc.get("status") != "RUNNING":
+        doc = read_own_json(run_file)
+        if doc is None or doc.get("status") != "RUNNING":
             continue
         run_id = run_file.parent.name
         reason = _runner_gone(doc.get("runner_pid", "unknown"))
@@ -120,7 +122,9 @@ def recover_interrupted(out_dir: Path, raw_root: Path) -> dict[str, str]:
         for payload_file in sorted((out_dir / "payloads" / run_id).glob("*/slot-*.json")):
             cell_id, name = payload_file.parent.name, payload_file.stem
             try:
-                payload = json.loads(payload_file.read_text(encoding="utf-8"))
+                payload = read_own_json(payload_file)
+                if payload is None:
+                    continue
                 target = Path(payload["target"]["path"])
                 index = int(name.split("-")[1])
             except (OSError, ValueError, KeyError, TypeError, IndexError):

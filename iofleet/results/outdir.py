@@ -46,6 +46,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 
@@ -174,22 +175,30 @@ def _unlocked(path: str) -> bool:
         os.close(fd)
 
 
-def finished(run_dir: str) -> bool:
-    """Whether `raw/RUN/run.json` says the run has ended: nothing more is written in its
-    folders (see above). False when it is missing, unreadable or not our JSON."""
+def read_own_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A JSON object iofleet wrote in --out (run.json, a slot payload), or None when the
+    file is missing, unreadable, not a regular file (a link is not followed; a fifo is
+    not waited on for a writer) or not a JSON object. Never blocks."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # not a fifo's writer
     try:
-        fd = os.open(os.path.join(run_dir, "run.json"), flags)
+        fd = os.open(path, flags)
     except OSError:
-        return False
+        return None
     with open(fd, "rb") as f:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return False
+                return None
             doc = json.loads(f.read())
         except (OSError, ValueError):
-            return False
-    return isinstance(doc, dict) and doc.get("status") in FINISHED
+            return None
+    return doc if isinstance(doc, dict) else None
+
+
+def finished(run_dir: str) -> bool:
+    """Whether `raw/RUN/run.json` says the run has ended: nothing more is written in its
+    folders (see above). False when it is missing, unreadable or not our JSON."""
+    doc = read_own_json(os.path.join(run_dir, "run.json"))
+    return doc is not None and doc.get("status") in FINISHED
 
 
 def dead_temps(out_dir: Path) -> list[Path]:

@@ -159,3 +159,35 @@ def test_a_killed_runs_temp_file_is_removed_and_finished_runs_are_not_looked_int
         f"iofleet: {out}: removed 1 temp file(s) a killed run left (as {left[0].relative_to(out)})"
     ], lines
     assert [d for d in decoys if d.read_text() != "keep\n"] == []
+
+
+def test_a_run_json_that_is_a_fifo_or_behind_a_link_is_passed_over(tmp_path: Path) -> None:
+    import json
+    import stat
+
+    # given an --out whose raw/ holds a run folder with a fifo for its run.json (nothing
+    # ever writes to it), and a link to a folder elsewhere whose run.json says RUNNING
+    out = tmp_path / "out"
+    _next_run(tmp_path, name="first")
+    fifo = out / "raw" / "odd-fifo" / "run.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    running = json.dumps({"status": "RUNNING", "runner_pid": 1}) + "\n"
+    (elsewhere / "run.json").write_text(running)
+    (out / "raw" / "odd-link").symlink_to(elsewhere)
+    # when: the next run into that --out (bounded: a read of the fifo would wait for a
+    # writer for ever)
+    lines = _next_run(tmp_path).splitlines()
+    # then it ran and loaded its rows, the fifo is still a fifo, and the folder behind
+    # the link was neither marked ABORTED nor written to
+    assert not [line for line in lines if "was interrupted" in line], lines
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert (elsewhere / "run.json").read_text() == running
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["run.json"]
+    import duckdb
+
+    with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as db:
+        names = {r[0] for r in db.execute("SELECT DISTINCT run_id FROM ioping_requests").fetchall()}
+    assert len([n for n in names if n.startswith(("first-", "next-"))]) == 2, names
