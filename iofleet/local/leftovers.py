@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.agent.guard import stat_fields
+from iofleet.results.outdir import read_own_json
 
 PREFIX = ".iofleet-run-"
 SUFFIX = ".json"
@@ -129,11 +130,9 @@ def remove_dead_runs(target: Path) -> dict[str, str]:
             continue
         run_id = name[len(PREFIX) : -len(SUFFIX)]
         path = target / name
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # unreadable: cannot tell whose it is
-        if not isinstance(doc, dict) or doc.get("run_id") != run_id or not RUN_ID.match(run_id):
+        # unreadable, a link, a fifo (never waited on) or not our JSON: cannot tell whose
+        doc = read_own_json(path)
+        if doc is None or doc.get("run_id") != run_id or not RUN_ID.match(run_id):
             continue
         if runner_alive(doc):
             continue

@@ -67,3 +67,36 @@ def test_only_a_dead_runs_directory_and_mark_go(tmp_path: Path) -> None:
         "iofleet-nomark-1",
         "mine.txt",
     ]
+
+
+def test_a_mark_that_is_a_fifo_or_a_link_is_nobodys(tmp_path: Path) -> None:
+    import stat
+    import threading
+
+    # given a shared target where someone left, under our marks' names, a fifo that no
+    # one writes to, and a link to an endless device, beside a dead run's real mark
+    target = tmp_path
+    (target / "iofleet-dead-2").mkdir()
+    dead = dict(leftovers.owner(), run_id="dead-2", boot_id="other-boot")
+    (target / ".iofleet-run-dead-2.json").write_text(json.dumps(dead))
+    os.mkfifo(target / ".iofleet-run-fifo-1.json")
+    (target / ".iofleet-run-zero-1.json").symlink_to("/dev/zero")
+    (target / "iofleet-zero-1").mkdir()
+    # when the leftovers are removed (in a thread: a read of the fifo would wait for a
+    # writer for ever, and one of /dev/zero would fill memory; the join bounds the test,
+    # it does not time it)
+    found: list[list[str]] = []
+    worker = threading.Thread(target=lambda: found.append(leftovers.remove_dead(target)))
+    worker.daemon = True
+    worker.start()
+    worker.join(120)
+    # then it returned, with the dead run's line; the fifo and the link are left as they
+    # were, and the directory beside the link (no readable mark: not known dead) stays
+    assert found and len(found[0]) == 1 and "dead-2" in found[0][0], found
+    assert stat.S_ISFIFO(os.lstat(target / ".iofleet-run-fifo-1.json").st_mode)
+    assert os.readlink(target / ".iofleet-run-zero-1.json") == "/dev/zero"
+    assert sorted(p.name for p in target.iterdir()) == [
+        ".iofleet-run-fifo-1.json",
+        ".iofleet-run-zero-1.json",
+        "iofleet-zero-1",
+    ]
