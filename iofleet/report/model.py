@@ -225,15 +225,21 @@ SKEW_NOTE = (
 )
 
 
-def skew_table(rows: Iterable[Row]) -> list[list[str]]:
-    """start_skew rows -> display rows (SKEW_HEADER), or [] when no slot passed a barrier."""
+def fmt_us(value: Any) -> str:
+    """A start-skew figure in whole microseconds (the barrier's wall-clock readings and
+    the kernel's clock error are both whole us): under 1 us is `< 1 us`, not `0 ns`,
+    which would claim a resolution the readings do not have."""
     from iofleet.report.units import fmt_ns
 
+    if value is None:
+        return "-"
+    return "< 1 us" if float(value) < 1 else fmt_ns(float(value) * 1000)
+
+
+def skew_table(rows: Iterable[Row]) -> list[list[str]]:
+    """start_skew rows -> display rows (SKEW_HEADER), or [] when no slot passed a barrier."""
     rows = sorted((r for r in rows if r.get("slots_passed")), key=_cell_sort)
-
-    def us(value: Any) -> str:
-        return "-" if value is None else fmt_ns(float(value) * 1000)
-
+    us = fmt_us
     out = []
     for r in rows:
         error = us(r.get("clock_max_error_us"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from iofleet.report.units import fmt_ns
+from iofleet.report.model import fmt_us
 
 pytestmark = pytest.mark.slow
 
@@ -250,12 +250,12 @@ def test_each_fleet_started_at_one_instant_and_the_report_shows_its_skew(finishe
         assert max_error == max(r["clock"]["max_error_us"] for r in records)
         assert bound == skew_us  # one host, one clock: its error is common to every slot
         fleet_line = next(line for line in _skew_lines(result.stdout) if cell_id in line)
-        assert f" {fmt_ns(skew_us * 1000)} " in fleet_line
+        assert f" {fmt_us(skew_us)} " in fleet_line
     html = (tmp / "out" / "report.html").read_text()
     skew_table = html.split("<h2>Start skew</h2>", 1)[1].split("</table>", 1)[0]
     for cell_id, *_, skew_us, _max_error, _bound in rows:
         assert f'<td class="l">{cell_id}</td>' in skew_table
-        assert f"<td>{fmt_ns(skew_us * 1000)}</td>" in skew_table
+        assert f"<td>{fmt_us(skew_us)}</td>" in skew_table
 
 
 def _skew_lines(stdout: str) -> list[str]:

@@ -191,6 +191,34 @@ def test_reports_show_each_cells_start_skew_from_the_slots_barrier_instants(
     )
 
 
+def test_a_skew_under_one_microsecond_is_shown_as_such_not_as_zero_ns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given two slots on one host that passed the barrier in the same microsecond (the
+    # readings are whole microseconds), the kernel reporting no clock error
+    cell_dir = rawtree.write_run(tmp_path / "raw", RUN, slots=2) / rawtree.cell_doc()["cell_id"]
+    for slot in range(2):
+        path = cell_dir / f"slot-{slot:04d}" / "slot.json"
+        doc = json.loads(path.read_text())
+        doc.update(
+            barrier_released_at="2026-11-21T05:12:01.250000Z",
+            barrier_passed_at="2026-11-21T05:12:01.250000Z",
+            barrier_late_s=0.0,
+            clock={"synced": True, "max_error_us": 0, "est_error_us": 0},
+        )
+        path.write_text(json.dumps(doc))
+    warehouse = tmp_path / "warehouse.duckdb"
+    with Warehouse(warehouse) as wh:
+        wh.ingest_dir(tmp_path / "raw")
+    # when
+    report_command(warehouse, run_id=RUN, fmt="table", html=None)
+    # then the skew, the clock error and the bound read "< 1 us", not a 0 ns resolution
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Start skew"))
+    row = next(line for line in lines[start:] if "c000-local-fast-x2-r1" in line)
+    assert row.count("< 1 us") == 3 and " ns" not in row, row
+
+
 def test_an_interrupted_html_write_leaves_the_previous_report_and_no_temp_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
