@@ -425,6 +425,14 @@ def _stopped_child(parent: int) -> int | None:
     return next((pid for pid, state in _children(parent).items() if state == "T"), None)
 
 
+def _env(tmp_path: Path, pause_at: str | None = None) -> dict[str, str]:
+    """The test library of fio jobs; `pause_at`: where the command stops itself."""
+    env = dict(os.environ, IOFLEET_FIO_JOBS=str(_library(tmp_path)))
+    if pause_at:
+        env["IOFLEET_TEST_PAUSE_AT"] = pause_at
+    return env
+
+
 def _left_driver(tmp_path: Path, matrix: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", LEFT_DRIVER, str(matrix), "--out", "out", "-q"],
@@ -459,12 +467,10 @@ def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
     # given a matrix the option table refuses (its fio checks start before it is read
     # through), or a good one with `iofleet local` stopped by SIGINT, SIGTERM or SIGHUP
     # once its checks have started and before its runner is imported
-    env = dict(os.environ, IOFLEET_FIO_JOBS=str(_library(tmp_path)))
     job = "bad" if when == "refused" else "good"
     matrix = _fio_matrix(tmp_path, workloads=[{"fio": job}])
     signum = 0 if when == "refused" else signal.Signals[when.split("-")[1]]
-    if signum:
-        env["IOFLEET_TEST_PAUSE_AT"] = "checks-started"
+    env = _env(tmp_path, "checks-started" if signum else None)
     driver = _left_driver(tmp_path, matrix, env)
     try:
         if signum:
@@ -500,11 +506,7 @@ def test_a_stop_signal_before_the_run_removes_the_targets_it_made(
         pytest.skip("no fio here")
     # given `iofleet local` stopped once it has made its target's missing directories
     # (three levels) and before it takes the --out lock
-    env = dict(
-        os.environ,
-        IOFLEET_FIO_JOBS=str(_library(tmp_path)),
-        IOFLEET_TEST_PAUSE_AT="targets-made",
-    )
+    env = _env(tmp_path, "targets-made")
     matrix = _fio_matrix(tmp_path, workloads=[{"fio": "good"}])
     doc = json.loads(matrix.read_text())
     doc["storage"][0]["path"] = str(tmp_path / "a" / "b" / "t")
@@ -533,11 +535,7 @@ def test_iofleet_local_reads_the_matrix_file_once(tmp_path: Path) -> None:
         pytest.skip("no fio here")
     # given `iofleet local` stopped once it has read the matrix (a bad job in it) and
     # started its checks
-    env = dict(
-        os.environ,
-        IOFLEET_FIO_JOBS=str(_library(tmp_path)),
-        IOFLEET_TEST_PAUSE_AT="checks-started",
-    )
+    env = _env(tmp_path, "checks-started")
     matrix = _fio_matrix(tmp_path, workloads=[{"fio": "bad"}])
     cli = subprocess.Popen(
         [sys.executable, "-m", "iofleet.cli", "local", "m.json", "--out", "out", "-q"],
