@@ -13,9 +13,10 @@ import duckdb
 import pytest
 
 from iofleet.results import warehouse
-from iofleet.results.schema import TABLES
 from iofleet.results.warehouse import INGESTED_RUNS, SCHEMA_MARK, Warehouse
 from tests.unit import rawtree
+from tests.warehouse_rows import fresh_build as _fresh
+from tests.warehouse_rows import table_rows as _tables
 
 A, B = "run-a", "run-b"
 CELL = "c000-local-fast-x2-r1"
@@ -26,22 +27,6 @@ def _raw(tmp_path: Path) -> Path:
     rawtree.write_run(raw, A, slots=2)
     rawtree.write_run(raw, B, slots=2)
     return raw
-
-
-def _tables(wh: Warehouse) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows, ordered (ingest_errors without its load time)."""
-    out = {}
-    for t in TABLES:
-        cols = "* EXCLUDE (ingested_at)" if t.name == "ingest_errors" else "*"
-        out[t.name] = wh.con.execute(f"SELECT {cols} FROM {t.name} ORDER BY ALL").fetchall()
-    return out
-
-
-def _fresh(raw: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """The tables of a new warehouse built from scratch over `raw`."""
-    with Warehouse(":memory:") as wh:
-        wh.ingest_dir(raw)
-        return _tables(wh)
 
 
 @pytest.fixture
