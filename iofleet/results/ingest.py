@@ -2,11 +2,12 @@
 
 Shared by the local warehouse and the ingest Lambda, so stdlib only. One
 entry point, `rows_for_artifact(relpath, text)`, maps one raw object (its path
-in the raw layout of docs/internals.md and its text) to rows for the tables of
-`iofleet.results.schema`. It never raises for bad content: an artifact that cannot be
-read becomes one `ingest_errors` row with the reason. It is deterministic: the
-same artifact gives identical rows (`ingest_errors.ingested_at` is left empty
-for the loader to fill).
+in the raw layout of docs/internals.md, "/"-separated, and its text) to rows for
+the tables of `iofleet.results.schema`; each row carries the run id `run_id_of`
+gives that path, the id a loader replaces the run's rows by. It never raises for
+bad content: an artifact that cannot be read becomes one `ingest_errors` row with
+the reason. It is deterministic: the same artifact gives identical rows
+(`ingest_errors.ingested_at` is left empty for the loader to fill).
 
 Slots are described by two objects: `manifest.json` (written first: cell and
 system info) and `slot.json` (written last: final status). Each gives a partial
@@ -162,8 +163,7 @@ def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] |
     For a fio artifact the rows hold `fio_results` only and the blocks are its
     `fio_latency_histograms`; everything else (errors included) is as `rows_for_artifact`.
     """
-    relpath = relpath.replace("\\", "/").lstrip("/")
-    run_id = relpath.split("/", 1)[0]
+    run_id = run_id_of(relpath)
     kind = artifact_kind(relpath)
     try:
         if kind is None:
@@ -179,6 +179,15 @@ def rows_and_bin_blocks(relpath: str, text: str) -> tuple[Rows, list[BinBlock] |
     except Exception as exc:  # noqa: BLE001 - a parser bug must not stop an ingest
         reason = f"{kind} artifact: unexpected {type(exc).__name__}: {exc}"
         return {INGEST_ERRORS.name: [error_row(run_id, relpath, reason)]}, None
+
+
+def run_id_of(relpath: str) -> str:
+    """The run id every row of a raw object carries: the first segment of its path (split
+    at "/" only: a backslash is part of a name, as on Linux and in S3 keys), with what
+    no string column can hold escaped (`loadable_text`). An artifact whose id needs
+    escaping has no rows but its `ingest_errors` row, which holds the escaped id; any
+    other gets the segment as is, so a loader deletes a run's rows by this id."""
+    return loadable_text(relpath.split("/", 1)[0])
 
 
 def error_row(run_id: str, object_key: str, reason: str) -> dict[str, object]:

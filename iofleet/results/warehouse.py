@@ -66,9 +66,9 @@ from iofleet.results.ingest import (
     BinBlock,
     bin_columns,
     error_row,
-    loadable_text,
     merge_slot_rows,
     rows_and_bin_blocks,
+    run_id_of,
 )
 from iofleet.results.schema import (
     BY_NAME,
@@ -640,10 +640,11 @@ class Warehouse:
         code = code_fingerprint()
         loaded = self._fingerprints()
         fingerprints: dict[str, str] = {}
-        # a run's folders: one, but for names that are not UTF-8 and give the same id
+        # a run's folders, by the id their rows carry (`run_id_of`: the one the delete
+        # goes by): one, but for a name that is not UTF-8 and the one spelled as its id
         folders: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
         for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            folders.setdefault(loadable_text(run_dir.name), []).extend(
+            folders.setdefault(run_id_of(run_dir.name), []).extend(
                 (run_dir.name, *found) for found in sorted(_files_under(str(run_dir)))
             )
         for run_id, files in folders.items():
@@ -717,7 +718,7 @@ class Warehouse:
                 loaded.append(unit)
             except (duckdb.Error, UnicodeError) as exc:
                 self.con.execute("ROLLBACK")
-                run_id = unit.key.split("/", 1)[0]
+                run_id = run_id_of(unit.key)
                 message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 errors.append(error_row(run_id, unit.key, f"the warehouse refused it: {message}"))
         self.con.execute("BEGIN TRANSACTION")

@@ -15,6 +15,7 @@ from iofleet.results.ingest import (
     merge_slot_rows,
     rows_and_bin_blocks,
     rows_for_artifact,
+    run_id_of,
 )
 from iofleet.results.parsers.fio import parse_fio
 from iofleet.results.parsers.ioping import parse_ioping
@@ -22,7 +23,8 @@ from iofleet.results.schema import BY_NAME, FIO_LATENCY_BINS, FIO_LATENCY_HISTOG
 from tests.unit import rawtree
 
 RUN = "demo-20261121t051200z"
-SLOT_DIR = f"{RUN}/c000-local-fast-x2-r1/slot-0003"
+CELL = "c000-local-fast-x2-r1"
+SLOT_DIR = f"{RUN}/{CELL}/slot-0003"
 
 
 def _only_error(rows: dict) -> dict:
@@ -56,6 +58,18 @@ def test_run_json_whose_run_id_disagrees_with_its_folder_is_an_ingest_error() ->
     err = _only_error(rows_for_artifact(f"{RUN}/run.json", json.dumps(rawtree.run_doc("other"))))
     assert err["run_id"] == RUN
     assert "does not match" in err["reason"]
+
+
+def test_a_backslash_is_part_of_a_name_not_a_separator() -> None:
+    # a run folder named "a\\b" (a name Linux and S3 allow) is run "a\\b", its rows and
+    # its errors alike: the id the warehouse deletes the run's rows by (run_id_of)
+    run = "a\\b"
+    (row,) = rows_for_artifact(f"{run}/run.json", json.dumps(rawtree.run_doc(run)))["runs"]
+    err = _only_error(rows_for_artifact(f"{run}/{CELL}/slot-0000/w00-fio-x.json", "{"))
+    assert row["run_id"] == err["run_id"] == run_id_of(f"{run}/run.json") == run
+    # and a folder "a\\c000-..." is no cell folder of run "a"
+    err = _only_error(rows_for_artifact(f"{RUN}\\{CELL}/slot-0000/manifest.json", "{}"))
+    assert err["run_id"] == f"{RUN}\\{CELL}" and "not a known artifact path" in err["reason"]
 
 
 def test_manifest_and_slot_json_fold_into_one_slots_row() -> None:

@@ -13,9 +13,10 @@ import duckdb
 import pytest
 
 from iofleet.results import warehouse
-from iofleet.results.schema import TABLES
 from iofleet.results.warehouse import INGESTED_RUNS, SCHEMA_MARK, Warehouse
 from tests.unit import rawtree
+from tests.warehouse_rows import fresh_build as _fresh
+from tests.warehouse_rows import table_rows as _tables
 
 A, B = "run-a", "run-b"
 CELL = "c000-local-fast-x2-r1"
@@ -26,22 +27,6 @@ def _raw(tmp_path: Path) -> Path:
     rawtree.write_run(raw, A, slots=2)
     rawtree.write_run(raw, B, slots=2)
     return raw
-
-
-def _tables(wh: Warehouse) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows, ordered (ingest_errors without its load time)."""
-    out = {}
-    for t in TABLES:
-        cols = "* EXCLUDE (ingested_at)" if t.name == "ingest_errors" else "*"
-        out[t.name] = wh.con.execute(f"SELECT {cols} FROM {t.name} ORDER BY ALL").fetchall()
-    return out
-
-
-def _fresh(raw: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """The tables of a new warehouse built from scratch over `raw`."""
-    with Warehouse(":memory:") as wh:
-        wh.ingest_dir(raw)
-        return _tables(wh)
 
 
 @pytest.fixture
@@ -320,8 +305,77 @@ def test_two_folders_of_one_run_id_load_together(tmp_path: Path) -> None:
         stats = wh.ingest_dir(raw)
         # then the run id is loaded again from both folders
         assert (stats.runs, stats.unchanged) == (["x-\\udcff"], [A])
-        # (ingest_errors left out: the backslash folder's errors carry another run id,
-        # "x-", which the reload's delete misses, as on every re-ingest before: not ours)
-        got, fresh = _tables(wh), _fresh(raw)
-        del got["ingest_errors"], fresh["ingest_errors"]
-        assert got == fresh
+        # and it holds what a fresh build holds: the rows of the folder spelled with a
+        # backslash carry that spelling, the one its reload deletes by
+        assert _tables(wh) == _fresh(raw)
+
+
+def _folder(raw: Path, name: bytes, like: str, below: str = "") -> bytes:
+    """A run folder named `name` (any bytes) holding the files of rawtree's run `like`
+    (those `below` a folder of it), one of them an artifact that is no fio output (an
+    ingest_errors row wherever the folder is). Returns the path of that artifact."""
+    plain = rawtree.write_run(raw.parent / "build", like, slots=1)
+    broken = Path(CELL, "slot-0000", "w09-fio-broken.json")
+    (plain / broken).write_text('{"jobs": [')
+    path = os.path.join(os.fsencode(raw), name)
+    shutil.copytree(os.fsencode(plain / below), path)
+    shutil.rmtree(raw.parent / "build")
+    return os.path.join(path, os.fsencode(broken.relative_to(below)))
+
+
+def _rewrite(artifact: bytes) -> None:
+    """Change an artifact: another broken fio output."""
+    with open(artifact, "w") as out:
+        out.write('{"jobs": [[')
+
+
+def _edit_a(raw: Path) -> None:
+    path = raw / A / CELL / "slot-0000" / "slot.json"
+    path.write_text(json.dumps(rawtree.slot_doc("FAILED", exit_code=3)))
+
+
+# run folders whose names are not the run id as written: not UTF-8 (its id the escaped
+# spelling), a backslash in it (no separator on Linux: part of the id), both spellings
+# of one id side by side, and a backslash that, read as a separator, would make the
+# folder a cell of another run (here the cell folder of that run, copied)
+_ODD_FOLDERS = {
+    "not-utf8": [(b"run-\xff", "run-x", "")],
+    "backslash": [(b"run-\\b", "run-\\b", "")],
+    "both-spellings": [(b"x-\xff", "x-y", ""), (b"x-\\udcff", "x-\\udcff", "")],
+    "backslash-cell": [(os.fsencode(f"{A}\\{CELL}"), A, CELL)],
+}
+
+
+@pytest.mark.parametrize("folders", list(_ODD_FOLDERS.values()), ids=list(_ODD_FOLDERS))
+def test_a_run_folder_with_an_escaped_or_odd_name_reloads_as_a_fresh_build(
+    tmp_path: Path, folders: list[tuple[bytes, str, str]]
+) -> None:
+    # given a normal run and run folders with odd names, each with a bad artifact
+    raw = tmp_path / "raw"
+    rawtree.write_run(raw, A, slots=1)
+    broken = [_folder(raw, *folder) for folder in folders]
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        first = wh.ingest_dir(raw)
+        loaded = _tables(wh)
+        assert loaded == _fresh(raw)
+        errors = len(loaded["ingest_errors"])
+        assert errors >= len(folders) and first.errors == errors
+        odd = [r for r in first.runs if r != A]
+        # when an artifact of the (first) odd folder changes, and the warehouse is
+        # loaded again, more than once
+        _rewrite(broken[0])
+        second = wh.ingest_dir(raw)
+        third = wh.ingest_dir(raw)
+        # then that run was loaded again, then kept, and the warehouse holds the rows of a
+        # fresh build over the same files, in every table: no row doubled, none lost
+        assert (second.runs, second.unchanged) == (odd, [A])
+        assert (third.runs, sorted(third.unchanged)) == ([], sorted([A, *odd]))
+        reloaded = _tables(wh)
+        assert reloaded == _fresh(raw)
+        assert len(reloaded["ingest_errors"]) == errors == second.errors == third.errors
+        assert reloaded["runs"] == loaded["runs"] and reloaded["slots"] == loaded["slots"]
+        # and when the normal run changes, its reload takes nothing of the odd ones
+        _edit_a(raw)
+        fourth = wh.ingest_dir(raw)
+        assert (fourth.runs, fourth.unchanged) == ([A], odd)
+        assert _tables(wh) == _fresh(raw)
