@@ -241,6 +241,42 @@ def test_iofleet_parse_refuses_other_outputs_in_one_line(
     assert err.startswith(f"{path}: {message}")
 
 
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["missing"], 'ioping: stat "missing" failed: No such file or directory'),
+        (["-W", "file"], "ioping: think twice, then use -WWW to shred this target"),
+    ],
+)
+def test_iofleet_parse_names_a_failed_ioping_by_its_own_line(
+    options: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a failed ioping -J run saved with its stderr (`ioping ... > out 2>&1`), and
+    # its stdout alone, which is empty
+    (tmp_path / "file").write_bytes(b"x" * 4096)
+    proc = subprocess.run(
+        ["ioping", "-J", "-c", "3", "-i", "0", *options],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0 and proc.stdout == "" and proc.stderr.strip() == line
+    both, stdout = tmp_path / "both.txt", tmp_path / "stdout.txt"
+    both.write_text(proc.stdout + proc.stderr)
+    stdout.write_text(proc.stdout)
+    for path, message in (
+        (both, f"ioping printed no JSON, only its message: {line}"),
+        (stdout, "empty file (no fio or ioping output)"),
+    ):
+        # when
+        rc = main(["parse", str(path)])
+        # then one line naming the file and what ioping said, not a fio document
+        out, err = capsys.readouterr()
+        assert (rc, out) == (2, "")
+        assert err.splitlines() == [f"{path}: {message}"]
+
+
 def test_iofleet_parse_refuses_a_truncated_output_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,8 @@ holding a backslash or a quote, or a `-I` time format, makes the text invalid
 JSON. Those lines are re-quoted from the literal text between the quotes, which
 is what ioping wrote. Its other outputs (human-readable lines, `-B` statistics,
 `-J` with `-q`/`-R`: statistics only) hold no exact per-request times and are
-refused with a one-line reason.
+refused with a one-line reason; a failed run saved with its stderr (only
+`ioping: ...` lines) is refused with ioping's last message.
 
 Stdlib only.
 """
@@ -98,6 +99,8 @@ _NON_FINITE = re.compile(r'^(?P<head>[ \t]*"\w+": )-?(?:nan|inf)(?P<tail>,?[ \t]
 # ioping's warnings on stderr ("ioping: nowait without cached or direct I/O is supposed
 # to fail"), printed before the JSON when both streams went to one file
 _LEADING_WARNINGS = re.compile(r"(?:(?:\S*/)?ioping: [^\n]*\n)+(?=\[)")
+# one message of ioping's err()/errx() (or warn), as a failed run prints it on stderr
+_MESSAGE_LINE = re.compile(r"(?:\S*/)?ioping: \S")
 
 # `ioping -B`: valid sum iops speed min avg max mdev count load_time (1.0 and later, ns);
 # ioping 0.9: requests sum iops speed min avg max mdev (us); %.0f of a NaN is nan
@@ -116,11 +119,14 @@ _INTERRUPTED_SIZES = (-1, 2**64 - 1)
 
 def non_json_kind(text: str) -> str | None:
     """'batch' or 'human' when text is ioping's raw statistics or human-readable output,
-    'json' for -J output after ioping's warnings."""
+    'json' for -J output after ioping's warnings, 'error' for ioping's own messages
+    alone (a failed run saved with its stderr)."""
     stripped = text.strip()
     if _LEADING_WARNINGS.match(stripped):
         return "json"
     lines = [line.strip() for line in stripped[:65536].splitlines()[:50] if line.strip()]
+    if lines and all(_MESSAGE_LINE.match(line) for line in lines):
+        return "error"
     if lines and all(_BATCH_LINE.match(line) for line in lines):
         return "batch"
     if any(_HUMAN_LINE.search(line) for line in lines):
@@ -162,6 +168,9 @@ def _decode(text: str) -> list:
     if warnings:
         stripped = stripped[warnings.end() :]
     kind = non_json_kind(stripped) if not stripped.startswith("[") else None
+    if kind == "error":  # ioping failed before printing its JSON: its last message says why
+        last = stripped.splitlines()[-1].strip()
+        raise ParseError(f"ioping printed no JSON, only its message: {last[:200]}")
     if kind in _NOT_JSON:
         raise ParseError(
             f"{_NOT_JSON[str(kind)]}: iofleet reads ioping -J output (ioping 1.2 or later)"
