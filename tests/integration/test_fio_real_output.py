@@ -392,6 +392,29 @@ def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_cost
     assert db.execute("SELECT count(*) FROM slots").fetchone() == (len(files),)
 
 
+def test_status_interval_output_is_refused_by_import_naming_the_option(tmp_path: Path) -> None:
+    # given real fio output with --status-interval: an interim document a second, then
+    # the final one, in one file
+    stdout = _run_fio(
+        tmp_path,
+        ["--rw=randread", "--number_ios=0", "--time_based", "--runtime=2"]
+        + ["--status-interval=1", "--output-format=json"],
+    )
+    path = tmp_path / "status.json"
+    path.write_text(stdout)
+    documents = stdout.count('"fio version"')
+    assert documents >= 2
+    # when
+    result = _import([path], tmp_path / "out", "status")
+    # then one line naming the file and the option, exit 2, nothing written
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"{path}: holds {documents} fio JSON documents (fio --status-interval, or runs "
+        "appended to one file); give one file per fio run, without --status-interval"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_job_and_file_named_in_latin1_import_with_one_warning(tmp_path: Path) -> None:
     # given real fio output of a job named in Latin-1 writing a file named in Latin-1:
     # fio prints both as the bytes it was given, so the document is not UTF-8
