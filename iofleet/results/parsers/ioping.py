@@ -101,6 +101,10 @@ _NON_FINITE = re.compile(r'^(?P<head>[ \t]*"\w+": )-?(?:nan|inf)(?P<tail>,?[ \t]
 _LEADING_WARNINGS = re.compile(r"(?:(?:\S*/)?ioping: [^\n]*\n)+(?=\[)")
 # one message of ioping's err()/errx() (or warn), as a failed run prints it on stderr
 _MESSAGE_LINE = re.compile(r"(?:\S*/)?ioping: \S")
+# ioping's messages inside its JSON, in a file holding stdout and stderr (`2>&1`): stdout
+# goes out when ioping sleeps between requests, so a warnx ("request returned less than
+# expected") lands just after a request's closing brace, or starts a line
+_MESSAGE_IN_JSON = re.compile(r"(?:(?<=\})|^)(?:\S*/)?ioping: [^\n]*", re.MULTILINE)
 
 # `ioping -B`: valid sum iops speed min avg max mdev count load_time (1.0 and later, ns);
 # ioping 0.9: requests sum iops speed min avg max mdev (us); %.0f of a NaN is nan
@@ -153,10 +157,12 @@ def _loads(text: str) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        repaired = _requote(text)
+        # ioping's messages removed (each leaves its line, maybe empty) and its strings
+        # re-quoted: the same lines, so a problem left (the output cut short, as when
+        # ioping stopped on an error) keeps its line number
+        repaired = _requote(_MESSAGE_IN_JSON.sub("", text))
         if repaired == text:
             raise
-    # the same lines, so a problem left (e.g. the output cut short) keeps its line number
     return json.loads(repaired)
 
 
@@ -165,12 +171,14 @@ def _decode(text: str) -> list:
     if not stripped:
         raise ParseError("empty ioping output")
     warnings = _LEADING_WARNINGS.match(stripped)
+    messages = []
     if warnings:
+        messages = warnings[0].splitlines()
         stripped = stripped[warnings.end() :]
     kind = non_json_kind(stripped) if not stripped.startswith("[") else None
     if kind == "error":  # ioping failed before printing its JSON: its last message says why
-        last = stripped.splitlines()[-1].strip()
-        raise ParseError(f"ioping printed no JSON, only its message: {last[:200]}")
+        last = stripped.splitlines()[-1]
+        raise ParseError(f"ioping printed no JSON, only its message: {_quote(last)}")
     if kind in _NOT_JSON:
         raise ParseError(
             f"{_NOT_JSON[str(kind)]}: iofleet reads ioping -J output (ioping 1.2 or later)"
@@ -178,8 +186,12 @@ def _decode(text: str) -> list:
     try:
         doc = _loads(stripped)
     except json.JSONDecodeError as exc:
+        # ioping stopped on an error (err(3, "request failed: ...")) with its JSON unfinished:
+        # its last message, before or inside the JSON, says why
+        messages += _MESSAGE_IN_JSON.findall(stripped)
+        why = f" (ioping's last message: {_quote(messages[-1])})" if messages else ""
         raise ParseError(
-            f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{why}"
         ) from None
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
         raise ParseError(f"ioping JSON: {str(exc).split(';')[0]}") from None
@@ -188,6 +200,11 @@ def _decode(text: str) -> list:
     if not isinstance(doc, list):
         raise ParseError("ioping JSON is not an array (expected ioping -J output)")
     return doc
+
+
+def _quote(message: str) -> str:
+    message = message.strip()
+    return message if len(message) <= 200 else message[:197] + "..."
 
 
 def _int_field(io: dict, key: str, where: str) -> int:
