@@ -13,7 +13,9 @@ JSON. Those lines are re-quoted from the literal text between the quotes, which
 is what ioping wrote. Its other outputs (human-readable lines, `-B` statistics,
 `-J` with `-q`/`-R`: statistics only) hold no exact per-request times and are
 refused with a one-line reason; a failed run saved with its stderr (only
-`ioping: ...` lines) is refused with ioping's last message.
+`ioping: ...` lines) is refused with ioping's last message. Saved with `2>&1`,
+ioping's warnings can land inside its JSON, after a request's closing brace:
+they are removed (decision 56).
 
 Stdlib only.
 """
