@@ -80,8 +80,8 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
     documents = len(_FIO_DOCUMENT.findall(text))
     if documents > 1:
         raise ValueError(
-            f"holds {documents} fio JSON documents (runs appended to one file?); "
-            "give one file per fio run"
+            f"holds {documents} fio JSON documents (fio --status-interval, or runs appended "
+            "to one file); give one file per fio run, without --status-interval"
         )
     try:
         doc, _ = _decode(text)

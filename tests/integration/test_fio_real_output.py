@@ -110,6 +110,23 @@ CASES: dict[str, list[str]] = {
         "--stonewall",
         "--output-format=json+",
     ],
+    # group_reporting given after the last --name is that job's alone: fio sums the
+    # second job into the first's entry and prints an empty one (no jobname, groupid -1)
+    "group-reporting-on-the-last-job": [
+        "--rw=randread",
+        "--name=second",
+        "--rw=randwrite",
+        "--group_reporting",
+        "--output-format=json+",
+    ],
+    # a job with stats=0 is counted but fills no entry: the same empty one is printed
+    "a-job-with-stats-off": [
+        "--rw=randread",
+        "--stats=0",
+        "--name=second",
+        "--rw=randwrite",
+        "--output-format=json",
+    ],
 }
 
 
@@ -306,6 +323,23 @@ def test_a_job_that_did_no_io_is_named_in_a_warning(tmp_path: Path) -> None:
     assert any("'broken' (jobs[1])" in w and "no I/O" in w for w in out.warnings), out.warnings
 
 
+@pytest.mark.parametrize("case", ["group-reporting-on-the-last-job", "a-job-with-stats-off"])
+def test_fios_empty_entry_is_left_out_with_a_warning(
+    case: str, fio_output: Callable[[str], str]
+) -> None:
+    # given real fio output holding the empty entry fio prints for a thread_stat no job
+    # filled (stat.c): no jobname (fio 3.33 drops empty strings), groupid -1, no I/O
+    stdout = fio_output(case)
+    jobs = fio_document(stdout)["jobs"]
+    [empty] = [i for i, job in enumerate(jobs) if "jobname" not in job]
+    assert jobs[empty]["groupid"] == 2**32 - 1
+    # when
+    out = parse_fio(stdout)
+    # then it is named in a warning, and the jobs' figures are read (the other test)
+    assert [w for w in out.warnings if w.startswith(f"jobs[{empty}]: fio's empty entry")]
+    assert empty not in {r["job_index"] for r in out.records}
+
+
 def _import(files: list[Path], out: Path, label: str) -> subprocess.CompletedProcess[str]:
     """`iofleet import FILES --out OUT --label LABEL` in a child interpreter."""
     argv = [sys.executable, "-m", "iofleet.cli", "import", *map(str, files)]
@@ -324,7 +358,7 @@ def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_cost
     # given real outputs of several option sets, and one of them cut short (a copy that
     # stopped early), each a file: one slot each
     cases = ["json,normal", "json+,normal-with-eta", "randrw-unified-both", "numjobs-grouped"]
-    cases += ["odd-percentile-list", "lat-percentiles"]
+    cases += ["odd-percentile-list", "lat-percentiles", "group-reporting-on-the-last-job"]
     files, expected = [], []
     for i, case in enumerate(cases):
         stdout = fio_output(case)
@@ -356,6 +390,29 @@ def test_real_outputs_imported_together_land_in_the_warehouse_and_a_cut_one_cost
     ]
     assert sorted(rows, key=repr) == sorted(want, key=repr)
     assert db.execute("SELECT count(*) FROM slots").fetchone() == (len(files),)
+
+
+def test_status_interval_output_is_refused_by_import_naming_the_option(tmp_path: Path) -> None:
+    # given real fio output with --status-interval: an interim document a second, then
+    # the final one, in one file
+    stdout = _run_fio(
+        tmp_path,
+        ["--rw=randread", "--number_ios=0", "--time_based", "--runtime=2"]
+        + ["--status-interval=1", "--output-format=json"],
+    )
+    path = tmp_path / "status.json"
+    path.write_text(stdout)
+    documents = stdout.count('"fio version"')
+    assert documents >= 2
+    # when
+    result = _import([path], tmp_path / "out", "status")
+    # then one line naming the file and the option, exit 2, nothing written
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"{path}: holds {documents} fio JSON documents (fio --status-interval, or runs "
+        "appended to one file); give one file per fio run, without --status-interval"
+    ]
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_job_and_file_named_in_latin1_import_with_one_warning(tmp_path: Path) -> None:

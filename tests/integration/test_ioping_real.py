@@ -241,6 +241,88 @@ def test_iofleet_parse_refuses_other_outputs_in_one_line(
     assert err.startswith(f"{path}: {message}")
 
 
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["missing"], 'ioping: stat "missing" failed: No such file or directory'),
+        (["-W", "file"], "ioping: think twice, then use -WWW to shred this target"),
+    ],
+)
+def test_iofleet_parse_names_a_failed_ioping_by_its_own_line(
+    options: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a failed ioping -J run saved with its stderr (`ioping ... > out 2>&1`), and
+    # its stdout alone, which is empty
+    (tmp_path / "file").write_bytes(b"x" * 4096)
+    proc = subprocess.run(
+        ["ioping", "-J", "-c", "3", "-i", "0", *options],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0 and proc.stdout == "" and proc.stderr.strip() == line
+    both, stdout = tmp_path / "both.txt", tmp_path / "stdout.txt"
+    both.write_text(proc.stdout + proc.stderr)
+    stdout.write_text(proc.stdout)
+    for path, message in (
+        (both, f"ioping printed no JSON, only its message: {line}"),
+        (stdout, "empty file (no fio or ioping output)"),
+    ):
+        # when
+        rc = main(["parse", str(path)])
+        # then one line naming the file and what ioping said, not a fio document
+        out, err = capsys.readouterr()
+        assert (rc, out) == (2, "")
+        assert err.splitlines() == [f"{path}: {message}"]
+
+
+def test_iopings_warnings_inside_its_json_cost_no_request(tmp_path: Path) -> None:
+    # given ioping reading /dev/null with its stderr in the same file: every read
+    # returns 0 bytes, and with an interval ioping's stdout goes out between requests,
+    # so each warning lands inside the JSON
+    proc = subprocess.run(
+        ["ioping", "-J", "-c", "4", "-i", "0.01", "/dev/null"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=True,
+    )
+    assert "}ioping: request returned less than expected: 0\n," in proc.stdout
+    # when
+    out = parse_ioping(proc.stdout)
+    # then every request ioping printed is accounted for (all failed: 0 bytes read)
+    assert out.requests == []
+    assert out.ignored == {"failed": len(requests_by_lines(proc.stdout))} == {"failed": 4}
+
+
+def test_iofleet_parse_names_iopings_error_when_it_stopped_mid_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given ioping writing to /dev/full with its stderr in the same file: the first
+    # write fails, ioping exits (err 3) and its JSON is never finished
+    proc = subprocess.run(
+        ["ioping", "-J", "-WWW", "-c", "3", "-i", "0", "/dev/full"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 3
+    path = tmp_path / "out.txt"
+    path.write_text(proc.stdout)
+    # when
+    rc = main(["parse", str(path)])
+    # then one line naming the file, where the JSON breaks and ioping's own reason
+    out, err = capsys.readouterr()
+    assert (rc, out) == (2, "")
+    assert err.splitlines() == [err.strip()]
+    assert err.startswith(f"{path}: invalid ioping JSON at line ")
+    assert err.strip().endswith(
+        "(ioping's last message: ioping: request failed: No space left on device)"
+    )
+
+
 def test_iofleet_parse_refuses_a_truncated_output_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,7 +1,7 @@
 """fio's JSON across its versions, on output made by those fio releases.
 
 tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0, 3.1, 3.12
-(built from fio's git tags) and 3.33; tests/fixtures/fio/published/ holds output
+(built from fio's git tags), 3.33 and 3.42; tests/fixtures/fio/published/ holds output
 published by PerfKitBenchmarker (fio 2.1.4 and 2.17). Their READMEs say which fio
 and which command made each file. Every check compares iofleet's figure with an
 independent one in the same output (total_ios x block size, fio's own percentile
@@ -277,6 +277,33 @@ def test_client_server_output_gives_each_hosts_jobs_and_the_total(version: str) 
 
 def test_local_output_records_carry_no_host_key() -> None:
     assert tuple(_parse("fio-3.0-json-randread.json").records[0]) == RECORD_KEYS
+
+
+def test_fios_empty_entry_is_left_out_and_the_jobs_figures_kept() -> None:
+    # given fio 3.42 output where group_reporting was given to the group's last job
+    # only: fio sums job b into a's entry and prints a second, empty one (fio 3.42
+    # writes its empty name as "", fio 3.33 leaves the key out: test_fio_real_output)
+    name = "fio-3.42-jsonplus-group-reporting-last-job.json"
+    doc = _doc(name)
+    assert [(j["jobname"], j["groupid"]) for j in doc["jobs"]] == [("a", 0), ("", 2**32 - 1)]
+    # when
+    out = _parse(name)
+    # then job a's entry gives its read and b's write, and the empty entry a warning
+    a = doc["jobs"][0]
+    assert [(r["job"], r["direction"], r["io_bytes"], r["iops"]) for r in out.records] == [
+        ("a", d, a[d]["io_bytes"], a[d]["iops"]) for d in ("read", "write")
+    ]
+    assert [w for w in out.warnings if w.startswith("jobs[1]: fio's empty entry")]
+
+
+def test_an_entry_without_a_jobname_that_did_io_is_still_refused() -> None:
+    # given the same output with I/O in the empty entry, its name left out as fio 3.33
+    # does: not fio's unfilled entry
+    doc = _doc("fio-3.42-jsonplus-group-reporting-last-job.json")
+    del doc["jobs"][1]["jobname"]
+    doc["jobs"][1]["read"]["total_ios"] = 1
+    with pytest.raises(ParseError, match=r"^jobs\[1\]: no jobname$"):
+        parse_fio(json.dumps(doc))
 
 
 def test_status_interval_output_is_refused_not_half_read(tmp_path: Path) -> None:

@@ -207,6 +207,24 @@ def test_rows_are_the_timed_requests_and_reproduce_ioping_statistics(name: str) 
     assert (summary["lat_p0_ns"], summary["lat_p100_ns"]) == (total["min"], total["max"])
 
 
+def test_iopings_warnings_inside_its_json_are_not_part_of_it() -> None:
+    # given real ioping output saved with its stderr (`2>&1`) on a file cut to 0 bytes
+    # mid-run: each read after the cut returns nothing and ioping's warning about it
+    # lands after that request's closing brace (not valid JSON as saved)
+    text = _fixture("file-shrunk-mid-run-with-stderr.json")
+    assert "}ioping: request returned less than expected: 0\n," in text
+    printed = requests_by_lines(text)
+    timed = [(r["request"], r["size"], r["time"]) for r in printed if not r["ignored"]]
+    # when
+    out = parse_ioping(text)
+    # then the rows are ioping's timed requests, and ioping's total statistics theirs
+    assert [(r["request"], r["size_bytes"], r["time_ns"]) for r in out.requests] == timed
+    assert ioping_statistics([r["time_ns"] for r in out.requests]) == stats_by_lines(text)[-1]
+    # and the empty reads are ignored as failed (size 0), as ioping leaves them out
+    failed = sum(r["ignored"] and r["size"] == 0 for r in printed)
+    assert failed > 0 and out.ignored["failed"] == failed
+
+
 def test_periodic_stat_objects_do_not_replace_the_total() -> None:
     out = parse_ioping(_fixture("versions/v1.3/json-p2-c5.json"))
 

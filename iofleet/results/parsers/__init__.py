@@ -48,7 +48,8 @@ def detect_kind(text: str) -> str:
     if not stripped.startswith("{"):
         from iofleet.results.parsers.ioping import non_json_kind
 
-        if non_json_kind(text):  # ioping's -B or human-readable output: refused by its parser
+        # ioping's -B, human-readable or error output: refused by its parser
+        if non_json_kind(text):
             return "ioping"
     if stripped.startswith("{"):
         try:
@@ -72,6 +73,8 @@ def parse_file(
     except OSError as exc:
         raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if kind == "auto":
+        if not text or text.isspace():  # a failed run's stdout: fio's or ioping's alike
+            raise ParseError(f"{path}: empty file (no fio or ioping output)")
         kind = detect_kind(text)
     try:
         if kind == "fio":

@@ -46,6 +46,9 @@ tests/fixtures/fio/versions/README.md):
 - client/server (`fio --client`): `client_stats` instead of `jobs`, each entry a
   job of one server (`host` = hostname:port) and a last "All clients" total (host null);
   `global options` is one object, or one per server (with its hostname and port).
+- fio prints an empty jobs[] entry (no jobname, groupid -1, no I/O) when group_reporting
+  is set on only some jobs of a group or a job has stats=0 (`_unused_slot`): it is left
+  out with a warning.
 - strings: fio escapes only '"' and '\\' in them, so raw control characters (a tab in a
   job's description) are accepted.
 Anything else that is not fio's JSON is a ParseError with a one-line reason.
@@ -657,6 +660,13 @@ def parse_fio(text: str) -> FioOutput:
         if not isinstance(entry, Mapping):
             raise ParseError(f"{key}[{index}]: expected an object")
         name = entry.get("jobname")
+        if _unused_slot(entry):
+            out.warnings.append(
+                f"{key}[{index}]: fio's empty entry (no jobname, groupid -1, no I/O) left out: "
+                "fio prints one when group_reporting is set on only some jobs of a group, "
+                "or for a job with stats=0"
+            )
+            continue
         if not isinstance(name, str):
             raise ParseError(f"{key}[{index}]: no jobname")
         error = _int(entry.get("error", 0), f"{key}[{index}].error")
@@ -698,6 +708,37 @@ def parse_fio(text: str) -> FioOutput:
             )
     _check_columns(out)
     return out
+
+
+# fio's groupid of a thread_stat no job was summed into (init_thread_stat sets -1; fio
+# prints the uint32 as 4294967295)
+_NO_GROUP = (-1, 2**32 - 1)
+
+
+def _unused_slot(entry: Mapping) -> bool:
+    """A jobs[] entry fio prints for a thread_stat no job filled (stat.c __show_run_stats).
+
+    fio counts one thread_stat per job without group_reporting and one per group for
+    the jobs with it, then fills them walking the jobs, where a job with group_reporting
+    joins the previous job's entry of its group and a job with stats=0 fills none: with
+    group_reporting on only some jobs of a group (`--group_reporting` after the last
+    `--name`, or in the last section of a job file), or with a stats=0 job, entries are
+    left over at the end. They have groupid -1 and an empty name (fio 3.33 omits the
+    key: its json.c drops empty strings), no job options and no I/O.
+    """
+    if entry.get("jobname") not in (None, "") or entry.get("groupid") not in _NO_GROUP:
+        return False
+    if "job options" in entry or entry.get("error", 0) != 0:
+        return False
+    for direction in DIRECTIONS:
+        stats = entry.get(direction)
+        if stats is None:
+            continue
+        if not isinstance(stats, Mapping) or stats.get("total_ios", 0) != 0:
+            return False
+        if stats.get("io_bytes", 0) != 0:
+            return False
+    return True
 
 
 _RESULT_TYPES = {c.name: c.type for c in FIO_RESULTS.columns}

@@ -12,7 +12,10 @@ holding a backslash or a quote, or a `-I` time format, makes the text invalid
 JSON. Those lines are re-quoted from the literal text between the quotes, which
 is what ioping wrote. Its other outputs (human-readable lines, `-B` statistics,
 `-J` with `-q`/`-R`: statistics only) hold no exact per-request times and are
-refused with a one-line reason.
+refused with a one-line reason; a failed run saved with its stderr (only
+`ioping: ...` lines) is refused with ioping's last message. Saved with `2>&1`,
+ioping's warnings can land inside its JSON, after a request's closing brace:
+they are removed (decision 56).
 
 Stdlib only.
 """
@@ -98,6 +101,12 @@ _NON_FINITE = re.compile(r'^(?P<head>[ \t]*"\w+": )-?(?:nan|inf)(?P<tail>,?[ \t]
 # ioping's warnings on stderr ("ioping: nowait without cached or direct I/O is supposed
 # to fail"), printed before the JSON when both streams went to one file
 _LEADING_WARNINGS = re.compile(r"(?:(?:\S*/)?ioping: [^\n]*\n)+(?=\[)")
+# one message of ioping's err()/errx() (or warn), as a failed run prints it on stderr
+_MESSAGE_LINE = re.compile(r"(?:\S*/)?ioping: \S")
+# ioping's messages inside its JSON, in a file holding stdout and stderr (`2>&1`): stdout
+# goes out when ioping sleeps between requests, so a warnx ("request returned less than
+# expected") lands just after a request's closing brace, or starts a line
+_MESSAGE_IN_JSON = re.compile(r"(?:(?<=\})|^)(?:\S*/)?ioping: [^\n]*", re.MULTILINE)
 
 # `ioping -B`: valid sum iops speed min avg max mdev count load_time (1.0 and later, ns);
 # ioping 0.9: requests sum iops speed min avg max mdev (us); %.0f of a NaN is nan
@@ -116,11 +125,14 @@ _INTERRUPTED_SIZES = (-1, 2**64 - 1)
 
 def non_json_kind(text: str) -> str | None:
     """'batch' or 'human' when text is ioping's raw statistics or human-readable output,
-    'json' for -J output after ioping's warnings."""
+    'json' for -J output after ioping's warnings, 'error' for ioping's own messages
+    alone (a failed run saved with its stderr)."""
     stripped = text.strip()
     if _LEADING_WARNINGS.match(stripped):
         return "json"
     lines = [line.strip() for line in stripped[:65536].splitlines()[:50] if line.strip()]
+    if lines and all(_MESSAGE_LINE.match(line) for line in lines):
+        return "error"
     if lines and all(_BATCH_LINE.match(line) for line in lines):
         return "batch"
     if any(_HUMAN_LINE.search(line) for line in lines):
@@ -147,10 +159,12 @@ def _loads(text: str) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        repaired = _requote(text)
+        # ioping's messages removed (each leaves its line, maybe empty) and its strings
+        # re-quoted: the same lines, so a problem left (the output cut short, as when
+        # ioping stopped on an error) keeps its line number
+        repaired = _requote(_MESSAGE_IN_JSON.sub("", text))
         if repaired == text:
             raise
-    # the same lines, so a problem left (e.g. the output cut short) keeps its line number
     return json.loads(repaired)
 
 
@@ -159,9 +173,14 @@ def _decode(text: str) -> list:
     if not stripped:
         raise ParseError("empty ioping output")
     warnings = _LEADING_WARNINGS.match(stripped)
+    messages = []
     if warnings:
+        messages = warnings[0].splitlines()
         stripped = stripped[warnings.end() :]
     kind = non_json_kind(stripped) if not stripped.startswith("[") else None
+    if kind == "error":  # ioping failed before printing its JSON: its last message says why
+        last = stripped.splitlines()[-1]
+        raise ParseError(f"ioping printed no JSON, only its message: {_quote(last)}")
     if kind in _NOT_JSON:
         raise ParseError(
             f"{_NOT_JSON[str(kind)]}: iofleet reads ioping -J output (ioping 1.2 or later)"
@@ -169,8 +188,12 @@ def _decode(text: str) -> list:
     try:
         doc = _loads(stripped)
     except json.JSONDecodeError as exc:
+        # ioping stopped on an error (err(3, "request failed: ...")) with its JSON unfinished:
+        # its last message, before or inside the JSON, says why
+        messages += _MESSAGE_IN_JSON.findall(stripped)
+        why = f" (ioping's last message: {_quote(messages[-1])})" if messages else ""
         raise ParseError(
-            f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            f"invalid ioping JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{why}"
         ) from None
     except ValueError as exc:  # e.g. an integer literal longer than Python converts
         raise ParseError(f"ioping JSON: {str(exc).split(';')[0]}") from None
@@ -179,6 +202,11 @@ def _decode(text: str) -> list:
     if not isinstance(doc, list):
         raise ParseError("ioping JSON is not an array (expected ioping -J output)")
     return doc
+
+
+def _quote(message: str) -> str:
+    message = message.strip()
+    return message if len(message) <= 200 else message[:197] + "..."
 
 
 def _int_field(io: dict, key: str, where: str) -> int:
