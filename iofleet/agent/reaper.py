@@ -6,8 +6,10 @@ whatever it left (its workload guardian, anything that escaped that) is reparent
 the parent instead of init, and `kill_orphans` finds and kills it. The agent starts
 with PR_SET_PDEATHSIG=SIGTERM (`die_with_parent`), so a dead parent stops its agents
 the way Ctrl-C does. An agent that exited without writing slot.json gets one written
-for it (`record_dead_agent`), FAILED with the reason, and its working directory is
-removed from the target.
+for it (`record_dead_agent`), FAILED with the reason; its working directory is
+removed from the target, and the temp file of an artifact it was writing as it died
+from its results folder (the run's sweep of dead temp files does not look into a run
+that has finished: iofleet.results.outdir).
 
 Stdlib only.
 """
@@ -117,11 +119,13 @@ def record_dead_agent(
 ) -> bool:
     """Write slot.json (FAILED, `why`) for an agent that died without writing it, after
     removing its working directory from a directory target. True if written."""
+    from iofleet.agent.store import remove_partial
     from iofleet.agent.target import remove_workdir
 
     record = slot_dir / "slot.json"
     if record.exists():
         return False
+    remove_partial(slot_dir)  # the artifact it was writing as it died: its temp file
     started_at = None
     try:
         manifest = json.loads((slot_dir / "manifest.json").read_text(encoding="utf-8"))

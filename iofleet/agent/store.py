@@ -10,12 +10,36 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from iofleet.testhook import pause
+
+# A DirectoryStore's temp file: `.NAME.XXXXXXXX` beside NAME (tempfile.mkstemp adds 8
+# characters of [a-z0-9_]); what an agent killed between the write and the rename leaves
+PARTIAL = re.compile(r"^\..+\.[a-z0-9_]{8}$")
+
+
+def remove_partial(directory: Path) -> list[str]:
+    """Remove the temp files (`PARTIAL`) a dead agent left in its slot's folder, the
+    artifact it was writing when it died; only for a folder whose agent has exited.
+    Returns their names."""
+    removed: list[str] = []
+    try:
+        with os.scandir(directory) as it:
+            found = [e for e in it if PARTIAL.match(e.name) and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return removed
+    for entry in found:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(entry.name)
+    return removed
 
 
 class StoreError(Exception):

@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from iofleet.agent.store import PARTIAL
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 
 LOCK_NAME = ".iofleet.lock"
@@ -139,7 +140,7 @@ def not_a_directory(path: Path) -> str | None:
 MKSTEMP = r"[a-z0-9_]{8}"  # the 8 characters tempfile.mkstemp and mkdtemp add
 _FIXED_JSON = {"run.json.tmp"}  # raw/RUN/
 _SLOT_JSON = re.compile(r"^slot-\d{4}\.json\.tmp$")  # payloads/RUN/CELL/
-_ARTIFACT = re.compile(rf"^\..+\.{MKSTEMP}$")  # raw/RUN/CELL/slot-NNNN/
+_ARTIFACT = PARTIAL  # raw/RUN/CELL/slot-NNNN/: an agent's (iofleet.agent.store)
 _IMPORT = r"\.import-[A-Za-z0-9][A-Za-z0-9._-]*-\d{8}t\d{6}z-[0-9a-f]{6}"  # importer's run id
 _TOP_DIRS = re.compile(rf"^(\.iofleet-load-{MKSTEMP}|{_IMPORT})$")
 _HTML = re.compile(rf"^\.report\.html\.{MKSTEMP}\.tmp$")

@@ -17,8 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.proctable import alive, files_under, stat_fields, tree, wait_for
-from tests.integration.test_local_signals import IOPING, Run, _matrix, _next_run
+from tests.integration.proctable import (
+    alive,
+    files_under,
+    signal_pending,
+    stat_fields,
+    tree,
+    wait_for,
+)
+from tests.integration.test_local_signals import (
+    IOPING,
+    Run,
+    _matrix,
+    _next_run,
+    assert_nothing_left,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +103,35 @@ def test_the_next_run_removes_the_temp_files_a_killed_run_left(tmp_path: Path, p
         and f not in USERS
     ]
     assert ours == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP], ids=lambda s: s.name)
+def test_an_agent_killed_as_it_writes_leaves_no_temp_file_in_its_finished_run(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    # given a one-slot run whose agent has stopped while it writes its first artifact
+    run = Run(tmp_path, _matrix(tmp_path, [IOPING], [1]), env={PAUSE: "temp-artifact"})
+    try:
+        agent = wait_for(lambda: _stopped(run.proc.pid), 120, "the agent to stop")
+        assert isinstance(agent, int) and agent != run.proc.pid
+        (temp,) = (tmp_path / "out").glob(LEFT["temp-artifact"])
+        run.look()
+        # when: the agent alone dies there (SIGKILL, or a SIGHUP it does not handle)
+        os.kill(agent, signum)
+        if signum != signal.SIGKILL:
+            wait_for(lambda: signal_pending(agent, signum), 60, "the signal to reach it")
+            os.kill(agent, signal.SIGCONT)
+        code = run.finish()
+    finally:
+        run.finish()
+    # then: the run ends as with any dead agent (1: its slot recorded FAILED by the runner)
+    assert code == 1, run.stderr()
+    (record,) = (tmp_path / "out" / "raw").glob("*/*/slot-0000/slot.json")
+    assert f"agent killed by {signum.name}" in record.read_text()
+    # and the temp file is gone with the rest: the run has finished, so no later run
+    # looks into its folders for one
+    assert not temp.exists()
+    assert_nothing_left(tmp_path, run)
 
 
 def test_a_live_report_writers_temp_file_is_left_alone(tmp_path: Path) -> None:
