@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from iofleet.agent.barrier import FileBarrier
 from iofleet.agent.reaper import (
     children,
     kill_orphans,
@@ -457,6 +458,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
                 keep_fds,
                 others,
                 on_started,
+                FileBarrier(barrier_dir, cell.fleet_size, BARRIER_TIMEOUT_S),
             )
     except BaseException as exc:
         if isinstance(exc, Interrupted):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iofleet.agent.barrier import BarrierError
 from iofleet.agent.process import wait_any
 from iofleet.agent.reaper import agent_death, die_with_parent, kill_orphans
 from iofleet.agent.reaper import record_dead_agent as _record
@@ -147,12 +148,32 @@ def _run_cell_slots(
 
 
 def _run_slots_of_cell(  # type: ignore[no-untyped-def]
-    slots, target, run_id, base, progress, label, cell_started, keep_fds, others, on_started
+    slots,
+    target,
+    run_id,
+    base,
+    progress,
+    label,
+    cell_started,
+    keep_fds,
+    others,
+    on_started,
+    barrier=None,
 ) -> None:
     """Run the cell's slots to their end, recording any agent that dies without
-    recording itself; then remove the cell's populate data from the target."""
+    recording itself; then remove the cell's populate data from the target.
+
+    `barrier`: the cell's start barrier. An agent that ends in failure is announced
+    there in its place (a no-op when it had announced itself): one that died before
+    it arrived (a signal sent to it, a crash) would otherwise hold the others at the
+    barrier until its timeout (BARRIER_TIMEOUT_S, ten minutes), for nothing."""
 
     def on_exit(slot: SlotProcess, live: set[int]) -> None:
+        if slot.exit_code != 0 and barrier is not None:
+            try:
+                barrier.announce(slot.slot_index)
+            except BarrierError:  # the agents could not use it either: they say so
+                pass
         if slot.exit_code == 0 or (slot.raw_dir / "slot.json").exists():
             return
         kill_orphans(live | others)  # its workload, before its files leave the target

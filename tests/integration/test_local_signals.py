@@ -797,3 +797,41 @@ def test_sigint_as_the_last_cell_ends_still_records_the_run(tmp_path: Path) -> N
     assert _query(tmp_path, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{run_id}'") == [
         (2,)
     ]
+
+
+def test_an_agent_killed_before_the_start_barrier_holds_no_other_slot_back(
+    tmp_path: Path,
+) -> None:
+    # given a two-slot run whose agents stop themselves as they write their manifests,
+    # before either has arrived at the cell's start barrier (iofleet.testhook)
+    run = Run(
+        tmp_path, _matrix(tmp_path, [IOPING], [2]), env={"IOFLEET_TEST_PAUSE_AT": "temp-artifact"}
+    )
+    killed: list[int] = []
+
+    def step() -> bool:
+        # when: the first agent stopped there is SIGKILLed; every other stop goes on
+        for pid in run.look():
+            info = stat_fields(pid)
+            if info is None or info[1] != "T":
+                continue
+            if not killed:
+                killed.append(pid)
+            os.kill(pid, signal.SIGKILL if pid == killed[0] else signal.SIGCONT)
+        return run.proc.poll() is not None
+
+    try:
+        # (bounded well below the barrier's timeout, 600 s, that the other slot would
+        # wait out for a party that never comes)
+        wait_for(step, 120, "the run to end")
+        code = run.finish()
+    finally:
+        run.finish()
+    # then the run ends as with any dead agent: 1, nothing left
+    assert code == 1, run.stderr()
+    assert_nothing_left(tmp_path, run)
+    # the dead slot is recorded FAILED, and the other one passed the barrier and measured
+    rows = _query(tmp_path, "SELECT status, error FROM slots ORDER BY status")
+    assert [status for status, _ in rows] == ["FAILED", "SUCCEEDED"], rows
+    assert "agent killed by SIGKILL" in rows[0][1]
+    assert _query(tmp_path, "SELECT count(*) FROM ioping_requests") == [(2,)]
