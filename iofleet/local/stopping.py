@@ -11,7 +11,11 @@ the middle is what leaves files and processes behind): they only make it hurry
 (`hurry`): the slots still running are killed at once instead of being given their
 grace, and the ingest and report are left to the next run. Ingest and report
 themselves are interruptible at any signal (`interruptible`): the warehouse is
-written in one transaction, which an interrupt rolls back.
+written in one transaction, which an interrupt rolls back. Once one signal has cut
+them, later ones wait: what follows is that rollback and the removal of their temp
+files (a second signal there used to leave the ingest's rows in
+--out/.iofleet-load-*, or a .report.html.*.tmp, and end the run as that second
+signal).
 
 The exit status is 128 + the first signal's number (130 SIGINT, 143 SIGTERM, 129
 SIGHUP), as a shell reports a process killed by it.
@@ -83,6 +87,7 @@ class StopSignals:
         self.received: list[int] = []
         self._raised = False
         self._interruptible = 0
+        self._cut = False  # an `interruptible` block was interrupted: it is unwinding
         self._shielded = 0
         self._previous: dict[int, Any] = {}
 
@@ -108,9 +113,12 @@ class StopSignals:
         self.received.append(signum)
         if self.once and self._raised:
             return
-        if self._interruptible or (
-            not (self._raised or self._shielded) and (self._open or not self.deferred)
-        ):
+        if self._interruptible:
+            if self._cut:  # its rollback and temp-file removal: not cut again
+                return
+            self._cut = self._raised = True
+            raise Interrupted(signum)
+        if not (self._raised or self._shielded) and (self._open or not self.deferred):
             self._raised = True
             raise Interrupted(signum)
 
@@ -143,12 +151,14 @@ class StopSignals:
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
-        """Inside, every signal interrupts, the first or a later one. DuckDB turns an
+        """Inside, a signal interrupts, the run's first or a later one; once one has,
+        the next ones wait (the block's unwinding is its cleanup). DuckDB turns an
         exception raised by a signal handler during a query into its own RuntimeError
         ("Query interrupted"): an error that ends the block after a signal came is
         that signal's Interrupted."""
         self.deliver()  # a signal that came while shielded
         before = len(self.received)
+        cut, self._cut = self._cut, False
         self._interruptible += 1
         try:
             yield
@@ -160,10 +170,12 @@ class StopSignals:
             raise
         finally:
             self._interruptible -= 1
+            self._cut = cut
 
     @contextmanager
     def interrupting(self, interrupt: Callable[[], None]) -> Iterator[None]:
-        """Inside, a stop signal also calls `interrupt` at once, from a thread. A Python
+        """Inside, the first stop signal also calls `interrupt` at once, from a thread
+        (later ones leave the rollback that follows alone). A Python
         signal handler runs only between bytecodes, and DuckDB looks for signals only
         now and then while a statement runs (one ran on past a test's 180 s bound
         after Ctrl-C): `interrupt` is the connection's `interrupt()`, which stops the
@@ -177,7 +189,7 @@ class StopSignals:
         def watch() -> None:
             nonlocal interrupted
             while data := os.read(read_fd, 64):  # the signal numbers; b"" once closed
-                if stops.intersection(data) and not (self.once and interrupted):
+                if stops.intersection(data) and not interrupted:  # not the rollback
                     interrupted = True
                     interrupt()
 

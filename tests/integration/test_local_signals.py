@@ -195,12 +195,18 @@ def interrupt(
 
 
 def paused(
-    tmp_path: Path, matrix: Path, point: str, signum: int, who: Callable[[Run], int | None]
+    tmp_path: Path,
+    matrix: Path,
+    point: str,
+    signum: int | tuple[int, ...],
+    who: Callable[[Run], int | None],
 ) -> tuple[Run, int]:
     """Signal the run at exactly `point` (iofleet.testhook): the process `who(run)` finds
     stops itself (SIGSTOP) there; the run's group is signalled; once that signal waits,
     undelivered, on the stopped process (the runner's own, or the one it passes on to
-    an agent), it is continued (SIGCONT). No timing is involved."""
+    an agent), it is continued (SIGCONT). No timing is involved. Several signals: all
+    are sent, and wait together, before it goes on (they come in the same instant)."""
+    signals = (signum,) if isinstance(signum, int) else signum
     stopped: list[int] = []
 
     def at_point(run: Run) -> bool:
@@ -214,8 +220,9 @@ def paused(
     run = Run(tmp_path, matrix, env={"IOFLEET_TEST_PAUSE_AT": point})
     try:
         wait_for(lambda: at_point(run), 120, f"the run to stop at {point}")
-        run.signal(signum)
-        wait_for(lambda: signal_pending(stopped[0], signum), 60, "the signal to reach it")
+        for each in signals:
+            run.signal(each)
+            wait_for(lambda s=each: signal_pending(stopped[0], s), 60, "the signal to reach it")
         os.kill(stopped[0], signal.SIGCONT)
         code = run.finish()
     finally:
@@ -835,3 +842,30 @@ def test_an_agent_killed_before_the_start_barrier_holds_no_other_slot_back(
     assert [status for status, _ in rows] == ["FAILED", "SUCCEEDED"], rows
     assert "agent killed by SIGKILL" in rows[0][1]
     assert _query(tmp_path, "SELECT count(*) FROM ioping_requests") == [(2,)]
+
+
+@pytest.mark.parametrize("point", ["temp-load", "temp-html"])
+def test_two_signals_at_once_while_finishing_leave_no_temp_file(tmp_path: Path, point: str) -> None:
+    # given a one-slot run stopped as it writes the ingest's rows (or its report) to a
+    # temp file in --out, and a SIGINT and a SIGTERM that come in the same instant
+    run, code = paused(
+        tmp_path,
+        _matrix(tmp_path, [IOPING], [1]),
+        point,
+        (signal.SIGINT, signal.SIGTERM),
+        lambda run: run.proc.pid,
+    )
+    # then: the first one (the kernel delivers the lower number first) cuts the ingest
+    # or the report and names the exit status and the one line
+    assert code == 130, run.stderr()
+    line = _the_line(run, "SIGINT")
+    assert ("while ingesting" if point == "temp-load" else "while reporting") in line
+    # and the second did not cut what follows: the rollback and the temp file's removal
+    assert_nothing_left(tmp_path, run)
+    (run_id,) = _run_ids(tmp_path)
+    ingested = 0 if point == "temp-load" else 1
+    assert _query(tmp_path, "SELECT count(*) FROM runs") == [(ingested,)]
+    _next_run(tmp_path)
+    assert _query(tmp_path, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{run_id}'") == [
+        (2,)
+    ]

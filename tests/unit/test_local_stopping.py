@@ -64,6 +64,24 @@ def test_while_ingesting_every_signal_interrupts() -> None:
         assert caught.value.signum == signal.SIGHUP
 
 
+def test_once_the_ingest_is_cut_later_signals_leave_its_cleanup_alone() -> None:
+    cleaned = []
+    with StopSignals() as stops:
+        with pytest.raises(Interrupted) as caught, stops.interruptible():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+            finally:  # the rollback, the removal of the ingest's temp files
+                os.kill(os.getpid(), signal.SIGTERM)
+                cleaned.append("temp files removed")
+        assert cleaned == ["temp files removed"]
+        assert caught.value.signum == signal.SIGINT  # the one that cut it names the exit
+        assert stops.received == [signal.SIGINT, signal.SIGTERM]
+        # a later interruptible block is cut again
+        with pytest.raises(Interrupted) as again, stops.interruptible():
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert again.value.signum == signal.SIGHUP
+
+
 def test_an_error_that_ends_an_interrupted_statement_is_the_signal() -> None:
     # DuckDB turns an exception raised by a signal handler during a statement into its
     # own RuntimeError("Query interrupted"): after a signal, that is the interrupt
