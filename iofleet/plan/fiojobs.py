@@ -627,7 +627,9 @@ def parse_only_problem(
     name: str, params: Mapping[str, object], target_dir: str, fio: str = "fio"
 ) -> str | None:
     """What `fio --parse-only` (the installed fio) says against library job `name` with
-    `params`, None if it accepts it. fio parses the options and starts no I/O. A run of
+    `params`, None if it accepts it; EnvironmentProblem (exit 3) when a signal from
+    outside killed it: it said nothing about the job, which is not the matrix's fault
+    (it was refused as such, exit 2). fio parses the options and starts no I/O. A run of
     the same command in the same environment started ahead (`start_parse_only_checks`)
     is taken instead of starting another.
 
@@ -661,6 +663,14 @@ def parse_only_problem(
         raise
     if proc.returncode == 0:
         return None
+    if proc.returncode < 0:  # killed from outside (`pkill fio`, the OOM killer): no verdict
+        from iofleet.errors import EnvironmentProblem
+        from iofleet.local.stopping import signal_name
+
+        raise EnvironmentProblem(
+            f"fio --parse-only, checking job {name!r}, was killed by "
+            f"{signal_name(-proc.returncode)} (not by iofleet): nothing was run"
+        )
     lines = [ln.strip() for ln in (err + out).splitlines() if ln.strip()]
     said = "; ".join(lines[:2]) if lines else f"exit status {proc.returncode}"
     return f"job {name!r}: fio --parse-only refuses it: {said}"

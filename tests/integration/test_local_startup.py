@@ -8,6 +8,7 @@ runner is watched from inside (which modules are loaded when the first agent sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -561,3 +562,53 @@ def test_iofleet_local_reads_the_matrix_file_once(tmp_path: Path) -> None:
         f"m.json: workloads[0].fio: job 'bad' for fio {_release()}: bad.fio:6: [a] "
         "unknown fio option 'iodepht' (did you mean 'iodepth'?)"
     ]
+
+
+def test_a_fio_check_killed_from_outside_is_not_the_matrix_at_fault(tmp_path: Path) -> None:
+    real = shutil.which("fio")
+    if real is None:
+        pytest.skip("no fio here")
+    # given a good matrix, and a `fio` first on PATH whose `--parse-only` runs until it
+    # is killed (a stand-in: the real one answers within 0.1 s, too soon to be killed
+    # at a known moment; `--version` is the real fio's)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fio").write_text(
+        f'#!/bin/sh\n[ "$1" = --parse-only ] && exec sleep 600\nexec {real} "$@"\n'
+    )
+    (bin_dir / "fio").chmod(0o755)
+    env = dict(
+        os.environ,
+        IOFLEET_FIO_JOBS=str(_library(tmp_path)),
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+    )
+    matrix = _fio_matrix(tmp_path, workloads=[{"fio": "good"}])
+    driver = _left_driver(tmp_path, matrix, env)
+    try:
+        # when the check is killed by someone else (`pkill fio`, the OOM killer)
+        def check() -> int | None:
+            for cli in _children(driver.pid):
+                for pid in _children(cli):
+                    with contextlib.suppress(OSError):  # one that is gone meanwhile
+                        if b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                            return pid
+            return None
+
+        pid = wait_for(check, 120, "fio --parse-only to run")
+        assert isinstance(pid, int)
+        os.kill(pid, signal.SIGTERM)
+        out, _ = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    seen = json.loads(out)
+    # then the command says so and exits 3 (the machine, not the input: not 2, "the
+    # matrix is bad"), leaves no process and creates nothing
+    assert seen["rc"] == 3, seen["stderr"]
+    assert seen["stderr"] == (
+        "iofleet: fio --parse-only, checking job 'good', was killed by SIGTERM "
+        "(not by iofleet): nothing was run\n"
+    )
+    assert seen["left"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "lib", "m.json"]
