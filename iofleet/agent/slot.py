@@ -263,9 +263,19 @@ def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
         error = f"ioping exited with status {result.returncode}: {complaint}"
     if status == SUCCEEDED:
         try:
-            parse_ioping(result.stdout)
+            out = parse_ioping(result.stdout)
         except ParseError as exc:
             status, error = FAILED, f"ioping output: {exc}"
+        else:
+            # ioping -c N ends after N requests (its first ignored: a warm-up), or, with
+            # status 0 too, at a SIGINT sent to it: the requests it had made by then
+            done = len(out.requests) + out.ignored_requests
+            if done < w.count:
+                status, error = (
+                    FAILED,
+                    f"ioping ended after {done} of its {w.count} requests, with status 0 "
+                    "(as it does when stopped by a SIGINT from outside iofleet)",
+                )
     leftovers = _raw_leftovers(ctx, "ioping")
     if leftovers:
         status, error = FAILED, leftovers

@@ -414,3 +414,48 @@ def test_agent_reports_ioping_s_own_error_line(
     entry = json.loads((slot / "slot.json").read_text())["workloads"][0]
     assert entry["status"] == "FAILED"
     assert entry["error"] == "ioping exited with status 1: ioping: unrecognized option '-Z'"
+
+
+def test_agent_fails_an_ioping_stopped_from_outside(tmp_path: Path) -> None:
+    import signal
+    import threading
+
+    from tests.integration.proctable import runs_workload, tree, wait_for
+
+    # given a slot running ioping for 400 requests, 50 ms apart
+    slow = {**IOPING, "count": 400, "interval_ms": 50}
+    stopped: list[int] = []
+
+    def interrupt_ioping() -> None:
+        def ready() -> int | None:  # ioping runs and has taken SIGINT (SigCgt, bit 2)
+            for pid in tree(os.getpid()):
+                if runs_workload(pid, "ioping"):
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    caught = next(ln for ln in status.splitlines() if ln.startswith("SigCgt"))
+                    if int(caught.split()[1], 16) >> (signal.SIGINT - 1) & 1:
+                        return pid
+            return None
+
+        pid = wait_for(ready, 60, "ioping to run")
+        assert isinstance(pid, int)
+        os.kill(pid, signal.SIGINT)  # when: someone sends it SIGINT (not the agent)
+        stopped.append(pid)
+
+    watcher = threading.Thread(target=interrupt_ioping)
+    watcher.start()
+    try:
+        code = run_slot(_payload(tmp_path, tmp_path / "t", slow))
+    finally:
+        watcher.join()
+    assert stopped
+    # then ioping, which ends with status 0 on SIGINT, printing what it had, is not
+    # taken for a run of 400 requests: the workload and the slot FAILED, saying why
+    slot = tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000"
+    entry = json.loads((slot / "slot.json").read_text())["workloads"][0]
+    assert code == 1
+    assert entry["status"] == "FAILED"
+    assert entry["error"].startswith("ioping ended after ")
+    assert entry["error"].endswith(
+        " of its 400 requests, with status 0 (as it does when stopped by a SIGINT from "
+        "outside iofleet)"
+    )
