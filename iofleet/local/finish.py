@@ -152,18 +152,29 @@ def _finish(
 
 
 def _left_for_next_run(
-    out_dir: Path, run_id: str, summary: RunSummary, exc: Interrupted, hurried: bool
+    out_dir: Path,
+    run_id: str,
+    summary: RunSummary,
+    exc: Interrupted,
+    hurried: bool,
+    first: Interrupted | None = None,
 ) -> int:
     """The run was interrupted before its results were ingested (a second signal while
-    it stopped, or a signal while ingesting or reporting): say what is where, in one
-    line. Returns the exit status: 128 + the first signal."""
-    first = summary.interrupted or exc
+    it stopped or as it ended, or a signal while ingesting or reporting): say what is
+    where, in one line. Returns the exit status: 128 + the first signal (`first`, the
+    run's first, when it came as the run ended and `summary` knows none)."""
+    first = summary.interrupted or first or exc
     raw = out_dir / "raw" / run_id
     warehouse = out_dir / WAREHOUSE
     if summary.interrupted is not None and hurried:
         what = (
             f"interrupted by {first.name}, then by {exc.name} while stopping: every slot "
             f"killed, run {run_id} ABORTED and not ingested"
+        )
+    elif hurried:  # both came as its last cell ended: every slot had ended
+        what = (
+            f"interrupted by {first.name}, then by {exc.name} as the run ended: run "
+            f"{run_id} {summary.status} and not ingested"
         )
     else:
         what = f"interrupted by {exc.name} while {summary.finishing}"

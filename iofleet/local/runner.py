@@ -367,13 +367,15 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
                 for target in targets:
                     unmark(target, run_id)
         hurried = stops.hurry  # a second signal while stopping: no ingest, no report
+        # the first signal, also when it came only as the run ended (it waited there)
+        first = Interrupted(stops.received[0]) if stops.received else None
         try:
             if hurried:
                 raise Interrupted(stops.received[1])
             with stops.interruptible():
                 return _finish(out_dir, raw_root, run_id, summary, report_format, progress, stops)
         except Interrupted as exc:  # the warehouse's transaction was rolled back
-            return _left_for_next_run(out_dir, run_id, summary, exc, hurried)
+            return _left_for_next_run(out_dir, run_id, summary, exc, hurried, first)
 
 
 def _run_cell(  # type: ignore[no-untyped-def]

@@ -776,20 +776,31 @@ def test_sigterm_as_a_workload_ends_keeps_its_output(tmp_path: Path) -> None:
     assert _query(tmp_path, "SELECT status FROM runs") == [("ABORTED",)]
 
 
-def test_sigint_as_the_last_cell_ends_still_records_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT,), (signal.SIGINT, signal.SIGTERM)],
+    ids=["SIGINT", "SIGINT+SIGTERM"],
+)
+def test_sigint_as_the_last_cell_ends_still_records_the_run(
+    tmp_path: Path, signals: tuple[int, ...]
+) -> None:
     # given a run whose only cell has finished, stopped just before its cleanup (the
-    # orphans' kill, run.json), and a Ctrl-C at exactly that point
+    # orphans' kill, run.json), and a Ctrl-C at exactly that point (with a SIGTERM in
+    # the same instant: both wait there, the kernel delivers SIGINT first)
     run, code = paused(
         tmp_path,
         _matrix(tmp_path, [IOPING], [1]),
         "runner-cleanup",
-        signal.SIGINT,
+        signals,
         lambda run: run.proc.pid,
     )
-    # then: 130, one line that leaves the ingest to the next run, nothing left
+    # then: 130 (the first signal's), one line that leaves the ingest to the next run,
+    # nothing left
     assert code == 130, run.stderr()
     line = _the_line(run, "SIGINT")
     assert "next iofleet local" in line
+    if len(signals) > 1:
+        assert "then by SIGTERM as the run ended" in line and "SUCCEEDED" in line
     assert_nothing_left(tmp_path, run)
     # run.json was written (not left RUNNING for the next run to call its runner dead)
     (run_id,) = _run_ids(tmp_path)
