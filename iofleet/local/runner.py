@@ -378,6 +378,15 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
             return _left_for_next_run(out_dir, run_id, summary, exc, hurried, first)
 
 
+def _recorded_succeeded(slot: SlotProcess) -> bool:
+    """Whether the slot's own record (slot.json, written last) says SUCCEEDED. An agent
+    sent a stop signal of its own while it wrote that record writes it, then meets the
+    signal and exits 130: its slot ran to its end, and the run counts it so, as the
+    slots table does."""
+    doc = read_own_json(slot.raw_dir / "slot.json")
+    return doc is not None and doc.get("status") == "SUCCEEDED"
+
+
 def _run_cell(  # type: ignore[no-untyped-def]
     cell,
     plan,
@@ -470,7 +479,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
             why = f"run stopped by {type(exc).__name__}"
         _stop_cell(slots, target, run_id, cell.cell_id, others, why, stops)
         raise
-    bad = [s for s in slots if s.exit_code != 0]
+    bad = [s for s in slots if s.exit_code != 0 and not _recorded_succeeded(s)]
     for s in bad:
         summary.failed.append(f"{cell.cell_id}/slot-{s.slot_index:04d}")
     elapsed = time.monotonic() - cell_started

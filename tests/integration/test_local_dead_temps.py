@@ -233,3 +233,42 @@ def test_a_run_json_that_is_a_fifo_or_behind_a_link_is_passed_over(tmp_path: Pat
     with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as db:
         names = {r[0] for r in db.execute("SELECT DISTINCT run_id FROM ioping_requests").fetchall()}
     assert len([n for n in names if n.startswith(("first-", "next-"))]) == 2, names
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_an_agent_signalled_as_it_records_its_slot_counts_as_the_record_says(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    import json
+
+    import duckdb
+
+    # given a one-slot run whose agent stops at each artifact it writes, let go until it
+    # writes its last one, slot.json
+    run = Run(tmp_path, _matrix(tmp_path, [IOPING], [1]), env={PAUSE: "temp-artifact"})
+    try:
+        while True:
+            agent = wait_for(lambda: _stopped(run.proc.pid), 120, "the agent to stop")
+            assert isinstance(agent, int)
+            if list((tmp_path / "out" / "raw").glob("*/*/slot-0000/.slot.json.*")):
+                break
+            os.kill(agent, signal.SIGCONT)
+        run.look()
+        # when the agent alone is sent SIGTERM or SIGINT there (it holds it until the
+        # record is written, then meets it: exit 130)
+        os.kill(agent, signum)
+        wait_for(lambda: signal_pending(agent, signum), 60, "the signal to reach it")
+        os.kill(agent, signal.SIGCONT)
+        code = run.finish()
+    finally:
+        run.finish()
+    # then the slot's record says SUCCEEDED, and the run counts it so: exit 0, run.json
+    # SUCCEEDED, the slots table SUCCEEDED
+    (record,) = (tmp_path / "out" / "raw").glob("*/*/slot-0000/slot.json")
+    assert json.loads(record.read_text())["status"] == "SUCCEEDED"
+    assert code == 0, run.stderr()
+    (run_json,) = (tmp_path / "out" / "raw").glob("*/run.json")
+    assert json.loads(run_json.read_text())["status"] == "SUCCEEDED"
+    with duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True) as db:
+        assert db.execute("SELECT status FROM slots").fetchall() == [("SUCCEEDED",)]
+    assert_nothing_left(tmp_path, run)
