@@ -464,12 +464,26 @@ def _slot(relpath: str, text: str) -> Rows:
 _EMPTY_FIO_ROW = FIO_RESULTS.row()
 
 
+# What fio prints on stdout, before its figures, when a signal ends its run (SIGTERM,
+# SIGINT, SIGHUP: fio's sig_int, "fio: terminating on signal %d"); it then prints the
+# figures of the part it ran, with every job's error 0, and exits 128
+_FIO_TERMINATED = re.compile(r"^fio: terminating on signal (\d+)", re.MULTILINE)
+
+
 def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBlock]]:
     from iofleet.results.parsers import ParseError
     from iofleet.results.parsers.fio import parse_fio
 
     m = _FIO_RE.match(relpath)
     assert m
+    brace = text.find("{")  # fio prints it before its figures: in the text before them
+    cut = _FIO_TERMINATED.search(text, 0, brace if brace >= 0 else len(text))
+    if cut:  # a shortened run's figures are not the workload's: not beside full runs
+        raise _Bad(
+            f"fio was stopped by signal {cut[1]} before its run ended (the slot's time "
+            "limit, or a signal from outside): its figures cover part of the run and are "
+            "not loaded; the output is kept as it was"
+        )
     key = {
         "run_id": m["run"],
         "cell_id": m["cell"],

@@ -214,6 +214,32 @@ def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
 
 
+def test_a_fio_cut_short_by_the_time_limit_is_kept_but_not_loaded(tmp_path: Path) -> None:
+    from iofleet.results.warehouse import Warehouse
+
+    # given a fio workload of 60 s in a slot with a 2 s time limit: the guardian stops fio
+    # with SIGTERM, and fio prints the figures of the part it ran, every job's error 0
+    long_fio = {**FIO, "params": {**FIO["params"], "RUNTIME": "60"}}
+    code = run_slot(_payload(tmp_path, [long_fio], time_limit_s=2))
+    entry = _slot_json(tmp_path)["workloads"][0]
+    assert code != 0 and entry["status"] == "TIMED_OUT"
+    artifact = _slot_dir(tmp_path) / entry["artifact"].rsplit("/", 1)[1]
+    text = artifact.read_text()
+    assert "fio: terminating on signal 15" in text and '"error" : 0' in text
+    # when the slot's raw files are ingested
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest_dir(tmp_path / "raw")
+        results = wh.con.execute("SELECT count(*) FROM fio_results").fetchone()
+        errors = wh.con.execute("SELECT object_key, reason FROM ingest_errors").fetchall()
+    # then its figures are in no results table (they cover part of the run, not beside
+    # full runs in the percentiles), the output is kept, and the reason is one row
+    assert results == (0,)
+    assert [(key.rsplit("/", 1)[1], reason.split(" (")[0]) for key, reason in errors] == [
+        (artifact.name, "fio was stopped by signal 15 before its run ended")
+    ]
+    assert artifact.read_text() == text
+
+
 def _is_zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
