@@ -464,9 +464,9 @@ def _slot(relpath: str, text: str) -> Rows:
 _EMPTY_FIO_ROW = FIO_RESULTS.row()
 
 
-# What fio prints on stdout, before its figures, when a signal ends its run (SIGTERM,
-# SIGINT, SIGHUP: fio's sig_int, "fio: terminating on signal %d"); it then prints the
-# figures of the part it ran, with every job's error 0, and exits 128
+# What fio prints on stdout, before its figures, when SIGTERM or SIGINT ends its run
+# ("fio: terminating on signal %d"); it then prints the figures of the part it ran,
+# with every job's error 0, and exits 128 (SIGHUP kills it: no figures)
 _FIO_TERMINATED = re.compile(r"^fio: terminating on signal (\d+)", re.MULTILINE)
 
 
