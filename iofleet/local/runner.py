@@ -122,13 +122,13 @@ def recover_interrupted(out_dir: Path, raw_root: Path) -> dict[str, str]:
         targets: dict[str, Path] = {}
         for payload_file in sorted((out_dir / "payloads" / run_id).glob("*/slot-*.json")):
             cell_id, name = payload_file.parent.name, payload_file.stem
+            payload = read_own_json(payload_file)
+            if payload is None:
+                continue
             try:
-                payload = read_own_json(payload_file)
-                if payload is None:
-                    continue
                 target = Path(payload["target"]["path"])
                 index = int(name.split("-")[1])
-            except (OSError, ValueError, KeyError, TypeError, IndexError):
+            except (ValueError, KeyError, TypeError, IndexError):  # not a payload of ours
                 continue
             slot = SlotProcess(
                 cell_id, index, payload_file, Path(), run_file.parent / cell_id / name, 0

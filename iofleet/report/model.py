@@ -239,10 +239,9 @@ def fmt_us(value: Any) -> str:
 def skew_table(rows: Iterable[Row]) -> list[list[str]]:
     """start_skew rows -> display rows (SKEW_HEADER), or [] when no slot passed a barrier."""
     rows = sorted((r for r in rows if r.get("slots_passed")), key=_cell_sort)
-    us = fmt_us
     out = []
     for r in rows:
-        error = us(r.get("clock_max_error_us"))
+        error = fmt_us(r.get("clock_max_error_us"))
         if r.get("slots_unsynced"):
             error += f" ({r['slots_unsynced']} unsynced)"
         out.append(
@@ -251,10 +250,10 @@ def skew_table(rows: Iterable[Row]) -> list[list[str]]:
                 storage_text(r),
                 str(r.get("fleet_size") if r.get("fleet_size") is not None else "-"),
                 str(r.get("slots_passed")),
-                us(r.get("start_skew_us")),
+                fmt_us(r.get("start_skew_us")),
                 error,
-                us(r.get("start_skew_bound_us")),
-                "no" if not r.get("max_late_us") else f"by {us(r.get('max_late_us'))}",
+                fmt_us(r.get("start_skew_bound_us")),
+                "no" if not r.get("max_late_us") else f"by {fmt_us(r.get('max_late_us'))}",
             ]
         )
     return out
