@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -113,3 +115,15 @@ def signal_pending(pid: int, signum: int) -> bool:
         int(line.split()[1], 16) for line in status.splitlines() if line[:6] in ("SigPnd", "ShdPnd")
     ]
     return any(mask >> (signum - 1) & 1 for mask in masks)
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """`proc` for the block; killed and waited for after it if still running (a test
+    that failed before the process ended leaves nothing behind)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

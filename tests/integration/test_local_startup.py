@@ -22,7 +22,7 @@ import duckdb
 import pytest
 
 from iofleet.results.warehouse import SCHEMA_MARK
-from tests.integration.proctable import wait_for
+from tests.integration.proctable import reaped, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -142,14 +142,15 @@ def test_the_warehouse_is_not_held_while_the_slots_run(first_run, tmp_path: Path
         )
     )
     os.mkfifo(gate)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with reaped(
+        subprocess.Popen(
+            [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    ) as run:
         # the fifo opens for writing once the slot's app has opened it to read
         release = wait_for(lambda: _open_writer(gate), 120, "the slot's app to start")
         try:
@@ -160,10 +161,6 @@ def test_the_warehouse_is_not_held_while_the_slots_run(first_run, tmp_path: Path
         finally:
             os.close(release)
         _, stderr = run.communicate(timeout=300)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     # then both could write, and the run ended as usual with both runs in the warehouse
     assert run.returncode == 0, stderr
     with duckdb.connect(str(out / "warehouse.duckdb"), read_only=True) as con:
@@ -472,8 +469,7 @@ def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
     matrix = _fio_matrix(tmp_path, workloads=[{"fio": job}])
     signum = 0 if when == "refused" else signal.Signals[when.split("-")[1]]
     env = _env(tmp_path, "checks-started" if signum else None)
-    driver = _left_driver(tmp_path, matrix, env)
-    try:
+    with reaped(_left_driver(tmp_path, matrix, env)) as driver:
         if signum:
             cli = wait_for(lambda: _stopped_child(driver.pid), 120, "iofleet local to stop")
             assert isinstance(cli, int)
@@ -482,10 +478,6 @@ def test_iofleet_local_leaves_no_fio_check_of_a_matrix_it_does_not_run(
             os.kill(cli, signum)
             os.kill(cli, signal.SIGCONT)
         out, _ = driver.communicate(timeout=300)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     seen = json.loads(out)
     # then the command refused it (exit 2) or stopped (128 + the signal, naming it: not
     # killed by it), and it left no process: none running, none exited and not waited for
@@ -512,14 +504,9 @@ def test_a_stop_signal_before_the_run_removes_the_targets_it_made(
     doc = json.loads(matrix.read_text())
     doc["storage"][0]["path"] = str(tmp_path / "a" / "b" / "t")
     matrix.write_text(json.dumps(doc))
-    driver = _left_driver(tmp_path, matrix, env)
-    try:
+    with reaped(_left_driver(tmp_path, matrix, env)) as driver:
         cli = _signal_at_pause(driver, signum)
         out, _ = driver.communicate(timeout=300)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     seen = json.loads(out)
     # when it gets SIGINT, SIGTERM or SIGHUP there, then it stops with 128 + the signal
     # and one line naming it
@@ -538,23 +525,20 @@ def test_iofleet_local_reads_the_matrix_file_once(tmp_path: Path) -> None:
     # started its checks
     env = _env(tmp_path, "checks-started")
     matrix = _fio_matrix(tmp_path, workloads=[{"fio": "bad"}])
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "iofleet.cli", "local", "m.json", "--out", "out", "-q"],
-        cwd=tmp_path,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with reaped(
+        subprocess.Popen(
+            [sys.executable, "-m", "iofleet.cli", "local", "m.json", "--out", "out", "-q"],
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    ) as cli:
         wait_for(lambda: _children(os.getpid()).get(cli.pid) == "T", 120, "it to stop")
         # when the file is replaced meanwhile, and the command goes on
         matrix.write_text("not a matrix\n")
         os.kill(cli.pid, signal.SIGCONT)
         _, err = cli.communicate(timeout=300)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
     # then what it validated is the text it read first: the bad job's line, not the
     # new text's JSON error
     assert cli.returncode == 2, err
@@ -583,8 +567,7 @@ def test_a_fio_check_killed_from_outside_is_not_the_matrix_at_fault(tmp_path: Pa
         PATH=f"{bin_dir}:{os.environ['PATH']}",
     )
     matrix = _fio_matrix(tmp_path, workloads=[{"fio": "good"}])
-    driver = _left_driver(tmp_path, matrix, env)
-    try:
+    with reaped(_left_driver(tmp_path, matrix, env)) as driver:
         # when the check is killed by someone else (`pkill fio`, the OOM killer)
         def check() -> int | None:
             for cli in _children(driver.pid):
@@ -598,10 +581,6 @@ def test_a_fio_check_killed_from_outside_is_not_the_matrix_at_fault(tmp_path: Pa
         assert isinstance(pid, int)
         os.kill(pid, signal.SIGTERM)
         out, _ = driver.communicate(timeout=300)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     seen = json.loads(out)
     # then the command says so and exits 3 (the machine, not the input: not 2, "the
     # matrix is bad"), leaves no process and creates nothing
