@@ -98,15 +98,18 @@ _STRING_LINE = re.compile(
 )
 # printf("%f") of a NaN or infinity (e.g. mdev as the root of a tiny negative variance)
 _NON_FINITE = re.compile(r'^(?P<head>[ \t]*"\w+": )-?(?:nan|inf)(?P<tail>,?[ \t]*)$', re.IGNORECASE)
+# how each of ioping's messages on stderr starts: err()/warn() put the program's name
+# (as it was run, maybe a path) first
+_SAYS = r"(?:\S*/)?ioping: "
 # ioping's warnings on stderr ("ioping: nowait without cached or direct I/O is supposed
 # to fail"), printed before the JSON when both streams went to one file
-_LEADING_WARNINGS = re.compile(r"(?:(?:\S*/)?ioping: [^\n]*\n)+(?=\[)")
+_LEADING_WARNINGS = re.compile(rf"(?:{_SAYS}[^\n]*\n)+(?=\[)")
 # one message of ioping's err()/errx() (or warn), as a failed run prints it on stderr
-_MESSAGE_LINE = re.compile(r"(?:\S*/)?ioping: \S")
+_MESSAGE_LINE = re.compile(rf"{_SAYS}\S")
 # ioping's messages inside its JSON, in a file holding stdout and stderr (`2>&1`): stdout
 # goes out when ioping sleeps between requests, so a warnx ("request returned less than
 # expected") lands just after a request's closing brace, or starts a line
-_MESSAGE_IN_JSON = re.compile(r"(?:(?<=\})|^)(?:\S*/)?ioping: [^\n]*", re.MULTILINE)
+_MESSAGE_IN_JSON = re.compile(rf"(?:(?<=\}})|^){_SAYS}[^\n]*", re.MULTILINE)
 
 # `ioping -B`: valid sum iops speed min avg max mdev count load_time (1.0 and later, ns);
 # ioping 0.9: requests sum iops speed min avg max mdev (us); %.0f of a NaN is nan
