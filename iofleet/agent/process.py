@@ -7,13 +7,18 @@ the agent is interrupted, the guardian gets SIGTERM and stops every process
 the child started (SIGTERM, then SIGKILL after a grace); when the agent dies
 by any signal, SIGKILL included, the kernel closes the agent's end of the
 guardian's life pipe and the guardian SIGKILLs them all. No workload process
-outlives its agent.
+outlives its agent. And none outlives its own guardian: while the agent runs its
+workloads (`orphans_killed`) it is a child subreaper, so when something else kills a
+guardian (SIGKILL, or a SIGHUP it does not catch), what it leaves (fio's job processes:
+their main process dies with the guardian) is reparented to the agent, and run_child
+kills it before it returns: it never runs on beside the next workload.
 
 Stdlib only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -21,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -39,6 +44,41 @@ class _Held:
     its pid from its start until `output_taken`."""
 
     pid: int | None = None
+
+
+class _Adopting:
+    """Inside `orphans_killed`: the child processes this process had before it, which
+    the sweep after each workload leaves alone (None outside)."""
+
+    keep: set[int] | None = None
+
+
+@contextlib.contextmanager
+def orphans_killed() -> Iterator[None]:
+    """While inside, this process is a child subreaper and `run_child` kills, once its
+    guardian has exited, every process below this one that was not here before: what a
+    guardian killed from outside left (it kills its workload's whole tree itself
+    whenever it lives to do so). The subreaper flag is restored on leaving."""
+    from iofleet.agent.reaper import children, is_subreaper, set_subreaper
+
+    was = is_subreaper()
+    _Adopting.keep = children()
+    set_subreaper(True)
+    try:
+        yield
+    finally:
+        _Adopting.keep = None
+        if not was:
+            set_subreaper(False)
+
+
+def _kill_left_behind() -> None:
+    """Kill what the workload's guardian left, if anything (inside `orphans_killed`)."""
+    keep = _Adopting.keep
+    if keep is not None:
+        from iofleet.agent.reaper import kill_orphans
+
+        kill_orphans(keep)
 
 
 def child_ended() -> bool:
@@ -201,6 +241,7 @@ def run_child(
                 raise
         finally:
             os.close(life_w)
+            _kill_left_behind()  # before the next workload starts: nothing overlaps it
         seconds = time.monotonic() - started
         stderr_tail = _read(err, False)
         error = None

@@ -16,6 +16,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -29,10 +30,21 @@ from iofleet.agent.guard import prctl as prctl  # one ctypes prctl for the agent
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 
 def set_subreaper(on: bool) -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0)
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper now."""
+    flag = ctypes.c_int(0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return bool(flag.value)
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:

@@ -33,7 +33,13 @@ from iofleet.agent.payload import (
     Workload,
     parse_payload,
 )
-from iofleet.agent.process import ChildResult, child_ended, output_taken, run_child
+from iofleet.agent.process import (
+    ChildResult,
+    child_ended,
+    orphans_killed,
+    output_taken,
+    run_child,
+)
 from iofleet.agent.store import ResultsStore, StoreError, store_from_config
 from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
 from iofleet.results.parsers import ParseError
@@ -467,7 +473,8 @@ def run_slot(payload: dict) -> int:
     except (StoreError, BarrierError) as exc:
         raise PayloadError(f"slot payload: {exc}") from None
     try:
-        return _run(spec, store, barrier)
+        with orphans_killed():  # a guardian killed from outside leaves nothing running
+            return _run(spec, store, barrier)
     except (StoreError, BarrierError) as exc:
         _say(f"slot {spec.slot_index} of {spec.cell_id} aborted: {exc}")
         return EXIT_FAILED
@@ -736,7 +743,8 @@ def run_populate(payload: dict, workload_index: int) -> int:
         spec, store, target, spec.populate_prefix, time.monotonic() + spec.time_limit_s, "populate"
     )
     try:
-        outcome = _run_app(ctx, w, "populate")
+        with orphans_killed():
+            outcome = _run_app(ctx, w, "populate")
     except StoreError as exc:
         outcome = Outcome(FAILED, str(exc))
     finally:

@@ -22,6 +22,7 @@ from tests.integration.proctable import (
     comm,
     files_under,
     pids_with_cmdline,
+    reaped,
     runs_workload,
     tree,
     wait_for,
@@ -185,6 +186,67 @@ def test_sigkill_of_the_agent_kills_its_whole_workload_tree(tmp_path: Path, duri
         if agent.poll() is None:
             agent.kill()
     assert agent.returncode == -signal.SIGKILL
+
+
+def _guardian(root: int, tool: str) -> int:
+    """The guardian below `root` whose child runs `tool` (0 while there is none)."""
+    procs = tree(root)
+    for pid in procs:
+        if b"guard.py" in Path(f"/proc/{pid}/cmdline").read_bytes() and any(
+            runs_workload(child, tool) for child in tree(pid) if child != pid
+        ):
+            return pid
+    return 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
+def test_a_guardian_killed_from_outside_leaves_nothing_running_into_the_next_workload(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # given an agent whose first workload is fio (main + 2 job processes, 120 s) and whose
+    # second is an app that says when it starts, then waits for the test
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    fio = {
+        "kind": "fio",
+        "name": "randwrite-16k-psync-16jobs",
+        "params": {"RUNTIME": "120", "SIZE": "4m", "NUM_JOBS": "2"},
+    }
+    app = {
+        "kind": "app",
+        "name": "next",
+        "run": f"touch {ready}; for i in $(seq 1200); do [ -e {release} ] && exit 0; "
+        "sleep 0.05; done; exit 9",
+    }
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "iofleet.cli",
+            "agent",
+            "--slot",
+            str(_slot_payload(tmp_path, [fio, app])),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with reaped(agent):
+        try:
+            procs = wait_for(lambda: _fio_running(agent.pid), 60, "fio and its jobs")
+            assert isinstance(procs, dict)
+            guardian = _guardian(agent.pid, "fio")
+            assert guardian
+            fio_procs = {p: s for p, s in procs.items() if runs_workload(p, "fio")}
+            # when: the fio workload's guardian is killed by someone else (not its agent)
+            os.kill(guardian, sig)
+            # then: by the time the next workload starts, none of fio's processes runs on
+            # (each would go on writing the target beside the next workload's measurement)
+            wait_for(ready.exists, 60, "the next workload to start")
+            assert alive(fio_procs) == []
+        finally:
+            release.touch()
+        assert agent.wait(timeout=60) == 1  # the fio workload failed, the app ran
+    slot = json.loads(next((tmp_path / "raw").rglob("slot.json")).read_text())
+    assert [w["status"] for w in slot["workloads"]] == ["FAILED", "SUCCEEDED"]
 
 
 # --- iofleet local: the runner records the slot and cleans its files -----------------
