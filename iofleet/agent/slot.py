@@ -157,6 +157,28 @@ def _raw_leftovers(ctx: _Context, what: str) -> str | None:
     )
 
 
+VOID_PREFIX = "void-"  # an artifact the ingest keeps raw and loads nothing of
+
+
+def _not_about_the_target(ctx: _Context, what: str) -> str | None:
+    """Why the output of `what`, which has just run, is not about the target, whatever
+    the tool reported: it made files beside a raw device (its I/O went there), or the
+    device changed under it (fio caps its I/O to a shrunk device without a word)."""
+    return _also(_raw_leftovers(ctx, what), ctx.target.device_change())
+
+
+def _also(first: str | None, then: str | None) -> str | None:
+    return f"{first}; {then}" if first and then else first or then
+
+
+def _voided(name: str, void: str | None) -> str:
+    """The artifact's name: `void-` before it when its figures must not count (the
+    workload is FAILED for `void`): the ingest keeps it raw, with one ingest_errors row,
+    and makes no rows of it (iofleet.results.ingest), so it is never measured as the
+    target's."""
+    return VOID_PREFIX + name if void else name
+
+
 def _run_fio(ctx: _Context, w: Workload) -> Outcome:
     from iofleet.agent.devices import device_bytes, logical_block_size
     from iofleet.plan.fiojobs import render_command
@@ -183,19 +205,16 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
     result = run_child(
         argv, cwd=ctx.target.workdir, env=env, deadline=ctx.deadline, hold_output=True
     )
-    artifact = (
-        ctx.put(f"w{w.index:02d}-fio-{_safe(w.name)}.json", result.stdout)
-        if result.stdout
-        else None
-    )
     status, error = _child_failure("fio", result)
     if status == SUCCEEDED:
         problems = fio_job_errors(result.stdout)
         if problems:
             status, error = FAILED, "; ".join(problems)
-    leftovers = _raw_leftovers(ctx, "fio")
-    if leftovers:
-        status, error = FAILED, leftovers
+    void = _not_about_the_target(ctx, "fio")
+    if void:
+        status, error = FAILED, _also(error, void)
+    name = f"w{w.index:02d}-fio-{_safe(w.name)}.json"
+    artifact = ctx.put(_voided(name, void), result.stdout) if result.stdout else None
     return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
 
 
@@ -262,8 +281,8 @@ def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
     result = run_child(
         argv, cwd=ctx.target.workdir, env=os.environ, deadline=ctx.deadline, hold_output=True
     )
-    artifact = ctx.put(f"w{w.index:02d}-ioping.json", result.stdout) if result.stdout else None
     status, error = _child_failure("ioping", result)
+    void = None
     complaint = _ioping_complaint(result.stderr_tail)
     if status == FAILED and result.returncode and not result.error and complaint:
         error = f"ioping exited with status {result.returncode}: {complaint}"
@@ -276,15 +295,17 @@ def _run_ioping(ctx: _Context, w: Workload) -> Outcome:
             # ioping -c N ends after N requests (its first ignored: a warm-up), or, with
             # status 0 too, at a SIGINT sent to it: the requests it had made by then
             done = len(out.requests) + out.ignored_requests
-            if done < w.count:
-                status, error = (
-                    FAILED,
+            if done < w.count:  # its requests are real, but not the run that was asked for
+                void = (
                     f"ioping ended after {done} of its {w.count} requests, with status 0 "
-                    "(as it does when stopped by a SIGINT from outside iofleet)",
+                    "(as it does when stopped by a SIGINT from outside iofleet)"
                 )
-    leftovers = _raw_leftovers(ctx, "ioping")
-    if leftovers:
-        status, error = FAILED, leftovers
+                status, error = FAILED, void
+    elsewhere = _not_about_the_target(ctx, "ioping")
+    if elsewhere:
+        void, status, error = _also(void, elsewhere), FAILED, _also(error, elsewhere)
+    name = _voided(f"w{w.index:02d}-ioping.json", void)
+    artifact = ctx.put(name, result.stdout) if result.stdout else None
     return Outcome(status, error, artifact, result.returncode, result.stderr_tail, result.seconds)
 
 
@@ -530,11 +551,8 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
                         phase = None if target.error else _burst_phase(ctx, w)
                         if phase is not None:
                             phases.append(phase)
-                        outcome = _run_workload(ctx, w)
-                        moved = target.device_change()  # fio caps its I/O to a shrunk device
-                        if moved:  # silently: its figures are not about the device claimed
-                            outcome.status = FAILED
-                            outcome.error = f"{outcome.error}; {moved}" if outcome.error else moved
+                        outcome = _run_workload(ctx, w)  # (a device that changed while
+                        # it ran voids its output: _not_about_the_target)
                 entries.append(_entry(w, outcome))
                 kept.release()  # a signal that came since the workload ended: now
         except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone

@@ -50,6 +50,9 @@ _SLOT_RE = re.compile(_SLOT_DIR + r"slot\.json$")
 _FIO_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-fio-(?P<name>[^/]+)\.json$")
 _IOPING_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-ioping\.json$")
 _DRAIN_RE = re.compile(_SLOT_DIR + r"w(?P<wi>\d+)-drain\.json$")
+# output the agent voided (iofleet.agent.slot.VOID_PREFIX): its workload is FAILED because
+# its figures are not about the target, whatever the tool reported
+_VOID_RE = re.compile(_SLOT_DIR + r"void-w(?P<wi>\d+)-(?P<tool>fio|ioping)\b[^/]*\.json$")
 _APP_RE = re.compile(
     rf"^(?P<run>{_SEG})/(?P<cell>{_SEG})/(?:slot-(?P<slot>\d+)|populate)/"
     r"w(?P<wi>\d+)-app-(?P<name>[^/]+)\.json$"
@@ -61,7 +64,8 @@ class _Bad(Exception):
 
 
 def artifact_kind(relpath: str) -> str | None:
-    """run | manifest | slot | fio | ioping | app | drain, or None if not an artifact path."""
+    """run | manifest | slot | fio | ioping | app | drain | void, or None if not an artifact
+    path."""
     for kind, pattern in (
         ("run", _RUN_RE),
         ("manifest", _MANIFEST_RE),
@@ -70,6 +74,7 @@ def artifact_kind(relpath: str) -> str | None:
         ("ioping", _IOPING_RE),
         ("app", _APP_RE),
         ("drain", _DRAIN_RE),
+        ("void", _VOID_RE),
     ):
         if pattern.match(relpath):
             return kind
@@ -564,6 +569,17 @@ def _app(relpath: str, text: str) -> Rows:
     return {APP_RUNS.name: [row]}
 
 
+def _void(relpath: str, text: str) -> Rows:
+    """Output the agent voided: kept raw, one ingest_errors row, no rows of its figures."""
+    m = _VOID_RE.match(relpath)
+    assert m
+    raise _Bad(
+        f"{m['tool']} output of workload {int(m['wi'])} voided by its agent: the workload is "
+        "FAILED because these figures are not about the target (slot.json says why); "
+        "kept raw, not loaded"
+    )
+
+
 def _drain(relpath: str, text: str) -> Rows:
     """A burst_policy drain phase: fio output kept raw, counted in no results table."""
     return {}
@@ -571,6 +587,7 @@ def _drain(relpath: str, text: str) -> Rows:
 
 _HANDLERS = {  # fio: rows_and_bin_blocks calls _fio itself
     "drain": _drain,
+    "void": _void,
     "run": _run,
     "manifest": _manifest,
     "slot": _slot,

@@ -427,12 +427,16 @@ def test_agent_fails_an_ioping_stopped_from_outside(tmp_path: Path) -> None:
     stopped: list[int] = []
 
     def interrupt_ioping() -> None:
-        def ready() -> int | None:  # ioping runs and has taken SIGINT (SigCgt, bit 2)
+        def ready() -> int | None:  # ioping runs, has taken SIGINT (SigCgt, bit 2) and has
+            # written its third request to its output (a file: read it through /proc)
             for pid in tree(os.getpid()):
                 if runs_workload(pid, "ioping"):
                     status = Path(f"/proc/{pid}/status").read_text()
                     caught = next(ln for ln in status.splitlines() if ln.startswith("SigCgt"))
-                    if int(caught.split()[1], 16) >> (signal.SIGINT - 1) & 1:
+                    written = Path(f"/proc/{pid}/fd/1").read_bytes()
+                    if int(caught.split()[1], 16) >> (signal.SIGINT - 1) & 1 and (
+                        b'"request": 3,' in written
+                    ):
                         return pid
             return None
 
@@ -459,3 +463,15 @@ def test_agent_fails_an_ioping_stopped_from_outside(tmp_path: Path) -> None:
         " of its 400 requests, with status 0 (as it does when stopped by a SIGINT from "
         "outside iofleet)"
     )
+    # and its requests, real but fewer than asked, are kept under the void name and loaded
+    # into no table: the slot's latency is not read from a run cut short (one ingest_errors row)
+    assert entry["artifact"].endswith("/void-w00-ioping.json")
+    assert parse_ioping((slot / "void-w00-ioping.json").read_text()).requests
+    from iofleet.results.warehouse import Warehouse
+
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest_dir(tmp_path / "raw")
+        requests = wh.con.execute("SELECT count(*) FROM ioping_requests").fetchone()
+        errors = wh.con.execute("SELECT object_key FROM ingest_errors").fetchall()
+    assert requests == (0,)
+    assert [key.rsplit("/", 1)[1] for (key,) in errors] == ["void-w00-ioping.json"]

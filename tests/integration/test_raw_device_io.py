@@ -124,6 +124,20 @@ class RawRun:
     ) -> tuple[int, int, int]:
         """Run a slot; (exit code, sectors read, sectors written) on the device while its
         fio / ioping children ran (the guard's own reads before them are not counted)."""
+        payload = self.payload(workloads, burst, created_by_run=created_by_run)
+        dev_before = _top_level_files(Path("/dev"))
+        self.child_io.clear()
+        code = run_slot(payload)
+        assert _top_level_files(Path("/dev")) - dev_before == set(), "a regular file in /dev"
+        assert _regular_files(self.cwd) == set(), "a regular file in the cwd"
+        assert self.workdir_files and self.workdir_files[-1] == set(), (
+            f"files in the agent's workdir: {self.workdir_files}"
+        )
+        return code, sum(r for r, _ in self.child_io), sum(w for _, w in self.child_io)
+
+    def payload(
+        self, workloads: list[dict], burst: dict | None = None, *, created_by_run: bool = False
+    ) -> dict:
         payload = {
             "version": 1,
             "run_id": RUN_ID,
@@ -142,15 +156,20 @@ class RawRun:
         }
         if burst is not None:
             payload["burst"] = burst
-        dev_before = _top_level_files(Path("/dev"))
-        self.child_io.clear()
-        code = run_slot(payload)
-        assert _top_level_files(Path("/dev")) - dev_before == set(), "a regular file in /dev"
-        assert _regular_files(self.cwd) == set(), "a regular file in the cwd"
-        assert self.workdir_files and self.workdir_files[-1] == set(), (
-            f"files in the agent's workdir: {self.workdir_files}"
-        )
-        return code, sum(r for r, _ in self.child_io), sum(w for _, w in self.child_io)
+        return payload
+
+    def loaded(self) -> tuple[list[int], list[str]]:
+        """Ingest the slot's raw files into a fresh warehouse: (the workload indexes that
+        have fio_results rows, the names of the files with an ingest_errors row)."""
+        from iofleet.results.warehouse import Warehouse
+
+        with Warehouse(self.tmp_path / "loaded.duckdb") as wh:
+            wh.ingest_dir(self.tmp_path / "raw")
+            fio = wh.con.execute(
+                "SELECT DISTINCT workload_index FROM fio_results ORDER BY 1"
+            ).fetchall()
+            errors = wh.con.execute("SELECT object_key FROM ingest_errors ORDER BY 1").fetchall()
+        return [wi for (wi,) in fio], [key.rsplit("/", 1)[1] for (key,) in errors]
 
 
 def _raw_run(
@@ -500,6 +519,39 @@ def test_a_device_that_shrinks_under_the_slot_fails_its_workloads_with_the_reaso
     assert (entries[2]["status"], entries[2]["error"]) == ("FAILED", f"not run: {change}")
     assert len(children) == 2  # ioping never started
     assert any(at < 4 << 20 for at in _nonzero_chunks(raw.backing))  # the first fio's data
+    # and the second's output is kept under its void name: its figures, about 4 KiB of a
+    # device that was 64 MiB, count nowhere (one ingest_errors row says so)
+    assert entries[1]["artifact"].endswith("/void-w01-fio-seq-write-1m-qd32.json")
+    assert raw.artifact("void-w01-fio-seq-write-1m-qd32.json")["jobs"]
+    assert raw.loaded() == ([0], ["void-w01-fio-seq-write-1m-qd32.json"])
+
+
+def test_a_fio_that_wrote_beside_the_device_is_failed_and_its_figures_count_nowhere(
+    raw: RawRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iofleet.plan.fiojobs as fiojobs
+
+    # given fio rendered without the device (as a job naming its own filename would run):
+    # it lays out a file in the agent's scratch directory and does its I/O there
+    real = fiojobs.render_command
+    monkeypatch.setattr(
+        fiojobs, "render_command", lambda name, params, workdir, **_: real(name, params, workdir)
+    )
+    fio = {"kind": "fio", "name": "seq-write-1m-qd32", "params": _params("seq-write-1m-qd32")}
+
+    code = run_slot(raw.payload([fio]))
+
+    # then the device got none of it, the workload failed saying where the I/O went, and its
+    # output is kept under its void name, loaded into no table (one ingest_errors row)
+    assert code == 1
+    assert sum(written for _, written in raw.child_io) == 0
+    assert _nonzero_chunks(raw.backing) == []
+    entry = raw.slot_json()["workloads"][0]
+    assert entry["status"] == "FAILED"
+    assert entry["error"].startswith("fio created ")
+    assert entry["error"].endswith(f" instead of doing its I/O on {raw.device}")
+    assert raw.artifact("void-w00-fio-seq-write-1m-qd32.json")["jobs"]
+    assert raw.loaded() == ([], ["void-w00-fio-seq-write-1m-qd32.json"])
 
 
 def test_a_node_that_names_another_device_is_never_written(

@@ -167,6 +167,29 @@ def test_truncated_ioping_output_is_an_ingest_error() -> None:
     assert err["reason"].startswith("ioping output:")
 
 
+@pytest.mark.parametrize(
+    ("name", "fixture", "tool"),
+    [
+        ("void-w04-fio-randread.json", rawtree.FIO_JSONPLUS, "fio"),
+        ("void-w01-ioping.json", rawtree.IOPING_READ, "ioping"),
+    ],
+)
+def test_output_the_agent_voided_loads_no_rows_and_says_why_once(
+    name: str, fixture: object, tool: str
+) -> None:
+    # given well-formed output under the name the agent gives output whose figures are not
+    # about the target (iofleet.agent.slot.VOID_PREFIX)
+    text = fixture.read_text()  # type: ignore[attr-defined]
+    # then it is one ingest_errors row, no figure in any table
+    err = _only_error(rows_for_artifact(f"{SLOT_DIR}/{name}", text))
+    assert err["object_key"] == f"{SLOT_DIR}/{name}"
+    assert err["reason"].startswith(
+        f"{tool} output of workload {int(name[6:8])} voided by its agent"
+    )
+    assert artifact_kind(f"{SLOT_DIR}/{name}") == "void"
+    assert artifact_kind(f"{SLOT_DIR}/{name.removeprefix('void-')}") == tool
+
+
 def test_populate_timing_has_no_slot_index() -> None:
     rel = f"{RUN}/c000-local-fast-x2-r1/populate/w02-app-c-build.json"
     (row,) = rows_for_artifact(rel, json.dumps(rawtree.app_doc("populate", 12.5)))["app_runs"]
