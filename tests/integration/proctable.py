@@ -8,6 +8,9 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
+
+P = TypeVar("P", bound="subprocess.Popen[Any]")
 
 
 def stat_fields(pid: int) -> tuple[int, str, int] | None:
@@ -118,7 +121,7 @@ def signal_pending(pid: int, signum: int) -> bool:
 
 
 @contextlib.contextmanager
-def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+def reaped(proc: P) -> Iterator[P]:
     """`proc` for the block; killed and waited for after it if still running (a test
     that failed before the process ended leaves nothing behind)."""
     try:

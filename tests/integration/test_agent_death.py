@@ -142,31 +142,39 @@ def _slot_payload(tmp_path: Path, workloads: list[dict]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("during", ["fio", "app"])
-def test_sigkill_of_the_agent_kills_its_whole_workload_tree(tmp_path: Path, during: str) -> None:
-    # given an agent busy with fio (main + 2 job processes), or with an app that has a
-    # background job and a setsid daemon writing into the target
-    pids_dir, release = tmp_path / "pids", tmp_path / "release"
-    if during == "fio":
-        workload = {
-            "kind": "fio",
-            "name": "randwrite-16k-psync-16jobs",
-            "params": {"RUNTIME": "120", "SIZE": "4m", "NUM_JOBS": "2"},
-        }
-    else:
-        workload = {"kind": "app", **_daemon_app(pids_dir, release)["app"]}
-    agent = subprocess.Popen(
+FIO_120S = {  # fio's main process and 2 job processes, for two minutes
+    "kind": "fio",
+    "name": "randwrite-16k-psync-16jobs",
+    "params": {"RUNTIME": "120", "SIZE": "4m", "NUM_JOBS": "2"},
+}
+
+
+def _start_agent(tmp_path: Path, workloads: list[dict]) -> subprocess.Popen[bytes]:
+    """`iofleet agent` running a one-slot payload of `workloads` (see _slot_payload)."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "iofleet.cli",
             "agent",
             "--slot",
-            str(_slot_payload(tmp_path, [workload])),
+            str(_slot_payload(tmp_path, workloads)),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+@pytest.mark.parametrize("during", ["fio", "app"])
+def test_sigkill_of_the_agent_kills_its_whole_workload_tree(tmp_path: Path, during: str) -> None:
+    # given an agent busy with fio (main + 2 job processes), or with an app that has a
+    # background job and a setsid daemon writing into the target
+    pids_dir, release = tmp_path / "pids", tmp_path / "release"
+    if during == "fio":
+        workload = FIO_120S
+    else:
+        workload = {"kind": "app", **_daemon_app(pids_dir, release)["app"]}
+    agent = _start_agent(tmp_path, [workload])
     try:
         if during == "fio":
             procs = wait_for(lambda: _fio_running(agent.pid), 60, "fio and its jobs")
@@ -206,29 +214,13 @@ def test_a_guardian_killed_from_outside_leaves_nothing_running_into_the_next_wor
     # given an agent whose first workload is fio (main + 2 job processes, 120 s) and whose
     # second is an app that says when it starts, then waits for the test
     ready, release = tmp_path / "ready", tmp_path / "release"
-    fio = {
-        "kind": "fio",
-        "name": "randwrite-16k-psync-16jobs",
-        "params": {"RUNTIME": "120", "SIZE": "4m", "NUM_JOBS": "2"},
-    }
     app = {
         "kind": "app",
         "name": "next",
         "run": f"touch {ready}; for i in $(seq 1200); do [ -e {release} ] && exit 0; "
         "sleep 0.05; done; exit 9",
     }
-    agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iofleet.cli",
-            "agent",
-            "--slot",
-            str(_slot_payload(tmp_path, [fio, app])),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    agent = _start_agent(tmp_path, [FIO_120S, app])
     with reaped(agent):
         try:
             procs = wait_for(lambda: _fio_running(agent.pid), 60, "fio and its jobs")
