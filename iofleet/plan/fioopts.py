@@ -264,7 +264,12 @@ def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
     return None
 
 
-def _value_problem(name: str, opt: dict[str, Any], value: str | None, release: str) -> str | None:
+def _value_problem(
+    name: str, opt: dict[str, Any], value: str | None, release: str, canonical: str = ""
+) -> str | None:
+    """Why fio `release` refuses (or misreads) `name=value`; `canonical` is the option's
+    own name when `name` is an alias (an enum value a newer fio takes is named so)."""
+    canonical = canonical or name
     ftype = opt["fio_type"]
     if ftype == "FIO_OPT_DEPRECATED":
         why = f" ({opt['help']})" if opt.get("help") else ""
@@ -306,6 +311,12 @@ def _value_problem(name: str, opt: dict[str, Any], value: str | None, release: s
         for piece in pieces:
             head = re.split(r"[,:]", piece, maxsplit=1)[0]
             if head not in values:
+                newer = next((r for r in _after(release) if head in _values(r, canonical)), None)
+                if newer:
+                    return (
+                        f"{name}={value}: {head!r} needs fio {newer} or newer "
+                        f"(this run has fio {release})"
+                    )
                 hint = _suggest(head, values)
                 if head != head.strip():
                     hint = " (fio keeps the space after '=')"
@@ -345,16 +356,33 @@ def _engine_problem(value: str, release: str) -> str | None:
     if value in engines or value.startswith("external:") or "/" in value:
         return None
     hint = _suggest(value, sorted(engines))
-    newer = [r for r in RELEASES if r > release and value in table(r)["engines"]]
+    newer = [r for r in _after(release) if value in table(r)["engines"]]
     if newer:
         return f"ioengine {value!r} needs fio {newer[0]} or newer (this run has fio {release})"
     return f"ioengine={value}: unknown ioengine {value!r}{hint}"
 
 
+def _after(release: str) -> list[str]:
+    """The pinned releases newer than `release`, oldest first."""
+    return [r for r in RELEASES if r > release]
+
+
+def _values(release: str, name: str) -> list[str]:
+    """The values (posval) option `name` of fio `release` takes ([] for none listed)."""
+    return list(table(release)["options"].get(name, {}).get("values") or ())
+
+
 def _unknown_option(key: str, engine: str, release: str) -> str:
-    for newer in RELEASES:
-        if newer > release and key in _names(newer):
-            return f"{key} needs fio {newer} or newer (this run has fio {release})"
+    newer = next(
+        (
+            r
+            for r in _after(release)
+            if key in _names(r) or key in table(r)["engines"].get(engine, {}).get("options", {})
+        ),
+        None,
+    )
+    if newer:
+        return f"{key} needs fio {newer} or newer (this run has fio {release})"
     owners = [
         e for e, spec in table(release)["engines"].items() if key in spec["options"] and e != engine
     ]
@@ -414,7 +442,7 @@ def check_sections(
             if name == "ioengine" and given is not None:
                 problem = _engine_problem(given, release)
             else:
-                problem = _value_problem(key, opt, given, release)
+                problem = _value_problem(key, opt, given, release, name or key)
             if problem:
                 add(problem)
         if section.is_global and own_engine:

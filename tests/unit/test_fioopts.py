@@ -105,6 +105,17 @@ def test_an_option_of_a_newer_fio_is_refused_on_an_older_one(tmp_path: Path) -> 
     )
 
 
+def test_a_value_or_engine_option_of_a_newer_fio_is_named_so(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path, "new", "[a]\nsize=1m\nioengine=libaio\nreadwrite=randtrimwrite\ncmdprio_hint=1\n"
+    )
+    assert [p.message for p in fioopts.check_job_file(path, {}, "3.28")] == [
+        "readwrite=randtrimwrite: 'randtrimwrite' needs fio 3.33 or newer (this run has fio 3.28)",
+        "cmdprio_hint needs fio 3.36 or newer (this run has fio 3.28)",
+    ]
+    assert fioopts.check_job_file(path, {}, "3.36") == []
+
+
 def test_an_io_uring_option_on_libaio_names_its_engine(tmp_path: Path) -> None:
     path = _write(tmp_path, "e", "[global]\nioengine=libaio\n[a]\nsize=1m\nfixedbufs\n")
     assert fioopts.check_job_file(path, {}, "3.36")[0].message == (
