@@ -117,6 +117,29 @@ def test_a_value_or_engine_option_of_a_newer_fio_is_named_so(tmp_path: Path) -> 
     assert fioopts.check_job_file(path, {}, "3.36") == []
 
 
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [  # fio 3.36's own verdicts when the job starts (checked with fio-3.36 built from its tag)
+        ("[global]\nss_interval=2s\n[a]\nss_dur=4\n", None),
+        ("[a]\nss_dur=2\n", None),
+        ("[a]\nss_dur=1\n", "ss_dur=1: fio 3.36 needs a steady-state duration"),
+        ("[a]\nss_dur=3s\nss_interval=2\n", "ss_dur=3s: fio 3.36 needs"),
+        ("[a]\nss_dur=10\nss_interval=500ms\n", "steadystate_check_interval must be at least"),
+        ("[a]\nss_dur=${D}\n", None),  # fio's environment fills it in: not checked
+    ],
+)
+def test_fio_3_36s_steady_state_rule_is_checked(
+    tmp_path: Path, body: str, refused: str | None
+) -> None:
+    path = _write(tmp_path, "ss", body.replace("[a]\n", "[a]\nsize=1m\nsteadystate=iops:50%\n"))
+    found = [p.message for p in fioopts.check_job_file(path, {}, "3.36")]
+    assert [m[: len(refused)] for m in found] == ([refused] if refused else [])
+    # 3.28 and 3.33 take any duration (ss_interval itself is 3.36's)
+    assert [
+        p.message for p in fioopts.check_job_file(path, {}, "3.33") if "ss_dur" in p.message
+    ] == []
+
+
 def test_an_io_uring_option_on_libaio_names_its_engine(tmp_path: Path) -> None:
     path = _write(tmp_path, "e", "[global]\nioengine=libaio\n[a]\nsize=1m\nfixedbufs\n")
     assert fioopts.check_job_file(path, {}, "3.36")[0].message == (
