@@ -17,7 +17,9 @@ Values follow parse.c: option names are case-sensitive, a list value is cut at `
 `us ms s m h d`, an enum value is matched exactly up to its first `,` or `:`. Where fio
 silently reads less than what was written (`bs=4q` is 4 bytes, `bs = 4k` is 4 bytes,
 `0x10k` is 16, `runtime=10x` is 16 microseconds, `direct=1yes` is 1, `iodepth=1.5` is 1)
-the check refuses what fio would misread.
+the check refuses what fio would misread. One rule fio applies only when a job starts
+(not in `--parse-only`) is checked too: fio 3.36's steady-state duration
+(`_steadystate_problems`).
 
 Stdlib only (the Plan Lambda imports it).
 """
@@ -264,7 +266,12 @@ def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
     return None
 
 
-def _value_problem(name: str, opt: dict[str, Any], value: str | None, release: str) -> str | None:
+def _value_problem(
+    name: str, opt: dict[str, Any], value: str | None, release: str, canonical: str = ""
+) -> str | None:
+    """Why fio `release` refuses (or misreads) `name=value`; `canonical` is the option's
+    own name when `name` is an alias (an enum value a newer fio takes is named so)."""
+    canonical = canonical or name
     ftype = opt["fio_type"]
     if ftype == "FIO_OPT_DEPRECATED":
         why = f" ({opt['help']})" if opt.get("help") else ""
@@ -306,6 +313,12 @@ def _value_problem(name: str, opt: dict[str, Any], value: str | None, release: s
         for piece in pieces:
             head = re.split(r"[,:]", piece, maxsplit=1)[0]
             if head not in values:
+                newer = next((r for r in _after(release) if head in _values(r, canonical)), None)
+                if newer:
+                    return (
+                        f"{name}={value}: {head!r} needs fio {newer} or newer "
+                        f"(this run has fio {release})"
+                    )
                 hint = _suggest(head, values)
                 if head != head.strip():
                     hint = " (fio keeps the space after '=')"
@@ -345,16 +358,33 @@ def _engine_problem(value: str, release: str) -> str | None:
     if value in engines or value.startswith("external:") or "/" in value:
         return None
     hint = _suggest(value, sorted(engines))
-    newer = [r for r in RELEASES if r > release and value in table(r)["engines"]]
+    newer = [r for r in _after(release) if value in table(r)["engines"]]
     if newer:
         return f"ioengine {value!r} needs fio {newer[0]} or newer (this run has fio {release})"
     return f"ioengine={value}: unknown ioengine {value!r}{hint}"
 
 
+def _after(release: str) -> list[str]:
+    """The pinned releases newer than `release`, oldest first."""
+    return [r for r in RELEASES if r > release]
+
+
+def _values(release: str, name: str) -> list[str]:
+    """The values (posval) option `name` of fio `release` takes ([] for none listed)."""
+    return list(table(release)["options"].get(name, {}).get("values") or ())
+
+
 def _unknown_option(key: str, engine: str, release: str) -> str:
-    for newer in RELEASES:
-        if newer > release and key in _names(newer):
-            return f"{key} needs fio {newer} or newer (this run has fio {release})"
+    newer = next(
+        (
+            r
+            for r in _after(release)
+            if key in _names(r) or key in table(r)["engines"].get(engine, {}).get("options", {})
+        ),
+        None,
+    )
+    if newer:
+        return f"{key} needs fio {newer} or newer (this run has fio {release})"
     owners = [
         e for e, spec in table(release)["engines"].items() if key in spec["options"] and e != engine
     ]
@@ -414,11 +444,62 @@ def check_sections(
             if name == "ioengine" and given is not None:
                 problem = _engine_problem(given, release)
             else:
-                problem = _value_problem(key, opt, given, release)
+                problem = _value_problem(key, opt, given, release, name or key)
             if problem:
                 add(problem)
         if section.is_global and own_engine:
             global_engine = own_engine
+    if not problems:  # the rules below read values the option check passed
+        problems += _steadystate_problems(sections, env, release)
+    return problems
+
+
+_SS_INTERVAL_DEFAULT_US = 1_000_000  # options.c steadystate_check_interval .def = "1" (s)
+
+
+def _steadystate_problems(
+    sections: list[_Section], env: Mapping[str, str], release: str
+) -> list[OptionProblem]:
+    """A steady-state duration fio `release` refuses when the job starts (init.c
+    fixup_options; `--parse-only` does not get there). From fio 3.36, which added
+    steadystate_check_interval (default 1 s, at least 1 s), the duration must be a whole
+    multiple of the interval and longer than it: `ss_dur=1` fails on every run. Older fio
+    checks once a second and takes any duration."""
+    if "steadystate_check_interval" not in table(release)["options"]:
+        return []
+    from iofleet.plan.jobtext import fio_time_us, jobs
+
+    problems: list[OptionProblem] = []
+    for job in jobs(sections, env, canonical_names(release)):
+        dur = job.last("steadystate_duration")
+        if dur is None or dur.value is None or not dur.known:
+            continue
+        dur_us = fio_time_us(dur.value, is_seconds=True)
+        interval = job.last("steadystate_check_interval")
+        if interval is not None and (interval.value is None or not interval.known):
+            continue
+        interval_us = (
+            _SS_INTERVAL_DEFAULT_US
+            if interval is None
+            else fio_time_us(interval.value or "", is_seconds=True)
+        )
+        if not dur_us or not interval_us:
+            continue
+        at, shown = dur, f"{dur.line.text.partition('=')[0].rstrip()}={dur.value}"
+        if interval_us < 1_000_000:
+            at = interval or dur
+            message = f"steadystate_check_interval must be at least 1s in fio {release}"
+        elif dur_us % interval_us or dur_us <= interval_us:
+            message = (
+                f"{shown}: fio {release} needs a steady-state duration that is a whole "
+                f"multiple of steadystate_check_interval ({interval_us / 1e6:g}s) and longer "
+                "than it; it refuses the job when it starts"
+            )
+        else:
+            continue
+        problems.append(
+            OptionProblem(at.line.path, at.line.number, job.section.name, message, at.variables)
+        )
     return problems
 
 

@@ -1,7 +1,8 @@
 """fio's JSON across its versions, on output made by those fio releases.
 
-tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0, 3.1, 3.12
-(built from fio's git tags), 3.33 and 3.42; tests/fixtures/fio/published/ holds output
+tests/fixtures/fio/versions/ holds unedited output of fio 2.1, 2.19, 2.20, 2.21, 3.0, 3.1, 3.12,
+3.28 and 3.36 (built from fio's git tags; 3.28 and 3.36 are what Ubuntu 22.04 and 24.04
+run on the fleet), 3.33 and 3.42; tests/fixtures/fio/published/ holds output
 published by PerfKitBenchmarker (fio 2.1.4 and 2.17). Their READMEs say which fio
 and which command made each file. Every check compares iofleet's figure with an
 independent one in the same output (total_ios x block size, fio's own percentile
@@ -11,6 +12,8 @@ list, the per-host entries against the All clients total).
 from __future__ import annotations
 
 import json
+import math
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -132,6 +135,18 @@ def test_published_fio_2_17_output_reads_bytes_not_kib() -> None:
         "fio-2.21-jsonplus-randread.json",
         "fio-3.0-jsonplus-randread.json",
         "fio-3.33-jsonplus-unified-both.json",
+        *(
+            f"fio-{v}-{shape}.json"
+            for v in ("3.28", "3.36")
+            for shape in (
+                "jsonplus-randread",
+                "jsonplus-unified-randrw",
+                "jsonplus-unified-both",
+                "jsonplus-lat-percentiles",
+                "jsonplus-group-reporting",
+                "jsonplus-job-randrw-4k-80-20-qd64",
+            )
+        ),
     ],
 )
 def test_json_plus_bins_reproduce_fios_own_percentiles(name: str) -> None:
@@ -253,7 +268,7 @@ def test_a_sub_microsecond_minimum_is_still_a_measurement() -> None:
     assert record["clat_min_ns"] == 0 and record["clat_mean_ns"] > 0
 
 
-@pytest.mark.parametrize("version", ["2.19", "3.0", "3.33"])
+@pytest.mark.parametrize("version", ["2.19", "3.0", "3.28", "3.33", "3.36"])
 def test_client_server_output_gives_each_hosts_jobs_and_the_total(version: str) -> None:
     # given fio --client output from two runs against one server
     name = f"fio-{version}-client-server-2hosts.json"
@@ -386,3 +401,119 @@ def test_before_fio_3_14_percentiles_follow_the_exact_rule_over_fios_bins() -> N
     assert percentiles_from_bins(hist, [20.0])[0] == seventh
     assert write["clat_p50_ns"] == percentiles_from_bins(hist, [50.0])[0]
     assert write["clat_p90_ns"] == percentiles_from_bins(hist, [90.0])[0]
+
+
+# --- the fleet's fio: Ubuntu 22.04's 3.28 and 24.04's 3.36 (iofleet/plan/hosts.py) ---
+
+HOST_RELEASES = ("3.28", "3.36")
+HOST_FILES = sorted(p.name for v in HOST_RELEASES for p in VERSIONS.glob(f"fio-{v}-*.json"))
+
+
+def _fios_own(name: str) -> dict:
+    """fio's JSON document read without the parser: fio's printer writes its `{` and `}`
+    on lines of their own, whatever text (a server's `<host>` lines) comes before."""
+    lines = (VERSIONS / name).read_text(encoding="utf-8").splitlines()
+    first, last = lines.index("{"), len(lines) - 1 - lines[::-1].index("}")
+    return json.loads("\n".join(lines[first : last + 1]))
+
+
+def _nth_sample(bins: dict[int, int], p: float) -> int:
+    """The smallest bin value whose running count reaches ceil(p / 100 x N) (p exact)."""
+    need = max(1, math.ceil(Fraction(p) * sum(bins.values()) / 100))
+    running = 0
+    for value in sorted(bins):
+        running += bins[value]
+        if running >= need:
+            return value
+    raise AssertionError("no bin reaches the threshold")
+
+
+def test_each_host_release_has_its_shapes() -> None:
+    for v in HOST_RELEASES:
+        shapes = {n.removeprefix(f"fio-{v}-") for n in HOST_FILES if n.startswith(f"fio-{v}-")}
+        assert {
+            "json-randread.json",
+            "jsonplus-randread.json",
+            "jsonplus-unified-randrw.json",
+            "jsonplus-unified-both.json",
+            "jsonplus-no-clat.json",
+            "jsonplus-lat-percentiles.json",
+            "jsonplus-group-reporting.json",
+            "client-server.json",
+            "client-server-2hosts.json",
+            "jsonplus-job-randrw-4k-80-20-qd64.json",
+        } == shapes
+
+
+@pytest.mark.parametrize("name", HOST_FILES)
+def test_every_figure_of_the_hosts_fio_is_fios_own(name: str) -> None:
+    # given output of the fio a fleet host runs, read as fio wrote it
+    doc = _fios_own(name)
+    assert doc["fio version"] == f"fio-{name.split('-')[1]}"
+    client = "client_stats" in doc
+    entries = doc["client_stats"] if client else doc["jobs"]
+    want: dict[tuple[int, str], dict] = {}
+    want_bins: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for i, entry in enumerate(entries):
+        for direction in ("read", "write", "trim", "mixed"):
+            stats = entry.get(direction)
+            if not stats or stats["total_ios"] == 0:
+                continue
+            clat = stats["clat_ns"]
+            sampled = clat["N"] > 0
+            listed = {float(k): v for k, v in clat.get("percentile", {}).items()}
+            bins = {int(k): n for k, n in clat.get("bins", {}).items() if n > 0}
+            record = {
+                "job": entry["jobname"],
+                "iops": stats["iops"],
+                "bw_bytes": stats["bw_bytes"],
+                "io_bytes": stats["io_bytes"],
+                "runtime_ms": stats["runtime"],
+                "error": entry["error"],
+                "clat_min_ns": clat["min"] if sampled else None,
+                "clat_max_ns": clat["max"] if sampled else None,
+                "clat_mean_ns": clat["mean"] if sampled else None,
+            }
+            for key, p in PERCENTILES:
+                if not sampled:
+                    record[key] = None
+                elif p in listed:  # fio 3.14+ lists the bin rule's own figure
+                    record[key] = listed[p]
+                else:  # p75, p98: not in fio's default list; from json+ bins or none
+                    record[key] = _nth_sample(bins, p) if bins else None
+            if client:
+                all_clients = entry["jobname"] == ALL_CLIENTS
+                record["host"] = None if all_clients else f"{entry['hostname']}:{entry['port']}"
+            want[(i, direction)] = record
+            if bins and sampled:
+                want_bins[(i, direction)] = sorted(bins.items())
+    # when iofleet parses it
+    out = _parse(name)
+    # then one record per entry and direction with I/O, each figure fio's, and the
+    # histograms fio's bins, value for value
+    got = {(r["job_index"], r["direction"]): r for r in out.records}
+    assert sorted(got) == sorted(want)
+    for key, record in want.items():
+        assert {k: got[key][k] for k in record} == record, key
+    assert {(i, d): list(h) for _, i, d, h in out.histograms} == want_bins
+
+
+@pytest.mark.parametrize("version", HOST_RELEASES)
+def test_the_hosts_fio_lists_total_latency_under_lat_ns_and_clat_is_kept(version: str) -> None:
+    # fio 3.13+ with lat_percentiles=1: both lists, each under its own key
+    name = f"fio-{version}-jsonplus-lat-percentiles.json"
+    stats = _fios_own(name)["jobs"][0]["read"]
+    assert "percentile" in stats["lat_ns"] and "bins" in stats["lat_ns"]
+    assert stats["lat_ns"]["percentile"] != stats["clat_ns"]["percentile"]
+    (record,) = _parse(name).records
+    assert record["clat_p50_ns"] == stats["clat_ns"]["percentile"]["50.000000"]
+    assert not any("total-latency" in w for w in _parse(name).warnings)
+
+
+@pytest.mark.parametrize("version", HOST_RELEASES)
+def test_the_hosts_fio_group_reporting_sums_the_jobs_into_one_record(version: str) -> None:
+    doc = _fios_own(f"fio-{version}-jsonplus-group-reporting.json")
+    (entry,) = doc["jobs"]  # numjobs=2, one entry
+    (record,) = _parse(f"fio-{version}-jsonplus-group-reporting.json").records
+    assert entry["read"]["total_ios"] == 2 * 64  # both jobs' 64 reads
+    assert record["io_bytes"] == 2 * 64 * 4096

@@ -3,11 +3,12 @@
 
 The probe job files (tests/data/probes/fio-jobs) are also run through the real fio
 by tests/integration/test_fio_options_real.py: this file checks iofleet's verdict and
-message for each; that one checks that fio agrees."""
+message for each; that one checks that the installed fio agrees, and
+tests/unit/test_fio_verdicts.py that the recorded verdicts of real fio 3.28, 3.33 and
+3.36 do."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,8 @@ import pytest
 from iofleet.errors import ValidationFailed
 from iofleet.plan import fiojobs, fioopts
 from iofleet.plan.matrix import build_plan, validate_matrix_dict
+from tests.fio_probes import EXPECTED, PROBES, problem, verdict
 
-PROBES = Path(__file__).resolve().parents[1] / "data" / "probes" / "fio-jobs"
-EXPECTED: dict[str, dict[str, Any]] = json.loads((PROBES / "expected.json").read_text())
 # the fio releases the tables were generated from (git tags of github.com/axboe/fio)
 PINNED = {
     "3.28": "d83ac9d3d30d5f5dc6d0e425e4ba945a772839f6",
@@ -42,9 +42,10 @@ def test_every_probe_file_has_an_entry_and_every_entry_a_file() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_probe_job_file_gets_its_verdict(name: str) -> None:
     # given a job file fio accepts (accepted-*), refuses (refused-*) or reads other than
-    # written (stricter-*); when checked; then exactly the expected first problem
-    expected = EXPECTED[name]["problem"]
-    assert (expected is None) == name.startswith("accepted-")
+    # written (stricter-*); when checked; then exactly the expected first problem (a
+    # release-* probe's with each release's table: tests/unit/test_fio_verdicts.py)
+    expected = problem(name, "3.33")
+    assert (expected is None) == (verdict(name, "3.33") == "accepted")
     assert _first_problem(PROBES / f"{name}.fio") == expected
 
 
@@ -103,6 +104,40 @@ def test_an_option_of_a_newer_fio_is_refused_on_an_older_one(tmp_path: Path) -> 
     assert fioopts.check_job_file(path, {}, "3.28")[0].message == (
         "log_entries needs fio 3.33 or newer (this run has fio 3.28)"
     )
+
+
+def test_a_value_or_engine_option_of_a_newer_fio_is_named_so(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path, "new", "[a]\nsize=1m\nioengine=libaio\nreadwrite=randtrimwrite\ncmdprio_hint=1\n"
+    )
+    assert [p.message for p in fioopts.check_job_file(path, {}, "3.28")] == [
+        "readwrite=randtrimwrite: 'randtrimwrite' needs fio 3.33 or newer (this run has fio 3.28)",
+        "cmdprio_hint needs fio 3.36 or newer (this run has fio 3.28)",
+    ]
+    assert fioopts.check_job_file(path, {}, "3.36") == []
+
+
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [  # fio 3.36's own verdicts when the job starts (checked with fio-3.36 built from its tag)
+        ("[global]\nss_interval=2s\n[a]\nss_dur=4\n", None),
+        ("[a]\nss_dur=2\n", None),
+        ("[a]\nss_dur=1\n", "ss_dur=1: fio 3.36 needs a steady-state duration"),
+        ("[a]\nss_dur=3s\nss_interval=2\n", "ss_dur=3s: fio 3.36 needs"),
+        ("[a]\nss_dur=10\nss_interval=500ms\n", "steadystate_check_interval must be at least"),
+        ("[a]\nss_dur=${D}\n", None),  # fio's environment fills it in: not checked
+    ],
+)
+def test_fio_3_36s_steady_state_rule_is_checked(
+    tmp_path: Path, body: str, refused: str | None
+) -> None:
+    path = _write(tmp_path, "ss", body.replace("[a]\n", "[a]\nsize=1m\nsteadystate=iops:50%\n"))
+    found = [p.message for p in fioopts.check_job_file(path, {}, "3.36")]
+    assert [m[: len(refused)] for m in found] == ([refused] if refused else [])
+    # 3.28 and 3.33 take any duration (ss_interval itself is 3.36's)
+    assert [
+        p.message for p in fioopts.check_job_file(path, {}, "3.33") if "ss_dur" in p.message
+    ] == []
 
 
 def test_an_io_uring_option_on_libaio_names_its_engine(tmp_path: Path) -> None:
