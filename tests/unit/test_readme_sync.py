@@ -3,8 +3,9 @@
 Each test reads one clearly delimited part of README.md (a table found by its header
 line, a bash block, the `--view` paragraph) and compares it with what the code does:
 exit statuses, the matrix fields with their bounds and defaults, storage types and
-their fields, results tables, report views and target metrics, deploy context keys,
-and every `iofleet` and `make` command the docs show. Prose is not compared.
+their fields, results tables, report views and target metrics, the fio job library,
+deploy context keys, and every `iofleet` and `make` command the docs show. Prose is
+not compared.
 """
 
 from __future__ import annotations
@@ -166,6 +167,15 @@ def test_the_target_metric_table_is_the_codes() -> None:
     assert documented == {
         name: set(m.units) if m.units is not None else None for name, m in TARGET_METRICS.items()
     }
+
+
+def test_the_job_tables_list_every_job_of_the_library() -> None:
+    library = sorted(p.stem for p in (REPO / "fio-jobs").glob("*.fio"))
+    readme = [n for row in md_table("| job | from |") for n in _ticked(row[0])]
+    jobs_readme = (REPO / "fio-jobs" / "README.md").read_text(encoding="utf-8")
+    own = [_name(row[0]) for row in md_table("| name | what | seed |", jobs_readme)]
+    assert sorted(readme) == library
+    assert sorted(own) == library
 
 
 # --- deploy context keys ------------------------------------------------------------
