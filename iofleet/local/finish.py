@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iofleet.errors import EnvironmentProblem
+from iofleet.errors import EnvironmentProblem, OutputBusy
 from iofleet.local.progress import Progress
 from iofleet.local.progress import say as _say
 from iofleet.local.slots import SlotProcess
@@ -98,7 +98,7 @@ def _finish(
 ) -> int:
     import duckdb
 
-    from iofleet.report.cli import MACHINE_ERRORS, report_command
+    from iofleet.report.cli import MACHINE_ERRORS, lock_holder, report_command
     from iofleet.results.warehouse import Warehouse
 
     warehouse_path = out_dir / WAREHOUSE
@@ -112,6 +112,14 @@ def _finish(
         wh = Warehouse(warehouse_path)
     except duckdb.Error as exc:
         machine_problem(exc)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        holder = lock_holder(first)
+        if holder is not None:  # another process has the warehouse open: exit 4
+            raise OutputBusy(
+                f"--out {out_dir}: {WAREHOUSE} is in use by another process{holder}: "
+                f"run {run_id} is kept in {raw_root / run_id}, not ingested; the next run "
+                "into this --out ingests it"
+            ) from None
         raise
     interrupting = stops.interrupting(wh.con.interrupt) if stops else contextlib.nullcontext()
     with wh, interrupting:  # the report reads the connection that just ingested

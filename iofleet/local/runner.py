@@ -180,6 +180,7 @@ def run_local(
     finally:  # fio checks started ahead of the plan (iofleet.cli) that it did not take
         stop_parse_only_checks()
     matrix = plan.matrix
+    check_tools(matrix, matrix_file_name(matrix_path))
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
@@ -204,6 +205,28 @@ def run_local(
             for line in swept.values():  # but what it removed is said (the run says it)
                 _say(line)
             remove_made(made)
+
+
+def check_tools(matrix: Any, file: str) -> None:
+    """EnvironmentProblem (exit 3) when a tool the matrix's workloads run (fio, ioping)
+    is not on PATH: every slot would fail at it. Before anything is made."""
+    import shutil
+
+    from iofleet.plan.matrix import FioWorkload, IopingWorkload
+
+    needs: dict[str, int] = {}  # tool -> the first workload that runs it
+    for index, workload in enumerate(matrix.workloads):
+        if isinstance(workload, FioWorkload):
+            needs.setdefault("fio", index)
+        elif isinstance(workload, IopingWorkload):
+            needs.setdefault("ioping", index)
+    missing = [
+        f"workloads[{index}].{tool}: {tool} is not installed (not on PATH)"
+        for tool, index in needs.items()
+        if shutil.which(tool) is None
+    ]
+    if missing:
+        raise EnvironmentProblem(f"{file}: " + "; ".join(missing) + ": nothing was run")
 
 
 def sweep_dead(plan: Any, base: Path) -> dict[str, str]:

@@ -31,6 +31,15 @@ MACHINE_ERRORS = (
 )
 
 
+def lock_holder(first: str) -> str | None:
+    """When DuckDB's first error line says another process holds the file's lock: who,
+    as ` (pid N)` (or "" when DuckDB names none); else None."""
+    if "Could not set lock on file" not in first:
+        return None
+    holder = re.search(r"\(PID (\d+)\)", first)
+    return f" (pid {holder[1]})" if holder else ""
+
+
 def load_report_data(src: ResultsSource, run_id: str, target: str | None = None) -> ReportData:
     """Everything a report shows for one run, from the views of a results source
     (a DuckDB warehouse or Athena: iofleet.results.source)."""
@@ -122,12 +131,9 @@ def open_warehouse(path: Path) -> Warehouse:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
             raise EnvironmentProblem(f"--warehouse {path}: cannot open: {first}") from None
-        if "Could not set lock on file" in first:  # another process writes it: exit 4
-            holder = re.search(r"\(PID (\d+)\)", first)
-            raise OutputBusy(
-                f"--warehouse {path}: in use by another process"
-                + (f" (pid {holder[1]})" if holder else "")
-            ) from None
+        holder = lock_holder(first)
+        if holder is not None:  # another process writes it: exit 4
+            raise OutputBusy(f"--warehouse {path}: in use by another process{holder}") from None
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None
 
 

@@ -38,7 +38,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from iofleet.errors import EnvironmentProblem, Problem, UsageError, ValidationFailed
+from iofleet.errors import (
+    EnvironmentProblem,
+    OutputBusy,
+    Problem,
+    UsageError,
+    ValidationFailed,
+)
 from iofleet.results.outdir import make_out_dir, output_lock, remove_dead_temps
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -412,6 +418,18 @@ def _imported(warehouse: Path, run_id: str) -> bool:
     return bool(row and row[0])
 
 
+def _lock_holder(exc: BaseException) -> str | None:
+    """` (pid N)` when `exc` is DuckDB's refusal of a file another process holds open."""
+    import duckdb
+
+    from iofleet.report.cli import lock_holder
+
+    if not isinstance(exc, duckdb.Error):
+        return None
+    text = str(exc).strip()
+    return lock_holder(text.splitlines()[0] if text else "")
+
+
 def _import_locked(
     out: Path, label: str, slots: Any, workloads: Any
 ) -> tuple[str, Path, Any, list[dict[str, Any]]]:
@@ -446,6 +464,12 @@ def _import_locked(
         landed = _imported(warehouse, run_id)
         if not landed:
             shutil.rmtree(raw / run_id, ignore_errors=True)
+        holder = _lock_holder(exc)
+        if holder is not None and not landed:  # another process has it open: exit 4
+            raise OutputBusy(
+                f"--out {out}: warehouse.duckdb is in use by another process{holder}: "
+                "nothing imported"
+            ) from None
         exc.outcome = (  # type: ignore[attr-defined]
             f"run {run_id} was imported whole into {warehouse} before it"
             if landed

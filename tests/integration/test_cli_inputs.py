@@ -512,6 +512,93 @@ def test_a_warehouse_another_process_writes_is_busy(box: Sandbox, warehouse: Pat
     assert box.state() == before
 
 
+def _runs(warehouse: Path) -> list[str]:
+    import duckdb
+
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
+
+
+def test_an_import_into_an_out_whose_warehouse_another_process_holds_is_busy(
+    box: Sandbox, warehouse: Path
+) -> None:
+    import duckdb
+
+    # given an --out whose warehouse another process (here: this one) holds open
+    out = box.work / "out"
+    out.mkdir()
+    path = out / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    before = _runs(path)
+    fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
+    with duckdb.connect(str(path)):
+        # when a file is imported into it
+        result = box.run("import", str(fio), "--out", str(out), "--label", "y")
+    # then exit 4 (busy, README "Exit status"), one line, not an internal error (70)
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.splitlines() == [
+        f"iofleet: --out {out}: warehouse.duckdb is in use by another process "
+        f"(pid {os.getpid()}): nothing imported"
+    ]
+    # and nothing was imported: no run in raw/, no row in the warehouse
+    assert list((out / "raw").iterdir()) == []
+    assert _runs(path) == before
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="the run needs fio")
+def test_a_local_run_into_an_out_whose_warehouse_another_process_holds_is_busy(
+    box: Sandbox, warehouse: Path
+) -> None:
+    import duckdb
+
+    # given an --out whose warehouse another process (here: this one) holds open
+    out = box.work / "out"
+    out.mkdir()
+    path = out / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    before = _runs(path)
+    matrix = box.matrix(GOOD)
+    with duckdb.connect(str(path)):
+        # when a run is made into it
+        result = box.run("local", str(matrix), "--out", str(out), "-q")
+    # then exit 4, one line naming the run it kept, not an internal error (70)
+    assert result.returncode == 4, result.stderr
+    [run_id] = [p.name for p in (out / "raw").iterdir() if p.name not in before]
+    assert result.stderr.splitlines() == [
+        f"iofleet: --out {out}: warehouse.duckdb is in use by another process "
+        f"(pid {os.getpid()}): run {run_id} is kept in {out / 'raw' / run_id}, not "
+        "ingested; the next run into this --out ingests it"
+    ]
+    assert _runs(path) == before
+    # and the next command that writes this --out ingests it, as the line says
+    fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
+    assert box.run("import", str(fio), "--out", str(out), "--label", "y").returncode == 0
+    assert run_id in _runs(path)
+
+
+def test_a_tool_the_matrix_runs_that_is_not_installed_exits_3_and_creates_nothing(
+    box: Sandbox,
+) -> None:
+    # given a PATH with neither fio nor ioping, and a matrix that runs both
+    empty = box.inputs / "bin"
+    empty.mkdir()
+    fio = {"fio": "latency-4k-qd1-randread", "params": {"RUNTIME": 1, "SIZE": "64k"}}
+    doc = {**GOOD, "workloads": [fio, {"ioping": {"count": 2}}]}
+    matrix = box.matrix(doc)
+    before = box.state()
+    # when it is run
+    result = box.run("local", str(matrix), "--out", "out", "-q", env={"PATH": str(empty)})
+    # then the machine's problem (exit 3, README "Exit status"), one line naming each
+    # tool and the first workload that runs it, and nothing was made: not the target,
+    # not --out
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.splitlines() == [
+        f"iofleet: {matrix}: workloads[0].fio: fio is not installed (not on PATH); "
+        "workloads[1].ioping: ioping is not installed (not on PATH): nothing was run"
+    ]
+    assert box.state() == before
+
+
 def test_html_over_the_warehouse_being_read_is_refused(box: Sandbox, warehouse: Path) -> None:
     # given a warehouse, and a link to it
     path = box.inputs / "warehouse.duckdb"
