@@ -11,6 +11,7 @@ Stdlib only.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -452,7 +453,7 @@ def budget_problem(plan: Any, region: str | None = None) -> str | None:
         # a budget is a cap: a sum of the known items could pass and the run cost more
         more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
         return (
-            f"the estimate (${estimate:,.2f} in {run['region']}) leaves out {unknown[0]}"
+            f"the estimate ({usd_text(estimate)} in {run['region']}) leaves out {unknown[0]}"
             f"{more}: the budget cannot be checked; give missing rates in the matrix's "
             "prices, or leave budget_usd out"
         )
@@ -460,10 +461,19 @@ def budget_problem(plan: Any, region: str | None = None) -> str | None:
         return None
     more = " (known prices only; some are unknown)" if unknown else ""
     return (
-        f"plan estimated at ${estimate:,.2f}{more} in {run['region']} "
+        f"plan estimated at {usd_text(estimate)}{more} in {run['region']} "
         f"(prices as of {run['prices_as_of']}{_matrix_prices_text(run)}), "
-        f"over the budget of ${budget:,.2f}"
+        f"over the budget of {usd_text(budget)}"
     )
+
+
+def usd_text(amount: float) -> str:
+    """`$1,234.56`; an amount under a cent keeps two significant digits (`$0.0031`), so a
+    budget of a fraction of a cent and the estimate over it never both read `$0.00`."""
+    if amount == 0 or abs(amount) >= 0.005:
+        return f"${amount:,.2f}"
+    digits = 1 - math.floor(math.log10(abs(amount)))
+    return f"${amount:.{digits}f}"
 
 
 def _matrix_prices_text(run: Mapping[str, Any]) -> str:
@@ -519,6 +529,6 @@ def render_annotations(plan: Any, region: str | None = None) -> str:
         if not run["cost_complete"]:
             line += f"; unknown: {len(run['cost_unknown'])} item(s), not included"
         if run["budget_usd"] is not None:
-            line += f"; budget ${run['budget_usd']:,.2f}"
+            line += f"; budget {usd_text(run['budget_usd'])}"
         out.append(line)
     return "\n".join(out)

@@ -83,6 +83,12 @@ def test_plan_over_budget_is_refused_with_the_estimate(tmp_path: Path, capsys) -
     assert "over the budget of $0.01" in line
 
 
+def test_a_budget_under_a_cent_is_shown_as_given_not_as_0(tmp_path: Path, capsys) -> None:
+    code, _, err = plan(tmp_path, capsys, matrix(limits={"budget_usd": 0.0031}))
+    assert code == 2
+    assert err.rstrip().endswith("over the budget of $0.0031")
+
+
 def test_a_budget_in_a_region_without_prices_is_refused_not_passed_on_0(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
