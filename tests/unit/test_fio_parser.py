@@ -285,6 +285,27 @@ def test_note_before_json_is_a_warning() -> None:
     assert out.warnings[0].startswith("note: both iodepth >= 1 and synchronous I/O engine")
 
 
+@pytest.mark.parametrize(
+    ("name", "lines"),
+    [
+        ("versions/fio-3.36-client-server-2hosts.json", 8),  # `<server> ` job headers
+        ("versions/fio-3.0-client-server-2hosts.json", 12),  # + probe replies, disk stats
+        ("versions/fio-2.19-client-server.json", 2),
+    ],
+)
+def test_what_fio_client_prints_beside_the_json_is_one_note(name: str, lines: int) -> None:
+    text = _text(name)
+    out = parse_fio(text)
+    assert [w for w in out.warnings if "percentile list" not in w] == [
+        f"fio --client's text beside the JSON ({lines} lines) not read"
+    ]
+    # a message of fio's relayed from a server is still a warning of its own
+    server_error = "<vm> fio: pid=12, err=2/file:filesetup.c:805, func=open, error=No such file"
+    out = parse_fio(server_error + "\n" + text)
+    assert server_error in out.warnings
+    assert f"fio --client's text beside the JSON ({lines} lines) not read" in out.warnings
+
+
 def test_failing_job_keeps_the_good_job_and_reports_the_failure() -> None:
     out = parse_fio(_text("jsonplus-failing-job.json"))
     assert [(r["job"], r["error"]) for r in out.records] == [("good", 0), ("missing", 2)]

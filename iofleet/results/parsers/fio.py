@@ -122,6 +122,11 @@ _NORMAL_REPORT = re.compile(
     r": \(groupid=\d+, jobs=\d+\): err=|^Run status group \d+ \(all jobs\):"
 )
 _FIO_MESSAGE = ("fio: ", "note: ")
+# what `fio --client` prints beside the JSON: text relayed from a server (`<server> `
+# before each line, client.c handle_text), a server's probe reply (`hostname=..., be=0,
+# 64-bit, os=...`, before fio 3.1) and an empty disk stats header
+_SERVER_TEXT = re.compile(r"<[^<>\s]+>(?: |$)")
+_CLIENT_TEXT = re.compile(r"hostname=[^,]*, be=\d+, \d+-bit, os=|Disk stats \(read/write\):$")
 
 
 class Bins(Sequence[tuple[int, int]]):
@@ -282,13 +287,28 @@ def _text_lines(text: str) -> list[str]:
 def _notes(lines: list[str]) -> list[str]:
     """The notes worth a warning each: with `--output-format=json,normal` fio's normal
     report (its job headers, `(groupid=N, jobs=N)` blocks, run status and disk stats)
-    is one note, not a warning per line. fio's own messages (`fio: ...`, `note: ...`,
-    log_err/log_info) stay one warning each."""
+    is one note, not a warning per line; so is what `fio --client` prints beside it
+    (`_CLIENT_TEXT`, and each server's text: job headers, `Starting N processes`).
+    fio's own messages (`fio: ...`, `note: ...`, log_err/log_info, a server's too) stay
+    one warning each."""
+    relayed = [line for line in lines if _relayed_text(line)]
+    if relayed:
+        lines = [line for line in lines if not _relayed_text(line)]
+        note = f"fio --client's text beside the JSON ({len(relayed)} lines) not read"
+        return [note, *_notes(lines)]
     if not any(_NORMAL_REPORT.search(line) for line in lines):
         return lines
     kept = [line for line in lines if line.startswith(_FIO_MESSAGE)]
     folded = len(lines) - len(kept)
     return [f"fio's normal report beside the JSON ({folded} lines) not read", *kept]
+
+
+def _relayed_text(line: str) -> bool:
+    """A line `fio --client` prints beside the JSON that is not one of fio's messages."""
+    if _CLIENT_TEXT.match(line):
+        return True
+    m = _SERVER_TEXT.match(line)
+    return m is not None and not line[m.end() :].startswith(_FIO_MESSAGE)
 
 
 def _decode(text: str) -> tuple[dict, list[str]]:
