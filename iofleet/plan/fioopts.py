@@ -470,7 +470,9 @@ def _steadystate_problems(
     from iofleet.plan.jobtext import fio_time_us, jobs
 
     problems: list[OptionProblem] = []
-    for job in jobs(sections, env, canonical_names(release)):
+    every = list(jobs(sections, env, canonical_names(release)))
+    problems += _ss_interval_conflicts(every, release)
+    for job in every:
         dur = job.last("steadystate_duration")
         if dur is None or dur.value is None or not dur.known:
             continue
@@ -501,6 +503,44 @@ def _steadystate_problems(
             OptionProblem(at.line.path, at.line.number, job.section.name, message, at.variables)
         )
     return problems
+
+
+def _ss_interval_conflicts(every: list[Any], release: str) -> list[OptionProblem]:
+    """fio 3.36 refuses, when the jobs start, a job file whose jobs have different steady-
+    state check intervals, whether or not they use steady state (init.c fixup_options:
+    'conflicting ss_check_interval ... must be globally equal'): named at the first job
+    whose interval differs from the first job's (at its line, or the first job's when it
+    takes the default). Not judged when an interval is not known."""
+    from iofleet.plan.jobtext import fio_time_us
+
+    first: tuple[Any, int, Any] | None = None  # (job, interval us, its line or None)
+    for job in every:
+        interval = job.last("steadystate_check_interval")
+        if interval is not None and (interval.value is None or not interval.known):
+            return []
+        us = (
+            _SS_INTERVAL_DEFAULT_US
+            if interval is None
+            else fio_time_us(interval.value or "", is_seconds=True)
+        )
+        if us is None:  # a value the option check refuses already
+            return []
+        if first is None:
+            first = (job, us, interval)
+            continue
+        if us == first[1]:
+            continue
+        at = interval if interval is not None else first[2]
+        message = (
+            f"steadystate_check_interval: job {job.section.name!r} checks every "
+            f"{us / 1e6:g}s and job {first[0].section.name!r} every {first[1] / 1e6:g}s; "
+            f"fio {release} needs one interval for every job of a run and refuses the jobs "
+            "when they start"
+        )
+        return [
+            OptionProblem(at.line.path, at.line.number, job.section.name, message, at.variables)
+        ]
+    return []
 
 
 def check_job_file(

@@ -140,6 +140,35 @@ def test_fio_3_36s_steady_state_rule_is_checked(
     ] == []
 
 
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [  # fio 3.36's verdicts when the jobs start (fio-3.36 built from its tag): "conflicting
+        # ss_check_interval: 2000000 and 1000000, must be globally equal"; --parse-only passes
+        ("[a]\nsize=1m\n[b]\nsize=1m\nss_interval=2s\n", ("b", "job 'b' checks every 2s")),
+        ("[a]\nsize=1m\nss_interval=2s\n[b]\nsize=1m\n", ("b", "job 'b' checks every 1s")),
+        ("[global]\nss_interval=2s\n[a]\nsize=1m\n[b]\nsize=1m\n", None),
+        ("[a]\nsize=1m\nss_interval=1s\n[b]\nsize=1m\n", None),  # 1 s is the default
+        ("[a]\nsize=1m\nss_interval=${I}\n[b]\nsize=1m\n", None),  # from fio's environment
+    ],
+)
+def test_fio_3_36_needs_one_steady_state_check_interval_per_run(
+    tmp_path: Path, body: str, refused: tuple[str, str] | None
+) -> None:
+    path = _write(tmp_path, "ssi", body)
+    found = [(p.section, p.message) for p in fioopts.check_job_file(path, {}, "3.36")]
+    if refused is None:
+        assert found == []
+    else:
+        [(section, message)] = found
+        assert section == refused[0] and message.startswith(
+            f"steadystate_check_interval: {refused[1]}"
+        )
+        assert message.endswith(
+            "fio 3.36 needs one interval for every job of a run and "
+            "refuses the jobs when they start"
+        )
+
+
 def test_an_io_uring_option_on_libaio_names_its_engine(tmp_path: Path) -> None:
     path = _write(tmp_path, "e", "[global]\nioengine=libaio\n[a]\nsize=1m\nfixedbufs\n")
     assert fioopts.check_job_file(path, {}, "3.36")[0].message == (
