@@ -39,6 +39,7 @@ from pydantic import (
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, ValidationFailed
 from iofleet.plan.limits import INSTANCE_TYPE_RE
+from iofleet.plan.matrixfile import read_matrix_bytes
 
 # --------------------------------------------------------------------------- bounds
 
@@ -994,10 +995,11 @@ def load_matrix_file(path: str | Path, data: bytes | None = None) -> Matrix:
             return load_matrix_bytes(data)
         if str(path) == "-":
             return load_matrix_bytes(sys.stdin.buffer.read(MAX_MATRIX_BYTES + 1))
+        if str(path) == "":  # not ".", which Path("") is
+            raise _refuse("no such matrix file (the path is empty)")
         p = Path(path)
         try:
-            with p.open("rb") as handle:
-                data = handle.read(MAX_MATRIX_BYTES + 1)
+            data = read_matrix_bytes(p, MAX_MATRIX_BYTES + 1)
         except FileNotFoundError:
             raise _refuse("no such matrix file") from None
         except IsADirectoryError:

@@ -101,6 +101,13 @@ def test_bytes_that_are_no_matrix_get_one_line(data: bytes, expected: str) -> No
     assert caught.value.lines()[0].startswith(expected)
 
 
+def test_an_empty_path_is_no_matrix_file_not_the_working_directory() -> None:
+    # Path("") is "."; an unset $MATRIX was refused as "is a directory" (the fuzzer's find)
+    with pytest.raises(ValidationFailed) as caught:
+        load_matrix_file("")
+    assert caught.value.lines() == [": no such matrix file (the path is empty)"]
+
+
 def test_a_file_over_the_limit_is_not_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     with path.open("wb") as handle:
