@@ -178,6 +178,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     )
 
 
+def _matrix_arg(value: str) -> str:
+    """The matrix path as given; an empty one (an unset `$MATRIX`) is a bad command
+    line, not the current directory that Path("") would make of it."""
+    if not value:
+        raise argparse.ArgumentTypeError("the matrix path is empty")
+    return value
+
+
 def _out_path(value: str) -> Path:
     """`--out`: an empty value would be the working directory (Path("") is ".")."""
     if not value.strip():
@@ -223,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("plan", help="validate a matrix and expand it into cells (offline)")
-    p.add_argument("matrix", help="matrix JSON file ('-' for stdin)")
+    p.add_argument("matrix", type=_matrix_arg, help="matrix JSON file ('-' for stdin)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument(
         "--target",
@@ -244,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_parse)
 
     p = sub.add_parser("local", help="run a matrix here against local paths")
-    p.add_argument("matrix", help="matrix JSON file ('-' for stdin)")
+    p.add_argument("matrix", type=_matrix_arg, help="matrix JSON file ('-' for stdin)")
     p.add_argument("--out", required=True, help="output directory (raw/, warehouse, report)")
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")

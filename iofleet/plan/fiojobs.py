@@ -695,12 +695,12 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
 
     from iofleet.local.stopping import held
     from iofleet.plan import fioopts
+    from iofleet.plan.matrixfile import read_matrix_bytes
 
     if matrix_path == "-":
         return None
     try:
-        with open(matrix_path, "rb") as handle:
-            data = handle.read(1024 * 1024 + 1)  # the matrix size limit, and one byte
+        data = read_matrix_bytes(matrix_path, 1024 * 1024 + 1)  # the size limit, one byte
     except OSError:  # the validation says why, reading it itself
         return None
     if fio is None:

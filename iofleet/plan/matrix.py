@@ -39,6 +39,7 @@ from pydantic import (
 from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, ValidationFailed
 from iofleet.plan.limits import INSTANCE_TYPE_RE
+from iofleet.plan.matrixfile import read_matrix_bytes
 
 # --------------------------------------------------------------------------- bounds
 
@@ -54,6 +55,9 @@ INT64_MAX = 2**63 - 1
 MAX_CELLS = 500
 MAX_INSTANCES = 100_000
 MAX_REPEATS = 1000
+# Items of instance_types, storage, workloads and parallelism. A longer list is refused
+# in one line; its items are not checked one by one (one line each, beyond the limit).
+MAX_ITEMS = 100
 # An inline Map (the cells of a run) runs at most 40 iterations at once.
 MAX_CELL_CONCURRENCY = 40
 MAX_TEXT = 64 * 1024  # an inline app's commands
@@ -418,11 +422,11 @@ class Limits(_Model):
 class Matrix(_Model):
     name: MatrixName
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
-    instance_types: list[InstanceType] = Field(default_factory=list, max_length=100)
-    storage: list[Storage] = Field(min_length=1, max_length=100)
-    workloads: list[Workload] = Field(min_length=1, max_length=100)
+    instance_types: list[InstanceType] = Field(default_factory=list, max_length=MAX_ITEMS)
+    storage: list[Storage] = Field(min_length=1, max_length=MAX_ITEMS)
+    workloads: list[Workload] = Field(min_length=1, max_length=MAX_ITEMS)
     parallelism: list[Annotated[int, Field(ge=1, le=MAX_INSTANCES)]] = Field(
-        min_length=1, max_length=100
+        min_length=1, max_length=MAX_ITEMS
     )
     repeats: int = Field(default=1, ge=1, le=MAX_REPEATS)
     limits: Limits = Field(default_factory=Limits)
@@ -654,13 +658,20 @@ def _workload_problems(item: Any) -> list[tuple[str, str]]:
     return []
 
 
+def _items(raw: dict[str, Any], key: str) -> list[Any] | None:
+    """The list at `key` when its items are checked one by one: None for another kind or
+    a list over MAX_ITEMS (refused as too long, in one line, by the whole-matrix pass)."""
+    items = raw.get(key)
+    return items if isinstance(items, list) and len(items) <= MAX_ITEMS else None
+
+
 def _item_problems(
     raw: dict[str, Any], key: str, adapter: TypeAdapter[Any], check: Any
 ) -> tuple[list[tuple[Loc, str]], list[tuple[int, Any]]]:
-    items = raw.get(key)
+    items = _items(raw, key)
     problems: list[tuple[Loc, str]] = []
     valid: list[tuple[int, Any]] = []
-    if not isinstance(items, list):
+    if items is None:
         return problems, valid
     for index, item in enumerate(items):
         try:
@@ -674,9 +685,9 @@ def _item_problems(
 
 
 def _duplicates(raw: dict[str, Any], key: str, get: Any, what: str) -> list[tuple[Loc, str]]:
-    items = raw.get(key)
+    items = _items(raw, key)
     problems: list[tuple[Loc, str]] = []
-    if not isinstance(items, list):
+    if items is None:
         return problems
     seen: dict[object, int] = {}
     for index, item in enumerate(items):
@@ -994,10 +1005,11 @@ def load_matrix_file(path: str | Path, data: bytes | None = None) -> Matrix:
             return load_matrix_bytes(data)
         if str(path) == "-":
             return load_matrix_bytes(sys.stdin.buffer.read(MAX_MATRIX_BYTES + 1))
+        if str(path) == "":  # not ".", which Path("") is
+            raise _refuse("no such matrix file (the path is empty)")
         p = Path(path)
         try:
-            with p.open("rb") as handle:
-                data = handle.read(MAX_MATRIX_BYTES + 1)
+            data = read_matrix_bytes(p, MAX_MATRIX_BYTES + 1)
         except FileNotFoundError:
             raise _refuse("no such matrix file") from None
         except IsADirectoryError:

@@ -48,7 +48,7 @@ class Names:
 
     def accepts(self, key: str) -> bool:
         if isinstance(self.allowed, re.Pattern):
-            return bool(self.allowed.match(key))
+            return bool(self.allowed.fullmatch(key))  # "m6i.large\n" too passes `$`
         return key in self.allowed()
 
     def expected(self) -> str:
@@ -269,7 +269,7 @@ def problems(overrides: object) -> list[tuple[Loc, str]]:
         found.append((("regions",), "expected a non-empty object {region: {section: rates}}"))
     else:
         for region, table in regions.items():
-            if not _REGION_RE.match(region):
+            if not _REGION_RE.fullmatch(region):  # a trailing newline passes `$`
                 found.append((("regions", region), "not an AWS Region code like us-east-1"))
                 continue
             if not isinstance(table, Mapping) or not table:

@@ -62,6 +62,8 @@ class Sandbox:
                     out[rel] = f"-> {os.readlink(path)}"
                 elif path.is_dir():
                     out[rel] = "dir"
+                elif path.is_fifo():  # reading it would wait for a writer
+                    out[rel] = "fifo"
                 else:
                     try:
                         out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -152,6 +154,26 @@ def test_a_directory_as_the_matrix(box: Sandbox) -> None:
     line = box.refused("plan", str(box.inputs))
     assert line == f"{box.inputs}: is a directory, expected a matrix JSON file"
     assert _local(box, box.inputs) == line
+
+
+def test_a_fifo_nobody_writes_to_as_the_matrix(box: Sandbox) -> None:
+    # open(2) of a FIFO without a writer waited for ever (the fuzzer's find): now it is
+    # read without waiting, and no writer is one line (run's timeout would fail a hang)
+    fifo = box.inputs / "m.json"
+    os.mkfifo(fifo)
+    line = f"{fifo}: cannot read: a FIFO or pipe with no writer"
+    assert box.refused("plan", str(fifo)) == line
+    assert box.refused("plan", str(fifo), "--target", "local") == line
+    assert _local(box, fifo) == line
+
+
+def test_a_matrix_from_a_pipe_with_a_writer_is_planned(box: Sandbox) -> None:
+    # a pipe whose writer is there (what `iofleet plan <(...)` gives) is read as written
+    path = box.matrix(GOOD)
+    piped = ("sh", "-c", 'cat "$0" | "$@"', str(path))
+    result = box.run("plan", "/dev/stdin", "--target", "local", prefix=piped)
+    assert result.returncode == 0, result.stderr
+    assert "1 cells" in result.stdout or "cell" in result.stdout
 
 
 def test_a_dangling_link_and_a_link_loop_as_the_matrix(box: Sandbox) -> None:
@@ -732,8 +754,17 @@ def test_a_bad_slot_payload_is_one_line_naming_the_file(
             "iofleet plan: argument --format: invalid choice: 'yaml' (choose from 'table', 'json')",
         ),
         ((), "iofleet: the following arguments are required: COMMAND"),
+        (("plan", ""), "iofleet plan: argument matrix: the matrix path is empty"),
+        (("local", "", "--out", "out"), "iofleet local: argument matrix: the matrix path is empty"),
     ],
-    ids=["local-no-out", "plan-no-matrix", "plan-bad-format", "no-command"],
+    ids=[
+        "local-no-out",
+        "plan-no-matrix",
+        "plan-bad-format",
+        "no-command",
+        "plan-empty-matrix",
+        "local-empty-matrix",
+    ],
 )
 def test_a_bad_command_line_is_one_line(box: Sandbox, args: tuple[str, ...], line: str) -> None:
     prog = line.split(":", 1)[0]

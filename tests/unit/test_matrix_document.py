@@ -101,6 +101,28 @@ def test_bytes_that_are_no_matrix_get_one_line(data: bytes, expected: str) -> No
     assert caught.value.lines()[0].startswith(expected)
 
 
+@pytest.mark.parametrize(
+    ("key", "items"),
+    [
+        ("parallelism", [5] * 150),
+        ("instance_types", ["m6i.large"] * 150),
+        ("storage", [{**MATRIX["storage"][0], "iops": 50000}] * 150),
+        ("workloads", [{"fio": "seq-read-1m-qd32", "params": {"RUNTIME": "0"}}] * 150),
+    ],
+)
+def test_a_list_over_its_limit_is_one_line_not_one_per_item(key: str, items: list[Any]) -> None:
+    # each item was also checked: a duplicate or bad item beyond the limit was a line of
+    # its own (a 1 MiB matrix made tens of thousands of lines)
+    assert lines_for({**MATRIX, key: items}) == [f"{key}: at most 100 items, got 150"]
+
+
+def test_an_empty_path_is_no_matrix_file_not_the_working_directory() -> None:
+    # Path("") is "."; an unset $MATRIX was refused as "is a directory" (the fuzzer's find)
+    with pytest.raises(ValidationFailed) as caught:
+        load_matrix_file("")
+    assert caught.value.lines() == [": no such matrix file (the path is empty)"]
+
+
 def test_a_file_over_the_limit_is_not_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     with path.open("wb") as handle:

@@ -161,6 +161,14 @@ def test_prices_for_another_region_change_nothing_and_the_plan_says_so(
             {**PRICES, "regions": {"mars-1": {"ec2_hourly": {}}}},
             'prices.regions["mars-1"]: not an AWS Region code',
         ),
+        (  # a trailing newline was taken, the rates then matched no region of the plan
+            {**PRICES, "regions": {"us-east-1\n": {"ec2_hourly": {}}}},
+            'prices.regions["us-east-1\\n"]: not an AWS Region code',
+        ),
+        (
+            {**PRICES, "regions": {"us-east-1": {"ec2_hourly": {"m6i.4xlarge\n": 1}}}},
+            'ec2_hourly["m6i.4xlarge\\n"]: unknown key: expected an EC2 instance type',
+        ),
         (
             {**PRICES, "regions": {"us-east-1": {"fsx": {}}}},
             'prices.regions["us-east-1"].fsx: unknown key (expected one of: ec2_hourly',
