@@ -6,11 +6,22 @@ ignored. An ignored signal stays ignored across fork and exec, so every agent, r
 and fio the tests start would ignore it too, and a test that sends it would wait out
 its deadline for a process that never heard it. A handler does not survive exec, so
 putting the defaults back here gives every child the defaults.
+
+Hypothesis runs derandomized (the same examples on every run, so a red test is red
+again on the next run and never a coin toss in CI); `HYPOTHESIS_PROFILE=explore` lets
+it draw new examples, for a search on purpose.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _DEFAULTS = {
     signal.SIGINT: signal.default_int_handler,  # Python's own: KeyboardInterrupt
