@@ -137,6 +137,7 @@ class Barrier(ABC):
         next_read = started  # reads start on a fixed schedule: a slow read does not push
         # the next one back (the margin counts on one read per interval), and a read that
         # overran its slot is followed at once, never by a burst to catch up
+        proposal: int | None = None
         while True:
             if state.release_us is None and state.arrived >= self.parties:
                 # the margin lets the other parties read the record in time; a party
@@ -153,7 +154,9 @@ class Barrier(ABC):
                         "ahead of this slot's clock, beyond its barrier timeout "
                         "(a clock far from the others', or a corrupt release record)"
                     )
-                late = max(0, seen - state.release_us)
+                # a party whose own proposal is the instant did not see it late (a party
+                # alone proposes "now": it reads the clock again a few us after it)
+                late = 0 if state.release_us == proposal else max(0, seen - state.release_us)
                 passed = sleep_until(state.release_us)
                 return BarrierResult(
                     True,

@@ -35,6 +35,19 @@ def test_single_party_passes_at_once(tmp_path: Path) -> None:
 
     assert result.passed
     assert result.error is None
+    # it set the instant itself ("now"): it did not see it late (the report's "seen late")
+    assert result.late_us == 0
+    assert result.passed_us is not None and result.released_us is not None
+    assert result.passed_us >= result.released_us
+
+
+def test_a_lone_party_that_finds_an_earlier_instant_saw_it_late(tmp_path: Path) -> None:
+    # given a release instant set a second ago (a retried slot of a one-slot cell)
+    barrier = FileBarrier(tmp_path / "b", parties=1, timeout_s=5)
+    barrier.announce(0)
+    barrier.propose_release(now_us() - 1_000_000)
+    # then the party passes at once and says how late it saw the instant
+    assert barrier.wait(0).late_us >= 1_000_000
 
 
 def test_missing_party_times_out_with_a_reason(tmp_path: Path) -> None:
