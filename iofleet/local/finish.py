@@ -112,8 +112,7 @@ def _finish(
         wh = Warehouse(warehouse_path)
     except duckdb.Error as exc:
         machine_problem(exc)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        holder = lock_holder(first)
+        holder = lock_holder(exc)
         if holder is not None:  # another process has the warehouse open: exit 4
             raise OutputBusy(
                 f"--out {out_dir}: {WAREHOUSE} is in use by another process{holder}: "

@@ -31,9 +31,11 @@ MACHINE_ERRORS = (
 )
 
 
-def lock_holder(first: str) -> str | None:
-    """When DuckDB's first error line says another process holds the file's lock: who,
-    as ` (pid N)` (or "" when DuckDB names none); else None."""
+def lock_holder(exc: BaseException) -> str | None:
+    """When DuckDB's error says (on its first line) that another process holds the
+    file's lock: who, as ` (pid N)` (or "" when DuckDB names none); else None."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
     if "Could not set lock on file" not in first:
         return None
     holder = re.search(r"\(PID (\d+)\)", first)
@@ -131,7 +133,7 @@ def open_warehouse(path: Path) -> Warehouse:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if any(m in first for m in MACHINE_ERRORS):  # the disk, not the input: exit 3
             raise EnvironmentProblem(f"--warehouse {path}: cannot open: {first}") from None
-        holder = lock_holder(first)
+        holder = lock_holder(exc)
         if holder is not None:  # another process writes it: exit 4
             raise OutputBusy(f"--warehouse {path}: in use by another process{holder}") from None
         raise UsageError(f"--warehouse {path}: cannot open: {first}") from None

@@ -424,10 +424,7 @@ def _lock_holder(exc: BaseException) -> str | None:
 
     from iofleet.report.cli import lock_holder
 
-    if not isinstance(exc, duckdb.Error):
-        return None
-    text = str(exc).strip()
-    return lock_holder(text.splitlines()[0] if text else "")
+    return lock_holder(exc) if isinstance(exc, duckdb.Error) else None
 
 
 def _import_locked(
