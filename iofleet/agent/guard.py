@@ -38,7 +38,8 @@ EXEC_FAILED = "iofleet-guard: cannot run "  # stderr's first line when exec fail
 KILL_ROUNDS = 200  # SIGKILL passes over the descendants; each pass is bounded
 
 
-def prctl(option: int, value: int) -> None:
+def prctl(option: int, value: object) -> None:
+    """prctl(2) with one argument: an int, or a ctypes.byref() for a GET option."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, value, 0, 0, 0) != 0:
         err = ctypes.get_errno()

@@ -40,10 +40,7 @@ def set_subreaper(on: bool) -> None:
 def is_subreaper() -> bool:
     """Whether this process is a child subreaper now."""
     flag = ctypes.c_int(0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+    prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag))
     return bool(flag.value)
 
 
