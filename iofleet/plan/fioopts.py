@@ -477,14 +477,10 @@ def _steadystate_problems(
         if dur is None or dur.value is None or not dur.known:
             continue
         dur_us = fio_time_us(dur.value, is_seconds=True)
-        interval = job.last("steadystate_check_interval")
-        if interval is not None and (interval.value is None or not interval.known):
+        known = _ss_interval(job)
+        if known is None:
             continue
-        interval_us = (
-            _SS_INTERVAL_DEFAULT_US
-            if interval is None
-            else fio_time_us(interval.value or "", is_seconds=True)
-        )
+        interval, interval_us = known
         if not dur_us or not interval_us:
             continue
         at, shown = dur, f"{dur.line.text.partition('=')[0].rstrip()}={dur.value}"
@@ -505,26 +501,33 @@ def _steadystate_problems(
     return problems
 
 
+def _ss_interval(job: Any) -> tuple[Any, int] | None:
+    """(the job's steadystate_check_interval line, None for fio's default; the interval
+    in us), or None when it is not known: a value from fio's environment, or one that is
+    not a time (the option check refuses it already)."""
+    from iofleet.plan.jobtext import fio_time_us
+
+    interval = job.last("steadystate_check_interval")
+    if interval is None:
+        return None, _SS_INTERVAL_DEFAULT_US
+    if interval.value is None or not interval.known:
+        return None
+    us = fio_time_us(interval.value or "", is_seconds=True)
+    return None if us is None else (interval, us)
+
+
 def _ss_interval_conflicts(every: list[Any], release: str) -> list[OptionProblem]:
     """fio 3.36 refuses, when the jobs start, a job file whose jobs have different steady-
     state check intervals, whether or not they use steady state (init.c fixup_options:
     'conflicting ss_check_interval ... must be globally equal'): named at the first job
     whose interval differs from the first job's (at its line, or the first job's when it
     takes the default). Not judged when an interval is not known."""
-    from iofleet.plan.jobtext import fio_time_us
-
     first: tuple[Any, int, Any] | None = None  # (job, interval us, its line or None)
     for job in every:
-        interval = job.last("steadystate_check_interval")
-        if interval is not None and (interval.value is None or not interval.known):
+        known = _ss_interval(job)
+        if known is None:
             return []
-        us = (
-            _SS_INTERVAL_DEFAULT_US
-            if interval is None
-            else fio_time_us(interval.value or "", is_seconds=True)
-        )
-        if us is None:  # a value the option check refuses already
-            return []
+        interval, us = known
         if first is None:
             first = (job, us, interval)
             continue
