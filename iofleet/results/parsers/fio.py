@@ -291,11 +291,10 @@ def _notes(lines: list[str]) -> list[str]:
     (`_CLIENT_TEXT`, and each server's text: job headers, `Starting N processes`).
     fio's own messages (`fio: ...`, `note: ...`, log_err/log_info, a server's too) stay
     one warning each."""
-    relayed = [line for line in lines if _relayed_text(line)]
-    if relayed:
-        lines = [line for line in lines if not _relayed_text(line)]
-        note = f"fio --client's text beside the JSON ({len(relayed)} lines) not read"
-        return [note, *_notes(lines)]
+    others = [line for line in lines if not _relayed_text(line)]
+    if len(others) < len(lines):
+        note = f"fio --client's text beside the JSON ({len(lines) - len(others)} lines) not read"
+        return [note, *_notes(others)]
     if not any(_NORMAL_REPORT.search(line) for line in lines):
         return lines
     kept = [line for line in lines if line.startswith(_FIO_MESSAGE)]
