@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from iofleet.results.parsers.fio import PERCENTILES, parse_fio
+from tests.fio_reference import direct_figures
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
@@ -184,17 +185,7 @@ def expected_records(doc: dict) -> dict[tuple[int, str], dict]:
                 continue
             clat = stats["clat_ns"]
             sampled = clat["N"] > 0
-            record = {
-                "job": job["jobname"],
-                "iops": stats["iops"],
-                "bw_bytes": stats["bw_bytes"],
-                "io_bytes": stats["io_bytes"],
-                "runtime_ms": stats["runtime"],
-                "error": job["error"],
-                "clat_min_ns": clat["min"] if sampled else None,
-                "clat_max_ns": clat["max"] if sampled else None,
-                "clat_mean_ns": clat["mean"] if sampled else None,
-            }
+            record = direct_figures(job, stats)
             for key, p in PERCENTILES:
                 if not sampled:
                     record[key] = None

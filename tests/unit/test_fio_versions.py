@@ -31,6 +31,7 @@ from iofleet.results.parsers.fio import (
     percentiles_from_bins,
     plat_idx_to_val,
 )
+from tests.fio_reference import direct_figures
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
 VERSIONS = FIXTURES / "versions"
@@ -463,17 +464,7 @@ def test_every_figure_of_the_hosts_fio_is_fios_own(name: str) -> None:
             sampled = clat["N"] > 0
             listed = {float(k): v for k, v in clat.get("percentile", {}).items()}
             bins = {int(k): n for k, n in clat.get("bins", {}).items() if n > 0}
-            record = {
-                "job": entry["jobname"],
-                "iops": stats["iops"],
-                "bw_bytes": stats["bw_bytes"],
-                "io_bytes": stats["io_bytes"],
-                "runtime_ms": stats["runtime"],
-                "error": entry["error"],
-                "clat_min_ns": clat["min"] if sampled else None,
-                "clat_max_ns": clat["max"] if sampled else None,
-                "clat_mean_ns": clat["mean"] if sampled else None,
-            }
+            record = direct_figures(entry, stats)
             for key, p in PERCENTILES:
                 if not sampled:
                     record[key] = None
