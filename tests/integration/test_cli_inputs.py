@@ -541,17 +541,22 @@ def _runs(warehouse: Path) -> list[str]:
         return sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
 
 
+def _out_with(box: Sandbox, warehouse: Path) -> tuple[Path, Path, list[str]]:
+    """An --out holding a copy of `warehouse`: (the --out, its warehouse, its runs)."""
+    out = box.work / "out"
+    out.mkdir()
+    path = out / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    return out, path, _runs(path)
+
+
 def test_an_import_into_an_out_whose_warehouse_another_process_holds_is_busy(
     box: Sandbox, warehouse: Path
 ) -> None:
     import duckdb
 
     # given an --out whose warehouse another process (here: this one) holds open
-    out = box.work / "out"
-    out.mkdir()
-    path = out / "warehouse.duckdb"
-    path.write_bytes(warehouse.read_bytes())
-    before = _runs(path)
+    out, path, before = _out_with(box, warehouse)
     fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
     with duckdb.connect(str(path)):
         # when a file is imported into it
@@ -574,11 +579,7 @@ def test_a_local_run_into_an_out_whose_warehouse_another_process_holds_is_busy(
     import duckdb
 
     # given an --out whose warehouse another process (here: this one) holds open
-    out = box.work / "out"
-    out.mkdir()
-    path = out / "warehouse.duckdb"
-    path.write_bytes(warehouse.read_bytes())
-    before = _runs(path)
+    out, path, before = _out_with(box, warehouse)
     matrix = box.matrix(GOOD)
     with duckdb.connect(str(path)):
         # when a run is made into it
