@@ -289,6 +289,12 @@ def test_client_server_output_gives_each_hosts_jobs_and_the_total(version: str) 
         per_host = sum(r["io_bytes"] for r in hosts if r["direction"] == direction)
         (all_clients,) = [r for r in total if r["direction"] == direction]
         assert all_clients["io_bytes"] == per_host == 2 * 64 * 4096
+    # and fio's total, which lists no percentiles, is one warning, not one per direction
+    about_total = [w for w in out.warnings if ALL_CLIENTS in w]
+    assert about_total == [
+        "job 'All clients' (client_stats[4]): fio's sum over the servers lists no latency "
+        "percentiles; its read and write percentiles left null"
+    ]
 
 
 def test_local_output_records_carry_no_host_key() -> None:

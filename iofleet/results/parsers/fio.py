@@ -588,7 +588,9 @@ def _direction_record(
     host: str | None | _NoHost = _NO_HOST,
     where: str = "",
     total_latency_percentiles: bool = False,
-) -> None:
+) -> list[str]:
+    """Append the direction's record (and histogram); return the standard percentiles
+    that neither json+ bins nor fio's percentile list gave (the caller warns)."""
     where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
@@ -647,16 +649,12 @@ def _direction_record(
             record[key] = listed.get(p)
             if record[key] is None:
                 missing.append(f"p{p:g}")
-    if missing:
-        out.warnings.append(
-            f"job {job!r} (jobs[{index}]) {direction}: no json+ bins and fio's percentile "
-            f"list lacks {', '.join(missing)}; left null"
-        )
     if host is not _NO_HOST:
         record["host"] = host
     out.records.append(record)
     if bins:
         out.histograms.append((job, index, direction, bins))
+    return missing
 
 
 def parse_fio(text: str) -> FioOutput:
@@ -692,6 +690,7 @@ def parse_fio(text: str) -> FioOutput:
         host = _client_host(entry, name, f"{key}[{index}]") if client else _NO_HOST
         total_latency = release is not None and _lat_in_clat(release, entry, doc)
         before = len(out.records)
+        unlisted: dict[str, list[str]] = {}  # direction -> percentiles left null
         for direction in DIRECTIONS:
             stats = entry.get(direction)
             if stats is None:
@@ -704,9 +703,12 @@ def parse_fio(text: str) -> FioOutput:
             else:  # very old fio: no total_ios; did the direction move any bytes?
                 ios = _int(stats.get("io_bytes", stats.get("io_kbytes", 0)), f"{where}.io_bytes")
             if ios > 0:
-                _direction_record(
+                missing = _direction_record(
                     out, name, index, direction, stats, error, host, where, total_latency
                 )
+                if missing:
+                    unlisted[direction] = missing
+        out.warnings.extend(_unlisted_notes(name, f"{key}[{index}]", host, unlisted))
         if error and len(out.records) == before:
             out.warnings.append(
                 f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
@@ -813,6 +815,23 @@ def _plainly_fits(type_: str, value: object) -> bool:
     if type(value) is str:
         return type_ == "string" and value.isascii()
     return False
+
+
+def _unlisted_notes(
+    job: str, where: str, host: str | None | _NoHost, unlisted: Mapping[str, list[str]]
+) -> list[str]:
+    """The warnings for percentiles left null: one per direction, but one for the whole
+    All clients sum when fio printed no percentile list for it at all (it never does)."""
+    if host is None and unlisted and all(len(m) == len(PERCENTILES) for m in unlisted.values()):
+        return [
+            f"job {job!r} ({where}): fio's sum over the servers lists no latency "
+            f"percentiles; its {' and '.join(unlisted)} percentiles left null"
+        ]
+    return [
+        f"job {job!r} ({where}) {direction}: no json+ bins and fio's percentile "
+        f"list lacks {', '.join(missing)}; left null"
+        for direction, missing in unlisted.items()
+    ]
 
 
 def _client_host(entry: Mapping, name: str, where: str) -> str | None:
