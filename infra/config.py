@@ -36,7 +36,7 @@ class DeployConfig:
     quicksight_principal_arn: str | None = None
     alarm_email: str | None = None
     powertools_layer_version: int = POWERTOOLS_LAYER_VERSION
-    projection_start: str = "2024-01-01"  # first `dt` day Athena's partition projection lists
+    projection_start: str = "2024-01-01"  # unused since decision 29; still parsed
     ingest_concurrency: int = 10  # reserved concurrency of the ingest Lambda = SQS max concurrency
     storage_poll_s: int = 15  # WaitForStorage: seconds between checks of a cell's new file system
 
