@@ -193,6 +193,7 @@ def test_sigkill_of_the_agent_kills_its_whole_workload_tree(tmp_path: Path, duri
         release.touch()
         if agent.poll() is None:
             agent.kill()
+            agent.wait()
     assert agent.returncode == -signal.SIGKILL
 
 
@@ -275,6 +276,7 @@ def test_local_run_records_a_killed_agent_failed_and_leaves_nothing(
         release.touch()
         if run.poll() is None:
             run.kill()
+            run.wait()
     # then: exit 1; slot 0 FAILED with the reason, slot 1 fine; slot 0's ioping kept
     assert run.returncode == 1, stderr
     out = tmp_path / "out"
@@ -319,6 +321,7 @@ def test_sigkill_of_the_runner_stops_every_agent_and_the_next_run_reports_it(
     finally:
         if run.poll() is None:
             run.kill()
+            run.wait()
     assert (
         json.loads((tmp_path / "out" / "raw" / old_run / "run.json").read_text())["status"]
         == "RUNNING"
@@ -407,6 +410,7 @@ def test_instance_program_records_a_dead_agent_and_removes_its_files(
         release.touch()
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     assert proc.returncode != 0
     slot_dir = results / payload["run_id"] / payload["cell"]["cell_id"] / "slot-0000"
     record = json.loads((slot_dir / "slot.json").read_text())

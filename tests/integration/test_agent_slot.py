@@ -17,6 +17,7 @@ from iofleet.agent.slot import run_populate, run_slot
 from iofleet.results.parsers.app import parse_app
 from iofleet.results.parsers.fio import parse_fio
 from iofleet.results.parsers.ioping import parse_ioping
+from tests.integration.proctable import wait_for
 
 RUN_ID = "itest-20261121t000000z"
 CELL_ID = "c000-local-tmp-x1-r1"
@@ -377,9 +378,7 @@ def test_sigterm_stops_the_slot_records_it_and_kills_the_children(tmp_path: Path
     slot_file = tmp_path / "slot.json"
     slot_file.write_text(json.dumps(_payload(tmp_path, [app, IOPING])))
     proc = _agent(slot_file)
-    deadline = time.monotonic() + 60
-    while not pidfile.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # waiting for a condition: the app has started its child
+    wait_for(lambda: pidfile.exists() or proc.poll() is not None, 60, "the app's child")
     child = int(pidfile.read_text())
 
     proc.send_signal(signal.SIGTERM)
@@ -412,9 +411,7 @@ def test_instance_program_stops_on_sigterm_and_keeps_what_was_measured(tmp_path:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not pidfile.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # waiting for a condition: the app has started its child
+    wait_for(lambda: pidfile.exists() or proc.poll() is not None, 60, "the app's child")
     child = int(pidfile.read_text())
     # when: SIGTERM twice (the shutdown and `timeout` may both send it)
     proc.send_signal(signal.SIGTERM)

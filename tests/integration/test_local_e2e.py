@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from html import escape
 from pathlib import Path
@@ -20,6 +19,7 @@ import duckdb
 import pytest
 
 from iofleet.report.model import fmt_us
+from tests.integration.proctable import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -199,17 +199,22 @@ def test_a_stopped_run_stops_every_slot_and_keeps_what_was_measured(
     )
     try:
         # wait (bounded) until both slots have finished ioping, i.e. fio is running
-        deadline = time.monotonic() + 120
-        while len(list((tmp_path / "out" / "raw").glob("*/*/slot-*/w00-ioping.json"))) < 2:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "slots never got to their fio workload"
-            time.sleep(0.05)
+        iopings = (tmp_path / "out" / "raw").glob
+        wait_for(
+            lambda: (
+                len(list(iopings("*/*/slot-*/w00-ioping.json"))) == 2 or proc.poll() is not None
+            ),
+            120,
+            "both slots to get to their fio workload",
+        )
+        assert proc.poll() is None, proc.communicate()
         # when
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     # then: exit 128 + signal, nothing left running, the ioping rows and the run are in
     # the warehouse
     assert proc.returncode == 128 + signum, stderr
