@@ -14,8 +14,10 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -313,15 +315,26 @@ def _run_app(ctx: _Context, w: Workload, phase: str) -> Outcome:
     if ctx.target.raw_device is not None:
         return Outcome(FAILED, "app workloads need a filesystem target, not a raw device")
     script = w.run if phase == "run" else (w.populate or "")
+    env = ctx.app_env()
+    try:  # the app's own TMPDIR, where the user's is: what a killed compiler leaves goes
+        tmp = tempfile.mkdtemp(prefix=f"iofleet-app-{ctx.slot_label}-")
+    except OSError as exc:
+        return Outcome(
+            FAILED, f"cannot make the app's temp directory in {tempfile.gettempdir()}: {exc}"
+        )
+    env["TMPDIR"] = tmp
     started_at = _now()
-    result = run_child(
-        ["bash", "-c", script],
-        cwd=ctx.target.workdir,
-        env=ctx.app_env(),
-        deadline=ctx.deadline,
-        keep_stdout=False,
-        hold_output=phase == "run",
-    )
+    try:
+        result = run_child(
+            ["bash", "-c", script],
+            cwd=ctx.target.workdir,
+            env=env,
+            deadline=ctx.deadline,
+            keep_stdout=False,
+            hold_output=phase == "run",
+        )
+    finally:  # run_child has killed whatever of the app was left: nothing writes there
+        shutil.rmtree(tmp, ignore_errors=True)
     finished_at = _now()
     doc = {
         "app": w.name,

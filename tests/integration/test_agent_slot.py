@@ -17,7 +17,7 @@ from iofleet.agent.slot import run_populate, run_slot
 from iofleet.results.parsers.app import parse_app
 from iofleet.results.parsers.fio import parse_fio
 from iofleet.results.parsers.ioping import parse_ioping
-from tests.integration.proctable import wait_for
+from tests.integration.proctable import reaped, wait_for
 
 RUN_ID = "itest-20261121t000000z"
 CELL_ID = "c000-local-tmp-x1-r1"
@@ -280,8 +280,8 @@ def test_populate_fills_the_shared_directory_for_the_slots(tmp_path: Path) -> No
     assert parse_app(populate.read_text())["phase"] == "populate"
 
 
-def _agent(slot_file: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ)
+def _agent(slot_file: Path, **env_changes: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, **env_changes)
     return subprocess.Popen(
         [sys.executable, "-m", "iofleet.cli", "agent", "--slot", str(slot_file)],
         stdout=subprocess.PIPE,
@@ -390,6 +390,47 @@ def test_sigterm_stops_the_slot_records_it_and_kills_the_children(tmp_path: Path
     assert record["error"] == "slot interrupted by a signal"
     assert [w["status"] for w in record["workloads"]] == ["FAILED", "SKIPPED"]
     assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
+
+
+def test_an_app_killed_by_a_signal_leaves_nothing_in_the_users_tmpdir(tmp_path: Path) -> None:
+    # given an app that made a temp file (as a compiler does) and is still running
+    user_tmp = tmp_path / "user-tmp"
+    user_tmp.mkdir()
+    made = tmp_path / "made"
+    app = _app(f"f=$(mktemp); echo $f > {made}.tmp; mv {made}.tmp {made}; sleep 300 & wait")
+    slot_file = tmp_path / "slot.json"
+    slot_file.write_text(json.dumps(_payload(tmp_path, [app])))
+    proc = _agent(slot_file, TMPDIR=str(user_tmp))
+    with reaped(proc):
+        wait_for(lambda: made.exists() or proc.poll() is not None, 60, "the app's temp file")
+        temp = Path(made.read_text().strip())
+        assert temp.is_file() and user_tmp in temp.parents
+        # when the slot is stopped, the app killed before it could remove its file
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    # then the file, and the app's own temp directory, are gone from the user's TMPDIR
+    assert proc.returncode == 130
+    assert not temp.exists()
+    assert list(user_tmp.iterdir()) == []
+
+
+def test_an_app_runs_with_its_own_tmpdir_removed_after_it(tmp_path: Path) -> None:
+    # given an app that leaves a temp file and a temp directory behind and succeeds
+    user_tmp = tmp_path / "user-tmp"
+    user_tmp.mkdir()
+    seen = tmp_path / "seen"
+    app = _app(f'mktemp; mktemp -d; echo "$TMPDIR" > {seen}')
+    slot_file = tmp_path / "slot.json"
+    slot_file.write_text(json.dumps(_payload(tmp_path, [app])))
+    # when
+    proc = _agent(slot_file, TMPDIR=str(user_tmp))
+    with reaped(proc):
+        proc.communicate(timeout=120)
+    # then it ran in a temp directory of its own inside the user's, gone afterwards
+    assert proc.returncode == 0, proc.stderr
+    own = Path(seen.read_text().strip())
+    assert own.parent == user_tmp
+    assert list(user_tmp.iterdir()) == []
 
 
 def test_instance_program_stops_on_sigterm_and_keeps_what_was_measured(tmp_path: Path) -> None:
