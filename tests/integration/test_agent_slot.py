@@ -392,15 +392,21 @@ def test_sigterm_stops_the_slot_records_it_and_kills_the_children(tmp_path: Path
     assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
 
 
-def test_an_app_killed_by_a_signal_leaves_nothing_in_the_users_tmpdir(tmp_path: Path) -> None:
-    # given an app that made a temp file (as a compiler does) and is still running
+def _agent_with_tmpdir(tmp_path: Path, command: str) -> tuple[subprocess.Popen[str], Path]:
+    """An agent running one app `command`, with TMPDIR a new empty directory (returned)."""
     user_tmp = tmp_path / "user-tmp"
     user_tmp.mkdir()
-    made = tmp_path / "made"
-    app = _app(f"f=$(mktemp); echo $f > {made}.tmp; mv {made}.tmp {made}; sleep 300 & wait")
     slot_file = tmp_path / "slot.json"
-    slot_file.write_text(json.dumps(_payload(tmp_path, [app])))
-    proc = _agent(slot_file, TMPDIR=str(user_tmp))
+    slot_file.write_text(json.dumps(_payload(tmp_path, [_app(command)])))
+    return _agent(slot_file, TMPDIR=str(user_tmp)), user_tmp
+
+
+def test_an_app_killed_by_a_signal_leaves_nothing_in_the_users_tmpdir(tmp_path: Path) -> None:
+    # given an app that made a temp file (as a compiler does) and is still running
+    made = tmp_path / "made"
+    proc, user_tmp = _agent_with_tmpdir(
+        tmp_path, f"f=$(mktemp); echo $f > {made}.tmp; mv {made}.tmp {made}; sleep 300 & wait"
+    )
     with reaped(proc):
         wait_for(lambda: made.exists() or proc.poll() is not None, 60, "the app's temp file")
         temp = Path(made.read_text().strip())
@@ -416,14 +422,9 @@ def test_an_app_killed_by_a_signal_leaves_nothing_in_the_users_tmpdir(tmp_path: 
 
 def test_an_app_runs_with_its_own_tmpdir_removed_after_it(tmp_path: Path) -> None:
     # given an app that leaves a temp file and a temp directory behind and succeeds
-    user_tmp = tmp_path / "user-tmp"
-    user_tmp.mkdir()
     seen = tmp_path / "seen"
-    app = _app(f'mktemp; mktemp -d; echo "$TMPDIR" > {seen}')
-    slot_file = tmp_path / "slot.json"
-    slot_file.write_text(json.dumps(_payload(tmp_path, [app])))
     # when
-    proc = _agent(slot_file, TMPDIR=str(user_tmp))
+    proc, user_tmp = _agent_with_tmpdir(tmp_path, f'mktemp; mktemp -d; echo "$TMPDIR" > {seen}')
     with reaped(proc):
         proc.communicate(timeout=120)
     # then it ran in a temp directory of its own inside the user's, gone afterwards
