@@ -546,7 +546,10 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
         return loc, "must not be empty"
     if kind == "too_long":
         limit = err.get("ctx", {}).get("max_length")
-        return loc, f"at most {limit} items, got {err.get('ctx', {}).get('actual_length')}"
+        actual = err.get("ctx", {}).get("actual_length")
+        if actual is None and isinstance(value, dict | list):  # pydantic leaves it out for dicts
+            actual = len(value)
+        return loc, f"at most {limit} items, got {actual}"
     if kind == "string_too_long":
         limit = err.get("ctx", {}).get("max_length")
         return loc, f"at most {limit} characters, got {len(value)}"
@@ -817,8 +820,47 @@ def _job_reading_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     return problems
 
 
+# More keys or items of one object or array than this with the same problem are
+# reported in one line that counts them; more problems than MAX_LINES in all end with
+# one line that counts the rest (a 1 MiB matrix can hold 100,000 bad keys).
+MAX_SAME = 10
+MAX_LINES = 100
+
+
+def _step(part: str | int) -> str:
+    return f"[{part}]" if isinstance(part, int) else quote(part)
+
+
+def _grouped(problems: list[tuple[Loc, str]]) -> list[tuple[Loc, str]]:
+    """`problems` with each run of more than MAX_SAME siblings that share a message
+    written once, at their parent, and at most MAX_LINES lines in all."""
+    siblings: dict[tuple[Loc, str], list[str | int]] = {}
+    for loc, msg in problems:
+        if loc:
+            siblings.setdefault((loc[:-1], msg), []).append(loc[-1])
+    out: list[tuple[Loc, str]] = []
+    written: set[tuple[Loc, str]] = set()
+    for loc, msg in problems:
+        steps = siblings.get((loc[:-1], msg), []) if loc else []
+        if len(steps) <= MAX_SAME:
+            out.append((loc, msg))
+        elif (loc[:-1], msg) not in written:  # the group's first: one line for all of it
+            written.add((loc[:-1], msg))
+            noun = "items" if isinstance(steps[0], int) else "keys"
+            shown = ", ".join(_step(part) for part in steps[:3])
+            out.append(
+                (loc[:-1], f"{len(steps)} {noun} ({shown} and {len(steps) - 3} more): {msg}")
+            )
+    if len(out) > MAX_LINES:
+        rest = len(out) - (MAX_LINES - 1)
+        out = out[: MAX_LINES - 1] + [
+            ((), f"and {rest} more problems (the first {MAX_LINES - 1} are shown)")
+        ]
+    return out
+
+
 def _fail(problems: list[tuple[Loc, str]]) -> ValidationFailed:
-    return ValidationFailed([Problem(format_path(loc), msg) for loc, msg in problems])
+    return ValidationFailed([Problem(format_path(loc), msg) for loc, msg in _grouped(problems)])
 
 
 # --------------------------------------------------------------------------- loading
