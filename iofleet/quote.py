@@ -5,8 +5,8 @@ number literal), so a refusal stays one short line however long the input is
 (docs/decisions.md, record 63). Stdlib only: errors.py and the stdlib-only loaders
 import it.
 
-- a short string is quoted as `repr` quotes it (`'gp9'`), so short refusals read as
-  they always did;
+- a string whose quoted form is at most LIMIT characters is quoted as `repr` quotes it
+  (`'gp9'`), so short refusals read as they always did;
 - a long one keeps a head and a tail and says how long it was:
   `'qqqqqqqqqqqqqqqqqqqq...qqqqqqqq' (5000 characters)`;
 - a character that is not printable (a newline, a NUL, U+2028) is written as its
@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-# A string longer than this (in characters, or in its escaped form) is clipped.
-LIMIT = 40
+# A value whose quoted form is longer than this is clipped (a 49-character name, one
+# over its rule's 48, is still shown whole).
+LIMIT = 80
 # What a clipped string keeps of its head and of its tail (escaped characters).
 HEAD = 20
 TAIL = 8
@@ -49,7 +50,7 @@ def quote_json(text: str) -> str:
     """`text` as a JSON string (`json.dumps`), clipped when long (a key in a path)."""
     if len(text) <= LIMIT:
         whole = json.dumps(text)
-        if len(whole) <= 2 * LIMIT:
+        if len(whole) <= LIMIT:
             return whole
     return _clipped(text, '"', lambda ch: json.dumps(ch)[1:-1])
 
@@ -60,7 +61,7 @@ def clip(text: str) -> str:
     escape = _escaper("", ascii_only=False)
     if len(text) <= LIMIT:
         whole = text if text.isprintable() else "".join(map(escape, text))
-        if len(whole) <= 2 * LIMIT:
+        if len(whole) <= LIMIT:
             return whole
     return _clipped(text, "", escape)
 
@@ -81,7 +82,7 @@ def _int_text(value: int) -> str:
 def _quote_str(value: str, ascii_only: bool) -> str:
     if len(value) <= LIMIT:
         whole = ascii(value) if ascii_only else repr(value)
-        if len(whole) <= 2 * LIMIT:
+        if len(whole) <= LIMIT:
             return whole
     # the quote `repr` would choose for the kept characters
     piece = value[:HEAD] + value[-TAIL:]
