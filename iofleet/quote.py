@@ -55,15 +55,16 @@ def quote_json(text: str) -> str:
     return _clipped(text, '"', lambda ch: json.dumps(ch)[1:-1])
 
 
-def clip(text: str) -> str:
-    """Text (a number literal, an already-quoted value) unquoted; clipped when long.
-    Line breaks and other unprintable characters are escaped."""
+def clip(text: str, limit: int = LIMIT) -> str:
+    """Text (a number literal, a path, a tool's message) unquoted; clipped when longer
+    than `limit` (head and tail in proportion). Line breaks and other unprintable
+    characters are escaped."""
     escape = _escaper("", ascii_only=False)
-    if len(text) <= LIMIT:
+    if len(text) <= limit:
         whole = text if text.isprintable() else "".join(map(escape, text))
-        if len(whole) <= LIMIT:
+        if len(whole) <= limit:
             return whole
-    return _clipped(text, "", escape)
+    return _clipped(text, "", escape, HEAD * limit // LIMIT, TAIL * limit // LIMIT)
 
 
 def count_and(items: list[str], noun: str, limit: int = 3) -> str:
@@ -103,7 +104,9 @@ def _escaper(q: str, ascii_only: bool) -> Callable[[str], str]:
     return escape
 
 
-def _clipped(value: str, q: str, escape: Callable[[str], str]) -> str:
+def _clipped(
+    value: str, q: str, escape: Callable[[str], str], head_max: int = HEAD, tail_max: int = TAIL
+) -> str:
     """`q head ... tail q (N characters)`, head and tail at most HEAD and TAIL escaped
     characters (fewer when a character's escape would cross that budget)."""
     head: list[str] = []
@@ -111,7 +114,7 @@ def _clipped(value: str, q: str, escape: Callable[[str], str]) -> str:
     end = 0
     for ch in value:
         text = escape(ch)
-        if used + len(text) > HEAD:
+        if used + len(text) > head_max:
             break
         head.append(text)
         used += len(text)
@@ -121,7 +124,7 @@ def _clipped(value: str, q: str, escape: Callable[[str], str]) -> str:
     start = len(value)
     while start > end:
         text = escape(value[start - 1])
-        if used + len(text) > TAIL:
+        if used + len(text) > tail_max:
             break
         tail.append(text)
         used += len(text)

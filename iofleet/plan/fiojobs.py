@@ -39,7 +39,7 @@ from iofleet.plan.jobtext import (
     split_option,
     value_pieces,
 )
-from iofleet.quote import quote
+from iofleet.quote import clip, quote
 
 SUFFIX = ".fio"
 # Set by render_command from the slot's target, never from a workload's params.
@@ -678,7 +678,7 @@ def parse_only_problem(
             f"{signal_name(-proc.returncode)} (not by iofleet): nothing was run"
         )
     lines = [ln.strip() for ln in (err + out).splitlines() if ln.strip()]
-    said = "; ".join(lines[:2]) if lines else f"exit status {proc.returncode}"
+    said = clip("; ".join(lines[:2]), 160) if lines else f"exit status {proc.returncode}"
     return f"job {quote(name)}: fio --parse-only refuses it: {said}"
 
 

@@ -368,7 +368,7 @@ def _engine_problem(value: str, release: str) -> str | None:
     newer = [r for r in _after(release) if value in table(r)["engines"]]
     if newer:
         return f"ioengine {quote(value)} needs fio {newer[0]} or newer (this run has fio {release})"
-    return f"ioengine={value}: unknown ioengine {quote(value)}{hint}"
+    return f"ioengine={clip(value)}: unknown ioengine {quote(value)}{hint}"
 
 
 def _after(release: str) -> list[str]:

@@ -32,6 +32,8 @@ def test_a_key_is_quoted_as_json_and_clipped_the_same_way() -> None:
 def test_a_number_literal_is_clipped_unquoted() -> None:
     assert clip("1e400") == "1e400"
     assert clip("9" * 5000) == f"{'9' * 20}...{'9' * 8} (5000 characters)"
+    # a tool's message keeps more of itself
+    assert clip("e" * 1000, 160) == f"{'e' * 40}...{'e' * 16} (1000 characters)"
 
 
 def test_an_integer_past_pythons_int_to_str_limit_is_named_by_its_width() -> None:
