@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from iofleet.errors import MAX_PROBLEM, Problem
 from iofleet.quote import clip, quote, quote_json
 
 BOUND = 80  # the longest a quoted value gets (head, tail, quotes and its length)
@@ -54,3 +55,10 @@ def test_any_string_is_one_short_line(text: str, ascii_only: bool) -> None:
 @given(st.text(min_size=1, max_size=78).filter(lambda t: len(repr(t)) <= 80))
 def test_a_short_string_reads_as_before(text: str) -> None:
     assert quote(text) == repr(text)
+
+
+def test_a_problem_line_is_clipped_even_when_its_message_was_not() -> None:
+    # the last guard in errors.Problem, for a message that quoted something whole
+    line = str(Problem("storage[0].type", "x" * 5000 + "\n"))
+    assert len(line) < MAX_PROBLEM
+    assert line.startswith("storage[0].type: xxx") and line.endswith("x\\n (5019 characters)")
