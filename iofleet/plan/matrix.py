@@ -931,15 +931,20 @@ def _document_problems(doc: object) -> list[tuple[Loc, str]]:
             for key in getattr(value, "duplicates", ()):
                 problems.append((_child(path, key), "duplicate key (each key at most once)"))
             children: list[tuple[Loc, object, int]] = []
+            bad_keys: dict[str, int] = {}  # the object's bad keys, counted by problem
             for key, item in value.items():
                 if not isinstance(key, str):
                     problems.append((path, f"keys must be strings, got {type(key).__name__}"))
                     continue
                 key_problem = _string_problem(key)
                 if key_problem:
-                    problems.append((path, f"key {key_problem}"))
+                    bad_keys[key_problem] = bad_keys.get(key_problem, 0) + 1
                     continue
                 children.append((_child(path, key), item, depth + 1))
+            problems += [
+                (path, f"key {why}" if n == 1 else f"{n} keys, each: {why}")
+                for why, n in bad_keys.items()
+            ]
             stack.extend(reversed(children))
         elif isinstance(value, list):
             stack.extend(

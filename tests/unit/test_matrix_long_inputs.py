@@ -130,6 +130,14 @@ CASES: list[tuple[str, dict[str, Any], str, Any, Any, int]] = [
         None,
         1,
     ),
+    (
+        "many-nul-keys",
+        LOCAL,
+        "local",
+        _set(("storage", 0), {**LOCAL["storage"][0], **{f"a\x00{i}": 1 for i in range(3000)}}),
+        None,
+        1,
+    ),
     # number literals no JSON parser keeps
     ("long-integer", LOCAL, "local", None, (b'"RUNTIME": 15', b'"RUNTIME": ' + b"9" * 5000), 1),
     ("long-float", LOCAL, "local", None, (b'"RUNTIME": 15', b'"RUNTIME": 1e' + b"9" * 5000), 1),
