@@ -834,6 +834,7 @@ def _step(part: str | int) -> str:
 def _grouped(problems: list[tuple[Loc, str]]) -> list[tuple[Loc, str]]:
     """`problems` with each run of more than MAX_SAME siblings that share a message
     written once, at their parent, and at most MAX_LINES lines in all."""
+    problems = list(dict.fromkeys(problems))  # a line said twice is said once
     siblings: dict[tuple[Loc, str], list[str | int]] = {}
     for loc, msg in problems:
         if loc:

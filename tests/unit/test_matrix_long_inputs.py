@@ -19,7 +19,7 @@ import pytest
 
 from iofleet import cli
 from iofleet.errors import ValidationFailed
-from iofleet.plan.matrix import plan_matrix_file
+from iofleet.plan.matrix import plan_matrix_file, validate_matrix_dict
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = json.loads((REPO / "examples/local-demo.json").read_text())
@@ -194,3 +194,12 @@ def test_a_long_bad_input_is_refused_in_short_lines(
         assert len(line) <= MAX_LINE, line[:400]
         assert not set(line) & {"\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029", "\x00"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_an_event_with_thousands_of_non_string_keys_is_one_line() -> None:
+    # the Plan Lambda's event is parsed already: its keys need not be strings
+    doc = copy.deepcopy(AWS)
+    doc["storage"][0].update({i: 1 for i in range(3000)})
+    with pytest.raises(ValidationFailed) as caught:
+        validate_matrix_dict(doc)
+    assert caught.value.lines() == ["storage[0]: keys must be strings, got int"]
