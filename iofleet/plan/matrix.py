@@ -562,8 +562,8 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
         present = [k for k in _WORKLOAD_KEYS if k in value]
         if present:
             return loc, f"has {' and '.join(present)}; expected exactly one of fio, ioping, app"
-        names = [k if _PLAIN_KEY_RE.fullmatch(k) else quote_json(k) for k in list(value)[:5]]
-        more = f" and {len(value) - 5} more" if len(value) > 5 else ""
+        names = [k if _PLAIN_KEY_RE.fullmatch(k) else quote_json(k) for k in list(value)[:3]]
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
         keys = ", ".join(names) + more
         return loc, f"expected exactly one of fio, ioping, app (keys: {keys or 'none'})"
     if kind in ("workload_kind", "app_kind"):
