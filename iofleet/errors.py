@@ -11,12 +11,20 @@ _LINE_BREAKS = {
 }
 
 
+# A problem's line past this many characters is clipped to its head and tail: a last
+# guard, each message already quotes the user's text clipped (iofleet/quote.py).
+MAX_PROBLEM = 1000
+
+
 class Problem(NamedTuple):
     path: str  # like `storage[0].iops`; "" for the document itself
     message: str
 
     def __str__(self) -> str:
-        return one_line(f"{self.path}: {self.message}" if self.path else self.message)
+        line = one_line(f"{self.path}: {self.message}" if self.path else self.message)
+        if len(line) <= MAX_PROBLEM:
+            return line
+        return f"{line[: MAX_PROBLEM // 2]}...{line[-100:]} ({len(line)} characters)"
 
 
 def one_line(text: str) -> str:

@@ -2,10 +2,12 @@
 
 Mutates the shipped examples (examples/*.json) at the JSON level (a value of any kind
 at any path, a key added or removed, README fields where they do not belong, deep
-nesting) and at the text level (duplicate keys, BOM, invalid UTF-8, NUL bytes,
-truncation, top-level non-objects, empty file), and checks the promise for bad input:
-exit 0 or 2 only; on 2 every stderr line starts with `FILE: `, no traceback; nothing
-created under the tmp root.
+nesting, 5,000-character and longer values and keys with line breaks in them,
+thousands of keys added to one object) and at the text level (duplicate keys, BOM,
+invalid UTF-8, NUL bytes, truncation, top-level non-objects, empty file), and checks the
+promise for bad input: exit 0 or 2 only; on 2 every stderr line starts with `FILE: `
+and is at most MAX_LINE characters after it, at most MAX_LINES lines, no traceback;
+nothing created under the tmp root.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/fuzz_matrix.py inproc 5000
     PYTHONPATH=$PWD .venv/bin/python scripts/fuzz_matrix.py cli 300
@@ -129,8 +131,17 @@ NAMES = ["ebs", "efs", "fsx-openzfs", "fsx-lustre", "instance-store", "local",
          "ami-0123456789abcdef0", "fs-0123456789abcdef0", "use1-az4", "/tmp", "2026-01-01"]  # fmt: skip
 
 
+LONG_TEXTS = [
+    "q" * 5000, "q" * 2500 + "\n" + "q" * 2500, "\r\n" * 3000, "\u2028" * 5000, "é" * 5000,
+    "🙂" * 3000, "\x01" * 5000, "'\"" * 2500, "/tmp/" + "p" * 5000, "9" * 5000, "1e" + "9" * 5000,
+    "gp3" + "x" * 900_000,
+]  # fmt: skip
+
+
 def _scalar(r: random.Random) -> Any:
-    pick = r.randrange(22)
+    pick = r.randrange(24)
+    if pick >= 22:  # a long value, some with line breaks in it
+        return r.choice(LONG_TEXTS)
     if pick == 0:
         return None
     if pick == 1:
@@ -185,6 +196,8 @@ def _value(r: random.Random, depth: int = 0) -> Any:
 
 
 def _key(r: random.Random) -> str:
+    if r.random() < 0.05:  # a long key, some with line breaks in it
+        return r.choice(LONG_TEXTS[:8])
     return r.choice(
         README_KEYS
         + ["nmae", "<<", "Storage", "type ", "", " ", "\x00", "a.b", "0", "[0]", "ü", "\ud800"]
@@ -223,9 +236,18 @@ def _dumps(doc: Any) -> bytes:
 
 
 def _json_mutation(r: random.Random, doc: Any) -> Any:
-    kind = r.choice(["replace", "replace", "replace", "add", "remove", "wrap", "deep", "swap"])
+    kind = r.choice(
+        ["replace", "replace", "replace", "add", "remove", "wrap", "deep", "swap", "many"]
+    )
     if kind == "add":
         _at(doc, r.choice(_objects(doc)))[_key(r)] = _value(r)
+        return doc
+    if kind == "many":  # thousands of keys added to one object, all the same kind of bad
+        value = _scalar(r)
+        prefix = r.choice(["k", "x", "P", "us-east-", "\x00", "a\nb"])
+        _at(doc, r.choice(_objects(doc))).update(
+            {f"{prefix}{i}": value for i in range(r.choice([11, 64, 3000]))}
+        )
         return doc
     paths = _paths(doc)
     if not paths:
@@ -331,6 +353,10 @@ def _snapshot(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
+MAX_LINE = 300  # characters of a refusal after `FILE: ` (docs/decisions.md 63)
+MAX_LINES = 100  # iofleet.plan.matrix.MAX_LINES
+
+
 def check_lines(code: int, err: str, file: str) -> str | None:
     if code not in (0, 2):
         return f"exit {code}"
@@ -340,9 +366,13 @@ def check_lines(code: int, err: str, file: str) -> str | None:
         lines = err.splitlines()
         if not lines:
             return "exit 2 without a line"
+        if len(lines) > MAX_LINES:
+            return f"{len(lines)} lines (at most {MAX_LINES})"
         for line in lines:
             if not line.startswith(f"{file}: ") or len(line) <= len(file) + 2:
                 return f"line not `FILE: message`: {line[:200]!r}"
+            if len(line) - len(file) - 2 > MAX_LINE:
+                return f"a line of {len(line)} characters: {line[:200]!r}"
     return None
 
 
@@ -369,7 +399,13 @@ def run_inproc(
                 plan_matrix_file(path, target=t)
             except ValidationFailed as exc:
                 lines = exc.lines()
-                bad = [x for x in lines if not x.startswith(f"{path}: ") or "\n" in x]
+                bad = [
+                    x
+                    for x in lines
+                    if not x.startswith(f"{path}: ")
+                    or "\n" in x
+                    or len(x) - len(str(path)) - 2 > MAX_LINE
+                ]
                 if not lines or bad:
                     problem = f"{t}: bad lines {bad[:2]!r}"
             except Exception as exc:  # noqa: BLE001

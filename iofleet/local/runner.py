@@ -46,6 +46,7 @@ from iofleet.local.slots import (
     record_dead_agent,
 )
 from iofleet.local.stopping import Interrupted, StopSignals
+from iofleet.quote import clip
 from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import (
     make_out_dir,
@@ -280,7 +281,7 @@ def make_targets(plan: Any, base: Path, file: str) -> list[Path]:
                 except FileExistsError:
                     continue  # made meanwhile by someone else: not ours to remove
                 except OSError as exc:
-                    why = f"cannot create {path}: {exc.strerror or exc}"
+                    why = f"cannot create {clip(str(path))}: {exc.strerror or exc}"
                     problem = _environment(exc)
                     if problem is exc:
                         raise ValidationFailed(

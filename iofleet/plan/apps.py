@@ -29,6 +29,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from iofleet.quote import quote
+
 DATA_FILE = Path(__file__).resolve().parent / "data" / "apps.json"
 
 # Debian policy 5.6.1: a package name is lower case letters, digits, '+', '-', '.',
@@ -102,7 +104,7 @@ def _names(value: object, where: str, regex: re.Pattern[str], what: str) -> tupl
         raise ValueError(f"{DATA_FILE.name}: {where}: expected a list of strings")
     for v in value:
         if not regex.match(v):
-            raise ValueError(f"{DATA_FILE.name}: {where}: {v!r} is not {what}")
+            raise ValueError(f"{DATA_FILE.name}: {where}: {quote(v)} is not {what}")
     if len(set(value)) != len(value):
         raise ValueError(f"{DATA_FILE.name}: {where}: listed twice")
     return tuple(value)
@@ -163,5 +165,5 @@ def get_preset(name: str) -> AppSpec:
         return _presets()[name]
     except KeyError:
         raise KeyError(
-            f"unknown app preset {name!r} (known: {', '.join(preset_names())})"
+            f"unknown app preset {quote(name)} (known: {', '.join(preset_names())})"
         ) from None

@@ -39,6 +39,7 @@ from iofleet.plan.jobtext import (
     split_option,
     value_pieces,
 )
+from iofleet.quote import clip, quote
 
 SUFFIX = ".fio"
 # Set by render_command from the slot's target, never from a workload's params.
@@ -112,9 +113,9 @@ class ParamType:
     def problem(self, text: str) -> str | None:
         value = self.parse(text)
         if value is None or math.isnan(value):
-            return f"must be {self.describe()}, got {text!r}"
+            return f"must be {self.describe()}, got {quote(text)}"
         if not self.lo <= value <= self.hi:
-            return f"must be {self.describe()}, got {text!r}"
+            return f"must be {self.describe()}, got {quote(text)}"
         return None
 
 
@@ -210,11 +211,13 @@ def load_job_file(path: Path) -> JobFile:
                 )
             name, default, kind = match["name"], match["default"], match["type"]
             if not _NAME_RE.fullmatch(name):
-                raise JobFileError(f"{path}:{number}: parameter {name!r} must be UPPER_CASE")
+                raise JobFileError(f"{path}:{number}: parameter {quote(name)} must be UPPER_CASE")
             if name in params:
                 raise JobFileError(f"{path}:{number}: parameter {name} declared twice")
             if not _VALUE_RE.fullmatch(default):
-                raise JobFileError(f"{path}:{number}: default {default!r} is not a plain token")
+                raise JobFileError(
+                    f"{path}:{number}: default {quote(default)} is not a plain token"
+                )
             if name != TARGET_PARAM:
                 if kind is None:
                     raise JobFileError(
@@ -223,7 +226,7 @@ def load_job_file(path: Path) -> JobFile:
                     )
                 if kind not in _TYPE_DEFAULTS:
                     raise JobFileError(
-                        f"{path}:{number}: unknown type {kind!r} ({', '.join(PARAM_TYPES)})"
+                        f"{path}:{number}: unknown type {quote(kind)} ({', '.join(PARAM_TYPES)})"
                     )
                 ptype = _param_type(kind, match["lo"], match["hi"])
                 if ptype.lo > ptype.hi:
@@ -257,7 +260,7 @@ def load_job_file(path: Path) -> JobFile:
             if value != "${TARGET}":
                 raise JobFileError(
                     f"{where}: use directory=${{TARGET}} and no other directory "
-                    f"(fio reads directory={value!r})"
+                    f"(fio reads directory={quote(value)})"
                 )
             has_target_dir = True
         for var in _VAR_RE.findall(opt.text):
@@ -301,11 +304,9 @@ def _unknown_job(name: str) -> str:
     directory = jobs_dir()
     if not directory.is_dir():
         where = " (IOFLEET_FIO_JOBS)" if os.environ.get("IOFLEET_FIO_JOBS") else ""
-        return (
-            f"unknown fio job {name!r}: the fio job library {directory}{where} is not a directory"
-        )
+        return f"unknown fio job {quote(name)}: the fio job library {directory}{where} is not a directory"
     known = ", ".join(job_names()) or "none"
-    return f"unknown fio job {name!r} (known: {known})"
+    return f"unknown fio job {quote(name)} (known: {known})"
 
 
 def _value_text(value: object) -> str:
@@ -324,7 +325,7 @@ def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[st
         upper = str(key).upper()
         if upper in seen:  # {"RUNTIME": 1, "runtime": 2}: which one fio would get is a guess
             problems.append(
-                (str(key), f"same parameter as {seen[upper]!r} (names are case-insensitive)")
+                (str(key), f"same parameter as {quote(seen[upper])} (names are case-insensitive)")
             )
             continue
         seen[upper] = str(key)
@@ -349,7 +350,10 @@ def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[st
                 continue
         if not _VALUE_RE.fullmatch(text) or "/" in text or ".." in text:
             problems.append(
-                (str(key), f"{text!r} is not a plain token (letters, digits and . _ : , + - only)")
+                (
+                    str(key),
+                    f"{quote(text)} is not a plain token (letters, digits and . _ : , + - only)",
+                )
             )
     return problems
 
@@ -451,7 +455,7 @@ def param_problems(name: str, params: Mapping[str, object]) -> list[tuple[str, s
     except KeyError:
         return [("fio", _unknown_job(name))]
     except JobFileError as exc:  # a job file of the library (the user's own) is malformed
-        return [("fio", f"job {name!r} cannot be used: {exc}")]
+        return [("fio", f"job {quote(name)} cannot be used: {exc}")]
     return [(f"params.{key}", message) for key, message in _param_problems(job, params)]
 
 
@@ -519,7 +523,7 @@ def render_command(
         raise ValueError(f"fio job {name}: {problems[0]}")
     if not _TARGET_RE.match(target_dir):
         raise ValueError(
-            f"fio job {name}: target directory {target_dir!r} must be letters, digits "
+            f"fio job {name}: target directory {quote(target_dir)} must be letters, digits "
             "and . _ / + - only (fio splits directories on ':')"
         )
     env = dict(job.params)
@@ -530,7 +534,9 @@ def render_command(
     argv = ["fio", "--output-format=json+"]
     if device is not None:
         if not device.startswith("/") or not _TARGET_RE.match(device) or "/." in device:
-            raise ValueError(f"fio job {name}: device {device!r} must be an absolute /dev path")
+            raise ValueError(
+                f"fio job {name}: device {quote(device)} must be an absolute /dev path"
+            )
         if device_bytes is None or device_bytes <= 0:
             raise ValueError(f"fio job {name}: the size of {device} is unknown")
         try:
@@ -574,7 +580,7 @@ def option_problems(name: str, params: Mapping[str, object], release: str) -> li
     try:
         problems = fioopts.check_job_file(job.path, env, release)
     except fioopts.JobTextError as exc:
-        return [("fio", f"job {name!r}: {exc}")]
+        return [("fio", f"job {quote(name)}: {exc}")]
     given = {str(k).upper(): str(k) for k in params}
     out: list[tuple[str, str]] = []
     for p in problems:
@@ -582,7 +588,7 @@ def option_problems(name: str, params: Mapping[str, object], release: str) -> li
         where = f"params.{key}" if key else "fio"
         where_in = f"[{p.section}] " if p.section else ""
         text = f"{_shown(p.path)}:{p.line}: {where_in}{p.message}"
-        out.append((where, f"job {name!r} for fio {release}: {text}"))
+        out.append((where, f"job {quote(name)} for fio {release}: {text}"))
     return out
 
 
@@ -668,12 +674,12 @@ def parse_only_problem(
         from iofleet.local.stopping import signal_name
 
         raise EnvironmentProblem(
-            f"fio --parse-only, checking job {name!r}, was killed by "
+            f"fio --parse-only, checking job {quote(name)}, was killed by "
             f"{signal_name(-proc.returncode)} (not by iofleet): nothing was run"
         )
     lines = [ln.strip() for ln in (err + out).splitlines() if ln.strip()]
-    said = "; ".join(lines[:2]) if lines else f"exit status {proc.returncode}"
-    return f"job {name!r}: fio --parse-only refuses it: {said}"
+    said = clip("; ".join(lines[:2]), 160) if lines else f"exit status {proc.returncode}"
+    return f"job {quote(name)}: fio --parse-only refuses it: {said}"
 
 
 def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
@@ -804,7 +810,7 @@ def reading_problems(
     try:
         jobs = read_jobs(job.path, env)
     except JobTextError as exc:
-        return [("fio", f"job {name!r}: {exc}")]
+        return [("fio", f"job {quote(name)}: {exc}")]
     given = {str(k).upper(): str(k) for k in params}
     out: list[tuple[str, str]] = []
     seen: set[tuple[str, int]] = set()
@@ -816,7 +822,7 @@ def reading_problems(
         key = next((given[v] for v in a.variables if v in given), None)
         where = f"params.{key}" if key else "fio"
         text = f"{_shown(a.line.path)}:{a.line.number}: {a.line.text.strip()}: {message}"
-        out.append((where, f"job {name!r}: {text}"))
+        out.append((where, f"job {quote(name)}: {text}"))
 
     for section in jobs:
         for a in section.assignments:

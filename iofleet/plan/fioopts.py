@@ -38,6 +38,7 @@ from typing import Any
 from iofleet.plan.jobtext import JobTextError as JobTextError  # raised by check_job_file
 from iofleet.plan.jobtext import OptionLine, Section, fio_size, read_sections
 from iofleet.plan.jobtext import substitute as _substitute
+from iofleet.quote import clip, quote
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 RELEASES = ("3.28", "3.33", "3.36")  # the pinned tables, oldest first
@@ -214,7 +215,7 @@ def canonical_names(release: str = NEWEST) -> dict[str, str]:
 
 def _suggest(word: str, candidates: list[str]) -> str:
     close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return f" (did you mean {quote(close[0])}?)" if close else ""
 
 
 def _int(text: str) -> int:
@@ -238,14 +239,18 @@ def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
     text = piece.strip()
     if piece[:1].isspace() and re.search(r"[0-9][a-z%]", text, re.I):
         # parse.c looks for the unit from the value's first character: " 4k" is 4
-        return f"{piece!r}: fio reads the number without its unit after a space; remove the space"
+        return (
+            f"{quote(piece)}: fio reads the number without its unit after a space; remove the space"
+        )
     if ftype == "FIO_OPT_STR_VAL_ZONE" and re.fullmatch(r"[0-9]+z", text):
         return None
     if text.startswith("("):
         return "fio's arithmetic expressions are not checked by iofleet; write the number"
     if ftype == "FIO_OPT_STR_VAL_TIME" or opt.get("is_time"):
         if not _TIME_RE.fullmatch(text):
-            return f"{piece!r} is not a time (a whole number, optionally with us, ms, s, m, h, d)"
+            return (
+                f"{quote(piece)} is not a time (a whole number, optionally with us, ms, s, m, h, d)"
+            )
         return None
     if opt.get("percent") and re.fullmatch(r"[0-9]+%", text):
         return None
@@ -253,16 +258,16 @@ def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
         what = "a number or a size (k, m, g, t, p"
         what += ", or N%)" if opt.get("percent") else ")"
         if re.fullmatch(r"[+-]?0x[0-9a-f]+[a-z]+", text, re.I):
-            return f"{piece!r}: fio reads a hex number without a unit ({fio_size(text)})"
-        return f"{piece!r} is not {what}"
+            return f"{quote(piece)}: fio reads a hex number without a unit ({fio_size(text)})"
+        return f"{quote(piece)} is not {what}"
     value = _size_value(text)
     if opt.get("pow2") and (value <= 0 or value & (value - 1)):
-        return f"{piece!r} must be a power of 2"
+        return f"{quote(piece)} must be a power of 2"
     lo, hi = opt.get("min"), opt.get("max")
     if lo is not None and value < lo:
-        return f"{piece!r} is below fio's minimum {lo}"
+        return f"{quote(piece)} is below fio's minimum {lo}"
     if hi is not None and value > hi:
-        return f"{piece!r} is above fio's maximum {hi}"
+        return f"{quote(piece)} is above fio's maximum {hi}"
     return None
 
 
@@ -293,17 +298,17 @@ def _value_problem(
             if piece.strip():
                 problem = _piece_problem(opt, piece)
                 if problem:
-                    return f"{name}={value}: {problem}"
+                    return f"{name}={clip(value)}: {problem}"
         return None
     if ftype in ("FIO_OPT_BOOL", "FIO_OPT_STR_SET"):
         if not _INT_RE.fullmatch(value):
-            return f"{name}={value}: expected " + (
+            return f"{name}={clip(value)}: expected " + (
                 "0 or 1" if ftype == "FIO_OPT_BOOL" else "a number"
             )
         number = _int(value)
         lo, hi = opt.get("min"), opt.get("max")
         if (lo is not None and number < lo) or (hi is not None and number > hi):
-            return f"{name}={value}: expected {lo if lo is not None else 0} to {hi}"
+            return f"{name}={clip(value)}: expected {lo if lo is not None else 0} to {hi}"
         return None
     if ftype in ("FIO_OPT_STR", "FIO_OPT_STR_ULL", "FIO_OPT_STR_MULTI"):
         values = opt.get("values")
@@ -316,13 +321,15 @@ def _value_problem(
                 newer = next((r for r in _after(release) if head in _values(r, canonical)), None)
                 if newer:
                     return (
-                        f"{name}={value}: {head!r} needs fio {newer} or newer "
+                        f"{name}={clip(value)}: {quote(head)} needs fio {newer} or newer "
                         f"(this run has fio {release})"
                     )
                 hint = _suggest(head, values)
                 if head != head.strip():
                     hint = " (fio keeps the space after '=')"
-                return f"{name}={value}: {head!r} is not one of {', '.join(values)}{hint}"
+                return (
+                    f"{name}={clip(value)}: {quote(head)} is not one of {', '.join(values)}{hint}"
+                )
         return None
     if ftype == "FIO_OPT_STR_STORE":
         if not value:
@@ -334,21 +341,21 @@ def _value_problem(
                 continue
             ends = re.split(r"[-:]", piece, maxsplit=1)
             if len(ends) != 2 or not all(_SIZE_RE.fullmatch(e.strip()) for e in ends):
-                return f"{name}={value}: {piece!r} is not a range LOW-HIGH of sizes (4k-64k)"
+                return f"{name}={clip(value)}: {quote(piece)} is not a range LOW-HIGH of sizes (4k-64k)"
         return None
     if ftype == "FIO_OPT_FLOAT_LIST":
         items = value.split(":")
         limit = opt.get("maxlen")
         if limit and len(items) > limit:
-            return f"{name}={value}: at most {limit} values"
+            return f"{name}={clip(value)}: at most {limit} values"
         for item in items:
             if not _FLOAT_RE.fullmatch(item):
-                return f"{name}={value}: {item!r} is not a number"
+                return f"{name}={clip(value)}: {quote(item)} is not a number"
             fnum = float(item)
             if ("minfp" in opt or "maxfp" in opt) and not (
                 opt.get("minfp", float("-inf")) <= fnum <= opt.get("maxfp", float("inf"))
             ):
-                return f"{name}={value}: {item} is outside {opt.get('minfp')}..{opt.get('maxfp')}"
+                return f"{name}={clip(value)}: {clip(item)} is outside {opt.get('minfp')}..{opt.get('maxfp')}"
         return None
     return None
 
@@ -360,8 +367,8 @@ def _engine_problem(value: str, release: str) -> str | None:
     hint = _suggest(value, sorted(engines))
     newer = [r for r in _after(release) if value in table(r)["engines"]]
     if newer:
-        return f"ioengine {value!r} needs fio {newer[0]} or newer (this run has fio {release})"
-    return f"ioengine={value}: unknown ioengine {value!r}{hint}"
+        return f"ioengine {quote(value)} needs fio {newer[0]} or newer (this run has fio {release})"
+    return f"ioengine={clip(value)}: unknown ioengine {quote(value)}{hint}"
 
 
 def _after(release: str) -> list[str]:
@@ -395,8 +402,8 @@ def _unknown_option(key: str, engine: str, release: str) -> str:
         table(release)["engines"].get(engine, {"options": {}})["options"]
     )
     if key.lower() in candidates:
-        return f"unknown fio option {key!r} (option names are case-sensitive: {key.lower()!r})"
-    return f"unknown fio option {key!r}{_suggest(key, candidates)}"
+        return f"unknown fio option {quote(key)} (option names are case-sensitive: {quote(key.lower())})"
+    return f"unknown fio option {quote(key)}{_suggest(key, candidates)}"
 
 
 def check_sections(
@@ -535,8 +542,8 @@ def _ss_interval_conflicts(every: list[Any], release: str) -> list[OptionProblem
             continue
         at = interval if interval is not None else first[2]
         message = (
-            f"steadystate_check_interval: job {job.section.name!r} checks every "
-            f"{us / 1e6:g}s and job {first[0].section.name!r} every {first[1] / 1e6:g}s; "
+            f"steadystate_check_interval: job {quote(job.section.name)} checks every "
+            f"{us / 1e6:g}s and job {quote(first[0].section.name)} every {first[1] / 1e6:g}s; "
             f"fio {release} needs one interval for every job of a run and refuses the jobs "
             "when they start"
         )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iofleet.plan.apps import AppSpec, get_preset
+from iofleet.quote import quote
 
 # Releases the stack can launch: Canonical publishes one public SSM parameter per
 # release and architecture (iofleet/aws/ec2.py), and the launch role may read
@@ -106,13 +107,13 @@ def resolve(
         if not ours:
             if first is None:
                 message = (
-                    f"preset {spec.name!r} supports {_ubuntu(spec.host.releases)}, "
+                    f"preset {quote(spec.name)} supports {_ubuntu(spec.host.releases)}, "
                     f"none of which the stack launches ({_ubuntu(UBUNTU_RELEASES)})"
                 )
             else:
                 message = (
-                    f"preset {spec.name!r} supports {_ubuntu(spec.host.releases)} only, but "
-                    f"workloads[{first[0]}] ({first[1].name!r}) supports "
+                    f"preset {quote(spec.name)} supports {_ubuntu(spec.host.releases)} only, but "
+                    f"workloads[{first[0]}] ({quote(first[1].name)}) supports "
                     f"{_ubuntu(_releases(first[1]))} only: all presets of a cell run on one release"
                 )
             problems.append((("workloads", index, "app"), message))
@@ -129,7 +130,7 @@ def resolve(
         problems.append(
             (
                 ("ubuntu_release",),
-                f"preset {first[1].name!r} (workloads[{first[0]}]) supports "
+                f"preset {quote(first[1].name)} (workloads[{first[0]}]) supports "
                 f"{_ubuntu(common)} only, not Ubuntu {release}",
             )
         )
@@ -138,7 +139,7 @@ def resolve(
         problems.append(
             (
                 ("ami_id",),
-                f"preset {first[1].name!r} (workloads[{first[0]}]) supports {_ubuntu(common)} "
+                f"preset {quote(first[1].name)} (workloads[{first[0]}]) supports {_ubuntu(common)} "
                 f"only and the plan cannot tell which release {ami_id} runs: set ubuntu_release "
                 "to the image's release (the bootstrap checks it) or drop ami_id",
             )

@@ -50,6 +50,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iofleet.quote import quote
+
 KEYWORDS = ("$pagesize", "$mb_memory", "$ncpus")  # options.c fio_keywords
 MAX_INCLUDE_DEPTH = 16
 LLONG_MAX = (1 << 63) - 1
@@ -136,7 +138,7 @@ def read_sections(path: Path, lines: list[str] | None = None) -> list[Section]:
                 continue
             if into is None:
                 raise JobTextError(
-                    f"{file}:{number}: option {text!r} outside of a [section] (fio refuses it)"
+                    f"{file}:{number}: option {quote(text)} outside of a [section] (fio refuses it)"
                 )
             if text.startswith("include"):
                 name = text[len("include") + 1 :]
@@ -306,13 +308,13 @@ def size_bytes(text: str, kb_base: int = 1024, whole: int | None = None) -> int:
     `whole`, and for a negative size or a number past fio's 64 bits."""
     value = fio_size(text, kb_base)
     if value is None:
-        raise ValueError(f"{text!r} is not a fio size")
+        raise ValueError(f"{quote(text)} is not a fio size")
     if isinstance(value, Percent):
         if whole is None or not 0 < value.value <= 100:
-            raise ValueError(f"{text!r} is not a usable percentage here")
+            raise ValueError(f"{quote(text)} is not a usable percentage here")
         return whole * value.value // 100
     if value < 0 or value > LLONG_MAX:
-        raise ValueError(f"{text!r} is not a size iofleet can use")
+        raise ValueError(f"{quote(text)} is not a size iofleet can use")
     return value
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from iofleet.quote import quote
+
 # an EC2 instance type: family (letters, a generation digit, options; "-flex" and
 # friends) "." size
 INSTANCE_TYPE_RE = re.compile(
@@ -99,7 +101,7 @@ def check_ebs_volume(
     vt = limits.volume_types.get(volume_type)
     if vt is None:
         known = ", ".join(sorted(limits.volume_types))
-        return [("volume_type", f"unknown EBS volume type {volume_type!r} (known: {known})")]
+        return [("volume_type", f"unknown EBS volume type {quote(volume_type)} (known: {known})")]
     problems: list[tuple[str, str]] = []
     size_ok = False
     if size_gib is None:

@@ -40,6 +40,7 @@ from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
 from iofleet.errors import Problem, ValidationFailed
 from iofleet.plan.limits import INSTANCE_TYPE_RE
 from iofleet.plan.matrixfile import read_matrix_bytes
+from iofleet.quote import clip, quote, quote_json
 
 # --------------------------------------------------------------------------- bounds
 
@@ -76,7 +77,7 @@ _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
     def check(value: str) -> str:
         if not regex.fullmatch(value):
-            raise ValueError(f"must be {what}, got {value!r}")
+            raise ValueError(f"must be {what}, got {quote(value)}")
         return value
 
     return AfterValidator(check)
@@ -98,7 +99,7 @@ def _local_path(value: str) -> str:
     if not _LOCAL_PATH_RE.fullmatch(value):
         raise ValueError(
             f"must be a path of letters, digits and . _ / + - only (fio's directory= "
-            f"splits on ':'), got {value!r}"
+            f"splits on ':'), got {quote(value)}"
         )
     return value
 
@@ -456,18 +457,36 @@ Loc = tuple[str | int, ...]
 
 
 def format_path(loc: Iterable[str | int]) -> str:
-    """`("storage", 0, "iops")` -> `storage[0].iops`."""
-    out = ""
+    """`("storage", 0, "iops")` -> `storage[0].iops`.
+
+    A key with odd characters is written as a JSON string (one line, clipped when long:
+    iofleet/quote.py); a path longer than MAX_PATH keeps its first and last steps with
+    `...` between them."""
+    steps: list[str] = []
     for part in loc:
         if isinstance(part, int):
-            out += f"[{part}]"
+            steps.append(f"[{part}]")
         elif not _PLAIN_KEY_RE.fullmatch(part):
-            out += f"[{json.dumps(part)}]"  # a key with odd characters stays on one line
+            steps.append(f"[{quote_json(part)}]")
         else:
-            out += f".{part}" if out else part
-    return out
+            steps.append(f".{part}" if steps else part)
+    out = "".join(steps)
+    if len(out) <= MAX_PATH:
+        return out
+    head, tail = steps[:1], steps[-1:]
+    for step in steps[1:-1]:
+        if len("".join(head)) + len(step) > MAX_PATH // 2:
+            break
+        head.append(step)
+    for step in reversed(steps[len(head) : -1]):
+        if len("".join(tail)) + len(step) > MAX_PATH // 2:
+            break
+        tail.insert(0, step)
+    return "".join(head) + "..." + "".join(tail).removeprefix(".")
 
 
+# A path longer than this (deep nesting of long keys) is shown by its ends.
+MAX_PATH = 120
 _PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
@@ -476,8 +495,8 @@ def _json_kind(value: object) -> str:
         return "an object"
     if isinstance(value, list):
         return "an array"
-    if isinstance(value, str):
-        return repr(value)
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return quote(value)
     return json.dumps(value)
 
 
@@ -527,7 +546,10 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
         return loc, "must not be empty"
     if kind == "too_long":
         limit = err.get("ctx", {}).get("max_length")
-        return loc, f"at most {limit} items, got {err.get('ctx', {}).get('actual_length')}"
+        actual = err.get("ctx", {}).get("actual_length")
+        if actual is None and isinstance(value, dict | list):  # pydantic leaves it out for dicts
+            actual = len(value)
+        return loc, f"at most {limit} items, got {actual}"
     if kind == "string_too_long":
         limit = err.get("ctx", {}).get("max_length")
         return loc, f"at most {limit} characters, got {len(value)}"
@@ -540,7 +562,9 @@ def _problem_from_error(err: Any, prefix: Loc = ()) -> tuple[Loc, str]:
         present = [k for k in _WORKLOAD_KEYS if k in value]
         if present:
             return loc, f"has {' and '.join(present)}; expected exactly one of fio, ioping, app"
-        keys = ", ".join(k if _PLAIN_KEY_RE.fullmatch(k) else json.dumps(k) for k in value)
+        names = [k if _PLAIN_KEY_RE.fullmatch(k) else quote_json(k) for k in list(value)[:3]]
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+        keys = ", ".join(names) + more
         return loc, f"expected exactly one of fio, ioping, app (keys: {keys or 'none'})"
     if kind in ("workload_kind", "app_kind"):
         return loc, f"{err['msg']}, got {_json_kind(value)}"
@@ -696,7 +720,7 @@ def _duplicates(raw: dict[str, Any], key: str, get: Any, what: str) -> list[tupl
             continue
         if value in seen:
             path = format_path((key, seen[value]))
-            problems.append(((key, index), f"duplicate {what} {value!r} (also {path})"))
+            problems.append(((key, index), f"duplicate {what} {quote(value)} (also {path})"))
         else:
             seen[value] = index
     return problems
@@ -769,9 +793,9 @@ def _raw_device_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
             except KeyError:
                 continue  # an unknown job is reported by the matrix validation
             if why:
-                where = f"storage[{si}] ({storage.label!r}, a raw volume)"
+                where = f"storage[{si}] ({quote(storage.label)}, a raw volume)"
                 problems.append(
-                    (("workloads", wi, "fio"), f"job {w.fio!r} cannot run on {where}: {why}")
+                    (("workloads", wi, "fio"), f"job {quote(w.fio)} cannot run on {where}: {why}")
                 )
     return problems
 
@@ -796,8 +820,48 @@ def _job_reading_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     return problems
 
 
+# More keys or items of one object or array than this with the same problem are
+# reported in one line that counts them; more problems than MAX_LINES in all end with
+# one line that counts the rest (a 1 MiB matrix can hold 100,000 bad keys).
+MAX_SAME = 10
+MAX_LINES = 100
+
+
+def _step(part: str | int) -> str:
+    return f"[{part}]" if isinstance(part, int) else quote(part)
+
+
+def _grouped(problems: list[tuple[Loc, str]]) -> list[tuple[Loc, str]]:
+    """`problems` with each run of more than MAX_SAME siblings that share a message
+    written once, at their parent, and at most MAX_LINES lines in all."""
+    problems = list(dict.fromkeys(problems))  # a line said twice is said once
+    siblings: dict[tuple[Loc, str], list[str | int]] = {}
+    for loc, msg in problems:
+        if loc:
+            siblings.setdefault((loc[:-1], msg), []).append(loc[-1])
+    out: list[tuple[Loc, str]] = []
+    written: set[tuple[Loc, str]] = set()
+    for loc, msg in problems:
+        steps = siblings.get((loc[:-1], msg), []) if loc else []
+        if len(steps) <= MAX_SAME:
+            out.append((loc, msg))
+        elif (loc[:-1], msg) not in written:  # the group's first: one line for all of it
+            written.add((loc[:-1], msg))
+            noun = "items" if isinstance(steps[0], int) else "keys"
+            shown = ", ".join(_step(part) for part in steps[:3])
+            out.append(
+                (loc[:-1], f"{len(steps)} {noun} ({shown} and {len(steps) - 3} more): {msg}")
+            )
+    if len(out) > MAX_LINES:
+        rest = len(out) - (MAX_LINES - 1)
+        out = out[: MAX_LINES - 1] + [
+            ((), f"and {rest} more problems (the first {MAX_LINES - 1} are shown)")
+        ]
+    return out
+
+
 def _fail(problems: list[tuple[Loc, str]]) -> ValidationFailed:
-    return ValidationFailed([Problem(format_path(loc), msg) for loc, msg in problems])
+    return ValidationFailed([Problem(format_path(loc), msg) for loc, msg in _grouped(problems)])
 
 
 # --------------------------------------------------------------------------- loading
@@ -826,12 +890,12 @@ def _parse_int(text: str) -> int | _BadNumber:
 def _parse_float(text: str) -> float | _BadNumber:
     value = float(text)
     if not math.isfinite(value):
-        return _BadNumber(text, f"{_short(text)} is out of range of a finite number")
+        return _BadNumber(text, f"{clip(text)} is out of range of a finite number")
     return value
 
 
 def _parse_constant(text: str) -> _BadNumber:
-    return _BadNumber(text, f"{text} is not a JSON number (only finite numbers are allowed)")
+    return _BadNumber(text, f"{clip(text)} is not a JSON number (only finite numbers are allowed)")
 
 
 def _object(pairs: list[tuple[str, Any]]) -> _JsonObject:
@@ -844,10 +908,6 @@ def _object(pairs: list[tuple[str, Any]]) -> _JsonObject:
     if duplicates:
         obj.duplicates = tuple(duplicates)
     return obj
-
-
-def _short(text: str, limit: int = 24) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _child(path: Loc, key: str | int) -> Loc:
@@ -872,15 +932,20 @@ def _document_problems(doc: object) -> list[tuple[Loc, str]]:
             for key in getattr(value, "duplicates", ()):
                 problems.append((_child(path, key), "duplicate key (each key at most once)"))
             children: list[tuple[Loc, object, int]] = []
+            bad_keys: dict[str, int] = {}  # the object's bad keys, counted by problem
             for key, item in value.items():
                 if not isinstance(key, str):
                     problems.append((path, f"keys must be strings, got {type(key).__name__}"))
                     continue
                 key_problem = _string_problem(key)
                 if key_problem:
-                    problems.append((path, f"key {key_problem}"))
+                    bad_keys[key_problem] = bad_keys.get(key_problem, 0) + 1
                     continue
                 children.append((_child(path, key), item, depth + 1))
+            problems += [
+                (path, f"key {why}" if n == 1 else f"{n} keys, each: {why}")
+                for why, n in bad_keys.items()
+            ]
             stack.extend(reversed(children))
         elif isinstance(value, list):
             stack.extend(
@@ -1145,7 +1210,7 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                 problems.append(
                     (
                         ("storage", i, "type"),
-                        f"{s.type!r} storage needs an AWS run; local runs take only 'local' storage",
+                        f"{quote(s.type)} storage needs an AWS run; local runs take only 'local' storage",
                     )
                 )
         from iofleet.plan.apps import get_preset
@@ -1157,13 +1222,13 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                     problems.append(
                         (
                             ("workloads", i, "app"),
-                            f"preset {spec.name!r} needs AWS"
+                            f"preset {quote(spec.name)} needs AWS"
                             f"{' and network access' if spec.needs_network else ''}; "
                             "not available for local runs",
                         )
                     )
     else:
-        problems.append(((), f"unknown target {target!r} (aws or local)"))
+        problems.append(((), f"unknown target {quote(target)} (aws or local)"))
         return problems
     return problems + _fio_option_problems(matrix, target)
 

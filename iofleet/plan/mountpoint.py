@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.plan.jobtext import Job, JobTextError, Percent, read_jobs
+from iofleet.quote import quote
 
 # The matrix storage types served through Mountpoint (iofleet/plan/matrix.py).
 MOUNTPOINT_TYPES = ("s3-mountpoint", "s3express-mountpoint")
@@ -242,7 +243,7 @@ def matrix_problems(matrix: Any) -> list[tuple[tuple[str | int, ...], str]]:
     if not mounts:
         return []
     index, label = mounts[0]
-    where = f"on Mountpoint storage[{index}] ({label!r})"
+    where = f"on Mountpoint storage[{index}] ({quote(label)})"
     problems: list[tuple[tuple[str | int, ...], str]] = []
     for i, w in enumerate(matrix.workloads):
         if isinstance(w, FioWorkload):
@@ -252,7 +253,7 @@ def matrix_problems(matrix: Any) -> list[tuple[tuple[str | int, ...], str]]:
                 continue  # an unknown job is reported by the matrix validation
             if found:
                 problems.append(
-                    (("workloads", i, "fio"), f"job {w.fio!r} cannot run {where}: {found[0]}")
+                    (("workloads", i, "fio"), f"job {quote(w.fio)} cannot run {where}: {found[0]}")
                 )
         elif isinstance(w, IopingWorkload):
             problems.append((("workloads", i, "ioping"), f"cannot run {where}: {IOPING_PROBLEM}"))
@@ -269,7 +270,10 @@ def matrix_problems(matrix: Any) -> list[tuple[tuple[str | int, ...], str]]:
             if not spec.mountpoint:
                 why = spec.mountpoint_note or "it needs POSIX file semantics"
                 problems.append(
-                    (("workloads", i, "app"), f"preset {spec.name!r} cannot run {where}: {why}")
+                    (
+                        ("workloads", i, "app"),
+                        f"preset {quote(spec.name)} cannot run {where}: {why}",
+                    )
                 )
     return problems
 
@@ -297,7 +301,7 @@ _AZ_ID = re.compile(r"^[a-z]{2,5}[0-9]{0,2}-az[0-9]{1,2}$")
 
 def az_id_problem(value: str) -> str | None:
     if not _AZ_ID.fullmatch(value):
-        return f"must be an Availability Zone ID like use1-az4, got {value!r}"
+        return f"must be an Availability Zone ID like use1-az4, got {quote(value)}"
     return None
 
 

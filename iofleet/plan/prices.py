@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from iofleet.plan.limits import INSTANCE_TYPE_RE
+from iofleet.quote import quote
 
 Loc = tuple[str | int, ...]
 
@@ -147,13 +148,15 @@ def _leaf_problem(kind: str, value: object) -> str | None:
         if value is None:
             return None
         if not _number(value) or not math.isfinite(float(value)):  # type: ignore[arg-type]
-            return f"expected a price in USD (a number >= 0, or null for unknown), got {value!r}"
+            return (
+                f"expected a price in USD (a number >= 0, or null for unknown), got {quote(value)}"
+            )
         if float(value) < 0:  # type: ignore[arg-type]
-            return f"a price cannot be negative, got {value!r}"
+            return f"a price cannot be negative, got {quote(value)}"
         return None
     if kind == COUNT:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return f"expected a whole number >= 0, got {value!r}"
+            return f"expected a whole number >= 0, got {quote(value)}"
         return None
     # TIERS
     if not isinstance(value, list) or not value:
@@ -162,7 +165,7 @@ def _leaf_problem(kind: str, value: object) -> str | None:
     for i, tier in enumerate(value):
         last = i == len(value) - 1
         if not isinstance(tier, list) or len(tier) != 2:
-            return f"tier {i}: expected [up_to, price], got {tier!r}"
+            return f"tier {i}: expected [up_to, price], got {quote(tier)}"
         up_to, price = tier
         if last != (up_to is None):
             return f"tier {i}: only the last tier has up_to null (it has no top)"
@@ -242,7 +245,7 @@ def region_problems(region_table: object, loc: Loc = ()) -> list[tuple[Loc, str]
 def problems(overrides: object) -> list[tuple[Loc, str]]:
     """The matrix's `prices` object: `as_of`, `source` and `regions` (paths below it)."""
     if not isinstance(overrides, Mapping):
-        return [((), f"expected an object with as_of, source and regions, got {overrides!r}")]
+        return [((), f"expected an object with as_of, source and regions, got {quote(overrides)}")]
     found: list[tuple[Loc, str]] = []
     for key in overrides:
         if key not in ("as_of", "source", "regions"):
@@ -251,12 +254,12 @@ def problems(overrides: object) -> list[tuple[Loc, str]]:
     if as_of is None:
         found.append((("as_of",), "required: the date these prices were read (YYYY-MM-DD)"))
     elif not isinstance(as_of, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", as_of):
-        found.append((("as_of",), f"expected a date YYYY-MM-DD, got {as_of!r}"))
+        found.append((("as_of",), f"expected a date YYYY-MM-DD, got {quote(as_of)}"))
     else:
         try:
             dt.date.fromisoformat(as_of)
         except ValueError:
-            found.append((("as_of",), f"not a calendar date: {as_of!r}"))
+            found.append((("as_of",), f"not a calendar date: {quote(as_of)}"))
     source = overrides.get("source")
     if source is None:
         found.append((("source",), "required: where these prices come from"))

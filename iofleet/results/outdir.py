@@ -50,6 +50,7 @@ from typing import Any
 
 from iofleet.agent.store import PARTIAL
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
+from iofleet.quote import clip
 
 LOCK_NAME = ".iofleet.lock"
 # errors of the machine, not of the input: exit 3 (EnvironmentProblem)
@@ -125,7 +126,7 @@ def not_a_directory(path: Path) -> str | None:
             mode = os.stat(at).st_mode
         except FileNotFoundError:
             if os.path.lexists(at):
-                return f"{at} is a symbolic link to nothing"
+                return f"{clip(str(at))} is a symbolic link to nothing"
             continue
         except NotADirectoryError:
             continue  # a parent is not a directory: found further up
@@ -133,7 +134,7 @@ def not_a_directory(path: Path) -> str | None:
             return None  # cannot tell (permission): creating it will say
         if stat.S_ISDIR(mode):
             return None
-        return f"{at} exists and is not a directory"
+        return f"{clip(str(at))} exists and is not a directory"
     return None
 
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from iofleet.quote import quote
+
 # Athena (Hive DDL) type -> DuckDB type
 _DUCKDB_TYPES = {
     "string": "VARCHAR",
@@ -408,9 +410,4 @@ def value_problem(type_: str, value: object) -> str | None:
 
 
 def _short(value: object) -> str:
-    if isinstance(value, int) and value.bit_length() > 128:
-        return f"an integer of {value.bit_length()} bits"
-    text = ascii(value) if isinstance(value, str) else repr(value)
-    if len(text) > 40:
-        text = f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
-    return text
+    return quote(value, ascii_only=True)
