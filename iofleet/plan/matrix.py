@@ -92,6 +92,12 @@ def _not_blank(value: str) -> str:
 # The characters fio takes in `directory=` (iofleet.plan.fiojobs renders the target there;
 # fio splits the value on ':').
 _LOCAL_PATH_RE = re.compile(r"[A-Za-z0-9._/+-]{1,4096}")
+# The kernel's limits (PATH_MAX 4096 with its NUL, NAME_MAX 255); below the path a run
+# puts `iofleet-<run id>/<cell id>/slot-NNNN` (up to about 170 characters) and then
+# the workloads' own files and trees: a longer path plans, then fails every workload
+# with "File name too long".
+MAX_LOCAL_PATH = 3072
+NAME_MAX = 255
 
 
 def _local_path(value: str) -> str:
@@ -100,6 +106,17 @@ def _local_path(value: str) -> str:
         raise ValueError(
             f"must be a path of letters, digits and . _ / + - only (fio's directory= "
             f"splits on ':'), got {quote(value)}"
+        )
+    if len(value) > MAX_LOCAL_PATH:
+        raise ValueError(
+            f"at most {MAX_LOCAL_PATH} characters (the kernel takes 4096 and the run's "
+            f"directories and files go below it), got {len(value)}"
+        )
+    longest = max(value.split("/"), key=len)
+    if len(longest) > NAME_MAX:
+        raise ValueError(
+            f"each name in the path at most {NAME_MAX} characters (the kernel's limit), "
+            f"got {quote(longest)}"
         )
     return value
 
