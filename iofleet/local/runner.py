@@ -494,6 +494,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
                 others,
                 on_started,
                 FileBarrier(barrier_dir, cell.fleet_size, BARRIER_TIMEOUT_S),
+                stops.deliver if stops is not None else None,
             )
     except BaseException as exc:
         if isinstance(exc, Interrupted):

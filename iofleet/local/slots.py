@@ -113,9 +113,11 @@ def _run_cell_slots(
     keep_fds: tuple[int, ...] = (),
     on_exit: Any = None,
     on_started: Any = None,
+    tick: Callable[[], None] | None = None,
 ) -> None:
     """Start the slots and wait for all of them. When interrupted, it returns with the
-    exception and leaves the slots to the caller's cleanup (`_stop_cell`)."""
+    exception and leaves the slots to the caller's cleanup (`_stop_cell`). `tick` is
+    called at each wake (`StopSignals.deliver`: a signal taken back from a finalizer)."""
     for slot in slots:
         _start(slot, cwd, keep_fds)
     if on_started is not None:
@@ -123,6 +125,8 @@ def _run_cell_slots(
     while True:
         # wake when an agent exits (its pidfd), or every 0.5 s for the progress line
         wait_any([s.proc for s in slots if s.proc and s.exit_code is None], 0.5)
+        if tick is not None:
+            tick()
         running = 0
         for slot in slots:
             assert slot.proc is not None
@@ -159,6 +163,7 @@ def _run_slots_of_cell(  # type: ignore[no-untyped-def]
     others,
     on_started,
     barrier=None,
+    tick=None,
 ) -> None:
     """Run the cell's slots to their end, recording any agent that dies without
     recording itself; then remove the cell's populate data from the target.
@@ -181,7 +186,7 @@ def _run_slots_of_cell(  # type: ignore[no-untyped-def]
         record_dead_agent(slot, run_id, target, why)
         progress.done(f"{label}: slot {slot.slot_index}: {why}; recorded FAILED")
 
-    _run_cell_slots(slots, base, progress, label, cell_started, keep_fds, on_exit, on_started)
+    _run_cell_slots(slots, base, progress, label, cell_started, keep_fds, on_exit, on_started, tick)
     from iofleet.agent.target import remove_workdir  # not before the slots start
 
     remove_workdir(target, run_id, slots[0].cell_id, "shared")  # the cell's populate data

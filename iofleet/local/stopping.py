@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,10 +91,13 @@ class StopSignals:
         self._cut = False  # an `interruptible` block was interrupted: it is unwinding
         self._shielded = 0
         self._previous: dict[int, Any] = {}
+        self._previous_hook = sys.unraisablehook
 
     def __enter__(self) -> StopSignals:
         for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         _installed.append(self)
         return self
 
@@ -101,8 +105,24 @@ class StopSignals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+        if sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._previous_hook
         if self in _installed:
             _installed.remove(self)
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """A signal's Interrupted raised inside a finalizer (a `__del__`, a generator the
+        collector closes) never reaches the run: Python prints a traceback and drops it.
+        Take it back instead, silently: `deliver` raises it at the run's next point (the
+        slots' wait checks every 0.5 s). Sending the signal again from here would not
+        do: its handler would run inside this hook, and be dropped the same way."""
+        exc = unraisable.exc_value
+        if isinstance(exc, Interrupted) and self._raised and exc.signum in self.received:
+            self._raised = False
+            if self._interruptible:
+                self._cut = False
+            return
+        self._previous_hook(unraisable)
 
     @property
     def hurry(self) -> bool:

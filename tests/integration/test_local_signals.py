@@ -106,6 +106,24 @@ DRIVER = textwrap.dedent(
             return text
 
         html.render_html = render_html
+    elif AT == "finalizer":  # the runner's own SIGTERM, in a finalizer of its slot wait
+        import signal
+        from iofleet.local.slots import SlotProcess
+
+        class SignalsWhenCollected:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)  # the runner alone, not its group
+                sum(range(10_000))  # its handler runs here, inside the finalizer
+
+        done = SlotProcess.artifacts_done
+
+        def artifacts_done(self):
+            if not MARK.exists() and (self.raw_dir / "w00-ioping.json").exists():
+                MARK.touch()
+                SignalsWhenCollected()  # collected at once
+            return done(self)
+
+        SlotProcess.artifacts_done = artifacts_done
     sys.exit(main(sys.argv[1:]))
     """
 )
@@ -607,6 +625,31 @@ def test_a_signal_during_ingest_leaves_the_warehouse_as_it_was(
     ]
     assert _query(tmp_path, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{run_id}'") == [
         (2,)
+    ]
+
+
+def test_a_signal_that_lands_in_a_finalizer_still_stops_the_run(tmp_path: Path) -> None:
+    # given a slot in a long fio, and a SIGTERM to the runner alone whose handler runs
+    # inside a finalizer (Python prints what one raises, and drops it)
+    mark = tmp_path / "collected"
+    run = Run(
+        tmp_path,
+        _matrix(tmp_path, [IOPING, _long_fio()], [1]),
+        driver={"SIG_AT": "finalizer", "SIG_MARK": str(mark)},
+    )
+    try:
+        wait_for(lambda: mark.exists() and run.look(), 120, "the finalizer")
+        # when the run goes on
+        code = run.finish()
+    finally:
+        run.finish()
+    # then it stops as for any SIGTERM: 143, one line, no traceback, nothing left
+    assert code == 143, run.stderr()
+    _the_line(run, "SIGTERM")
+    assert "Traceback" not in run.stderr() and "Exception ignored" not in run.stderr()
+    assert_nothing_left(tmp_path, run)
+    assert _query(tmp_path, "SELECT status, error FROM slots") == [
+        ("FAILED", "slot interrupted by a signal")
     ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 
 import pytest
 
@@ -43,6 +44,57 @@ def test_later_signals_only_make_the_cleanup_hurry() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         assert stops.hurry
         assert stops.received == [signal.SIGINT, signal.SIGINT, signal.SIGTERM]
+
+
+class _SignalsItselfWhenCollected:
+    """A finalizer in which the run's signal handler runs: it sends the signal and goes
+    on running Python code, where the handler is called."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.signum)
+        sum(range(10_000))  # the handler runs between these bytecodes
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["startup", "in-a-cell"])
+def test_a_signal_that_lands_in_a_finalizer_still_interrupts_the_run_once(
+    capsys: pytest.CaptureFixture[str], deferred: bool
+) -> None:
+    # given a run whose signal comes while a finalizer runs (Python drops what a
+    # finalizer raises, after printing a traceback)
+    with StopSignals(deferred=deferred) as stops, stops.opened():
+        # when
+        _SignalsItselfWhenCollected(signal.SIGTERM)  # collected at once
+        sum(range(10_000))
+        # then the run's next point (the slots' wait checks) is interrupted by it, once
+        with pytest.raises(Interrupted) as caught:
+            stops.deliver()
+        stops.deliver()
+    # and nothing is printed
+    assert caught.value.signum == signal.SIGTERM
+    assert stops.received == [signal.SIGTERM]
+    assert not stops.hurry
+    assert capsys.readouterr().err == ""
+
+
+def test_an_error_in_a_finalizer_is_still_reported() -> None:
+    # given the run's hook for what finalizers raise
+    class Broken:
+        def __del__(self) -> None:
+            raise ValueError("broken finalizer")
+
+    seen: list[BaseException | None] = []
+    before = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: seen.append(unraisable.exc_value)
+    try:
+        with StopSignals():
+            Broken()  # when a finalizer fails for another reason
+    finally:
+        sys.unraisablehook = before
+    # then it goes to the hook that was there before, as it would have
+    assert [type(e) for e in seen] == [ValueError]
 
 
 def test_a_signal_while_shielded_is_raised_once_the_run_can_take_it() -> None:
