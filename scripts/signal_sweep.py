@@ -3,7 +3,7 @@
     .venv/bin/python scripts/signal_sweep.py --trials 40 --seed 3
 
 Each trial runs a two-cell matrix (1 and 2 slots: ioping, a short fio, the c-build
-preset) into a fresh --out and, at a random instant of the run, sends SIGINT, SIGTERM
+preset; with --populate also an app whose cell data is written once) into a fresh --out and, at a random instant of the run, sends SIGINT, SIGTERM
 or SIGHUP to its process group (as Ctrl-C from a terminal does), sometimes a second
 signal soon after, or SIGKILL to the runner alone. Sometimes a finished run is in the
 --out first. Then it checks, where the effects land:
@@ -52,6 +52,13 @@ from tests.integration.test_local_signals import (  # noqa: E402
 FIO = {"fio": "randwrite-16k-psync-16jobs", "params": {"RUNTIME": 1, "SIZE": "4m", "NUM_JOBS": 2}}
 IOPING = {"ioping": {"count": 3, "interval_ms": 0, "write": False}}
 WORKLOADS = [IOPING, FIO, {"app": "c-build"}]
+POPULATE = {  # --populate: an app whose cell data is written once, before the slots
+    "app": {
+        "name": "pop",
+        "populate": 'dd if=/dev/zero of="$IOFLEET_SHARED/data" bs=1M count=16 status=none',
+        "run": 'cat "$IOFLEET_SHARED/data" > /dev/null',
+    }
+}
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -88,13 +95,19 @@ def _lost(root: Path, run_ids: list[str]) -> list[str]:
     return found
 
 
-def trial(root: Path, delay: float, signals: list[tuple[float, int]], earlier: bool) -> list[str]:
+def trial(
+    root: Path,
+    delay: float,
+    signals: list[tuple[float, int]],
+    earlier: bool,
+    workloads: list[dict] = WORKLOADS,
+) -> list[str]:
     """One stopped run in `root`; what went wrong (empty: nothing)."""
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     if earlier:
         _next_run(root)
-    run = Run(root, _matrix(root, WORKLOADS, [1, 2]))
+    run = Run(root, _matrix(root, workloads, [1, 2]))
     sent: list[int] = []
     try:
         end = time.monotonic() + delay
@@ -146,10 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--window", type=float, nargs=2, metavar=("FROM", "TO"), help="instants (s) to draw from"
     )
+    parser.add_argument("--populate", action="store_true", help="add an app with a populate step")
     args = parser.parse_args(argv)
+    workloads = [POPULATE, *WORKLOADS] if args.populate else WORKLOADS
     rng = random.Random(args.seed)
     started = time.monotonic()
-    clean = trial(args.work / "clean", 1e9, [], False)  # how long a whole run takes here
+    clean = trial(args.work / "clean", 1e9, [], False, workloads)  # how long a whole run takes here
     whole = time.monotonic() - started
     print(f"a whole run: {whole:.1f} s{'; ' + '; '.join(clean) if clean else ''}", flush=True)
     failed = 0
@@ -164,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = rng.random() < 0.3
         root = args.work / f"t{i:03d}"
         try:
-            problems = trial(root, delay, signals, earlier)
+            problems = trial(root, delay, signals, earlier, workloads)
         except Exception:  # noqa: BLE001 - a search reports and goes on
             problems = ["script error: " + traceback.format_exc()[-500:]]
         names = [(round(gap, 3), signal.Signals(s).name) for gap, s in signals]
