@@ -2,8 +2,8 @@
 
 One helper for every message that names what the user wrote (a value, a key, a
 number literal), so a refusal stays one short line however long the input is
-(docs/decisions.md, record 63). Stdlib only: errors.py and the stdlib-only loaders
-import it.
+(docs/decisions.md, record 63). Stdlib only: the stdlib-only readers (jobtext, the
+results schema) import it.
 
 - a string whose quoted form is at most LIMIT characters is quoted as `repr` quotes it
   (`'gp9'`), so short refusals read as they always did;
@@ -65,13 +65,6 @@ def clip(text: str, limit: int = LIMIT) -> str:
         if len(whole) <= limit:
             return whole
     return _clipped(text, "", escape, HEAD * limit // LIMIT, TAIL * limit // LIMIT)
-
-
-def count_and(items: list[str], noun: str, limit: int = 3) -> str:
-    """`'a', 'b', 'c' and 47 more` of quoted items; all of them when few."""
-    shown = ", ".join(quote(item) for item in items[:limit])
-    rest = len(items) - limit
-    return f"{shown} and {rest} more {noun}" if rest > 0 else shown
 
 
 def _int_text(value: int) -> str:
