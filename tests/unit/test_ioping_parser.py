@@ -318,3 +318,69 @@ def test_a_nan_printed_by_ioping_in_its_statistics_is_read() -> None:
 
     assert len(out.requests) == 20
     assert out.stat is not None and out.stat["mdev"] is None
+
+
+def _requests_text(*entries: dict, raw: tuple[str, str] | None = None) -> str:
+    """A -J array of these entries; `raw` replaces a placeholder string with JSON text
+    Python's json would not write (a number no double holds)."""
+    text = json.dumps(list(entries), indent=2)
+    if raw:
+        text = text.replace(json.dumps(raw[0]), raw[1])
+    return text
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        # ioping prints io.request as a long long; its column is an int
+        ("request", 2**31, "entry 1: io.request: 2147483648 is outside the int range"),
+        ("size", 2**63, "entry 1: io.size: 9223372036854775808 is outside the bigint range"),
+        ("time", 2**64 - 2, "entry 1: io.time: 18446744073709551614 is outside the bigint"),
+    ],
+)
+def test_a_request_field_no_column_holds_is_refused_by_name(
+    field: str, value: int, says: str
+) -> None:
+    # given a request whose figure its ioping_requests column cannot hold (the load would
+    # refuse the whole artifact after `iofleet import` had counted it as imported)
+    bad = _request(2, 1000)
+    bad["io"][field] = value
+
+    with pytest.raises(ParseError, match=re.escape(says)):
+        parse_ioping(_requests_text(_request(1, 900), bad))
+
+
+@pytest.mark.parametrize(
+    ("literal", "says"),
+    [
+        ("1" + "0" * 400, "entry 1: timestamp: an integer of 1329 bits is not a finite"),
+        ("NaN", "entry 1: timestamp: nan is not a finite double"),
+        ("Infinity", "entry 1: timestamp: inf is not a finite double"),
+    ],
+)
+def test_a_timestamp_no_double_holds_is_a_parse_error_not_a_crash(literal: str, says: str) -> None:
+    # given: float() of the first raised OverflowError out of the parser (the fuzzer's find)
+    bad = _request(2, 1000)
+    bad["timestamp"] = "PLACEHOLDER"
+
+    with pytest.raises(ParseError, match=re.escape(says)):
+        parse_ioping(_requests_text(_request(1, 900), bad, raw=("PLACEHOLDER", literal)))
+
+
+def test_an_operation_that_is_not_utf8_text_is_refused() -> None:
+    # given JSON's escape of a lone surrogate, which no string column (UTF-8) takes
+    bad = _request(2, 1000)
+    bad["io"]["operation"] = "\ud800"
+
+    with pytest.raises(ParseError, match="entry 1: io.operation: not valid UTF-8"):
+        parse_ioping(_requests_text(_request(1, 900), bad))
+
+
+def test_a_missing_or_non_numeric_timestamp_leaves_ts_null() -> None:
+    no_ts, text_ts = _request(1, 900), _request(2, 1000)
+    del no_ts["timestamp"]
+    text_ts["timestamp"] = "soon"
+
+    out = parse_ioping(_requests_text(no_ts, text_ts))
+
+    assert [r["ts"] for r in out.requests] == [None, None]

@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from iofleet.results.parsers import ParseError
-from iofleet.results.schema import value_problem
+from iofleet.results.schema import IOPING_REQUESTS, value_problem
+
+# the warehouse column each request field goes to: a value it cannot hold is refused
+# here, never a row that breaks a load (ioping prints io.request as a long long; the
+# column is an int, which 2^31 requests, some 600 GB of -J output, would outgrow)
+_COLUMN_TYPES = {c.name: c.type for c in IOPING_REQUESTS.columns}
 
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
     ("lat_p0_ns", 0.0),
@@ -212,7 +217,7 @@ def _quote(message: str) -> str:
     return message if len(message) <= 200 else message[:197] + "..."
 
 
-def _int_field(io: dict, key: str, where: str) -> int:
+def _int_field(io: dict, key: str, where: str, column: str) -> int:
     value = io.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: io.{key} missing or not a number")
@@ -220,10 +225,21 @@ def _int_field(io: dict, key: str, where: str) -> int:
         raise ParseError(f"{where}: io.{key} is not a finite number")
     if value < 0:
         raise ParseError(f"{where}: io.{key} is negative")
-    problem = value_problem("bigint", int(value))  # what its ioping_requests column holds
+    problem = value_problem(_COLUMN_TYPES[column], int(value))
     if problem:
         raise ParseError(f"{where}: io.{key}: {problem}")
     return int(value)
+
+
+def _timestamp(entry: dict, where: str) -> float | None:
+    """The request's unix time, None when ioping printed none (or no number)."""
+    ts = entry.get("timestamp")
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return None
+    problem = value_problem(_COLUMN_TYPES["ts"], ts)  # 1e400, NaN: no double holds it
+    if problem:
+        raise ParseError(f"{where}: timestamp: {problem}")
+    return float(ts)
 
 
 def parse_ioping(text: str) -> IopingOutput:
@@ -251,16 +267,16 @@ def parse_ioping(text: str) -> IopingOutput:
         operation = io.get("operation")
         if not isinstance(operation, str) or not operation:
             raise ParseError(f"{where}: io.operation missing")
-        ts = entry.get("timestamp")
+        problem = value_problem(_COLUMN_TYPES["operation"], operation)
+        if problem:  # a lone surrogate (JSON's "\ud800"): not UTF-8, no string column takes it
+            raise ParseError(f"{where}: io.operation: {problem}")
         out.requests.append(
             {
-                "request": _int_field(io, "request", where),
+                "request": _int_field(io, "request", where, "request"),
                 "operation": operation,
-                "size_bytes": _int_field(io, "size", where),
-                "time_ns": _int_field(io, "time", where),
-                "ts": float(ts)
-                if isinstance(ts, int | float) and not isinstance(ts, bool)
-                else None,
+                "size_bytes": _int_field(io, "size", where, "size_bytes"),
+                "time_ns": _int_field(io, "time", where, "time_ns"),
+                "ts": _timestamp(entry, where),
             }
         )
     if not out.requests and not out.ignored:
