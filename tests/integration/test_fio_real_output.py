@@ -472,6 +472,8 @@ def test_the_normal_report_beside_the_json_is_one_note_and_fios_messages_stay(
     # and no line of the report is a warning
     [folded] = [w for w in out.warnings if w.startswith("fio's normal report")]
     assert all(e in out.warnings for e in errors), out.warnings
+    # (the report's `Disk stats` header was once called fio --client's text)
+    assert not [w for w in out.warnings if "--client" in w], out.warnings
     assert not [w for w in out.warnings if any(w == line for line in report)], out.warnings
     assert not [w for w in out.warnings if w.startswith(("Run status", "Disk stats"))]
     # and the figures are fio's JSON's
@@ -480,3 +482,25 @@ def test_the_normal_report_beside_the_json_is_one_note_and_fios_messages_stay(
         for j in fio_document(text[text.index("\n{") + 1 :])["jobs"]
         if j["read"]["total_ios"]
     ]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
+@pytest.mark.parametrize("order", ["terse,json+", "json,terse"])
+def test_terse_output_beside_the_json_is_one_note_of_its_lines(
+    order: str, version: int, tmp_path: Path
+) -> None:
+    # given fio's terse lines (one per job, each over a thousand characters) beside its
+    # JSON, in every terse version fio prints
+    argv = ["fio", *SMALL, "--rw=randread", f"--output-format={order}"]
+    argv += [f"--terse-version={version}"]
+    for name in ("one", "two"):
+        argv += [f"--name={name}", f"--filename={tmp_path / name}"]
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    terse = [line for line in text.splitlines() if line.startswith(f"{version};")]
+    assert len(terse) == 2 and all(len(line) > 500 for line in terse), text
+    # when
+    out = parse_fio(text)
+    # then the two lines are one note, and no warning quotes them
+    notes = [w for w in out.warnings if "percentile" not in w]
+    assert notes == ["fio's terse output beside the JSON (2 lines) not read"]
+    assert [r["job"] for r in out.records] == ["one", "two"]

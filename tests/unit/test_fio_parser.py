@@ -306,6 +306,15 @@ def test_what_fio_client_prints_beside_the_json_is_one_note(name: str, lines: in
     assert f"fio --client's text beside the JSON ({lines} lines) not read" in out.warnings
 
 
+def test_a_long_line_beside_the_json_is_a_clipped_warning() -> None:
+    # given a line nobody here recognises, 5,000 characters long, before fio's JSON
+    line = "x" * 4000 + "tail of the line" + "y" * 984
+    out = parse_fio(line + "\n" + _text("json-randread.json"))
+    [warning] = [w for w in out.warnings if "percentile" not in w]
+    assert len(warning) <= 200 and warning.startswith("xxx")
+    assert warning.endswith("yyy (5000 characters)")
+
+
 def test_failing_job_keeps_the_good_job_and_reports_the_failure() -> None:
     out = parse_fio(_text("jsonplus-failing-job.json"))
     assert [(r["job"], r["error"]) for r in out.records] == [("good", 0), ("missing", 2)]

@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, overload
 
+from iofleet.quote import clip
 from iofleet.results.parsers import ParseError
 from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS, INT_RANGES, value_problem
 
@@ -122,6 +123,10 @@ _NORMAL_REPORT = re.compile(
     r": \(groupid=\d+, jobs=\d+\): err=|^Run status group \d+ \(all jobs\):"
 )
 _FIO_MESSAGE = ("fio: ", "note: ")
+# a job's line of `--output-format=terse` (stat.c show_thread_status_terse_all): terse
+# version 2 starts `2;jobname;groupid;error;`, versions 3 to 5 `N;fio-VERSION;jobname;`
+_TERSE_LINE = re.compile(r"^(?:2;[^;]*;\d+;\d+;|[345];fio-[^;]*;)")
+_MAX_NOTE = 200  # a note longer than this is clipped (head ... tail)
 # what `fio --client` prints beside the JSON: text relayed from a server (`<server> `
 # before each line, client.c handle_text), a server's probe reply (`hostname=..., be=0,
 # 64-bit, os=...`, before fio 3.1) and an empty disk stats header
@@ -291,21 +296,31 @@ def _notes(lines: list[str]) -> list[str]:
     (`_CLIENT_TEXT`, and each server's text: job headers, `Starting N processes`).
     fio's own messages (`fio: ...`, `note: ...`, log_err/log_info, a server's too) stay
     one warning each."""
-    others = [line for line in lines if not _relayed_text(line)]
+    terse = [line for line in lines if _TERSE_LINE.match(line)]
+    if terse:
+        note = f"fio's terse output beside the JSON ({_lines(len(terse))}) not read"
+        return [note, *_notes([line for line in lines if not _TERSE_LINE.match(line)])]
+    normal = any(_NORMAL_REPORT.search(line) for line in lines)
+    others = [line for line in lines if not _relayed_text(line, normal)]
     if len(others) < len(lines):
-        note = f"fio --client's text beside the JSON ({len(lines) - len(others)} lines) not read"
+        note = f"fio --client's text beside the JSON ({_lines(len(lines) - len(others))}) not read"
         return [note, *_notes(others)]
-    if not any(_NORMAL_REPORT.search(line) for line in lines):
-        return lines
-    kept = [line for line in lines if line.startswith(_FIO_MESSAGE)]
+    if not normal:
+        return [clip(line, _MAX_NOTE) for line in lines]
+    kept = [clip(line, _MAX_NOTE) for line in lines if line.startswith(_FIO_MESSAGE)]
     folded = len(lines) - len(kept)
-    return [f"fio's normal report beside the JSON ({folded} lines) not read", *kept]
+    return [f"fio's normal report beside the JSON ({_lines(folded)}) not read", *kept]
 
 
-def _relayed_text(line: str) -> bool:
-    """A line `fio --client` prints beside the JSON that is not one of fio's messages."""
+def _lines(count: int) -> str:
+    return "1 line" if count == 1 else f"{count} lines"
+
+
+def _relayed_text(line: str, normal: bool = False) -> bool:
+    """A line `fio --client` prints beside the JSON that is not one of fio's messages.
+    Beside a normal report (`normal`), its `Disk stats` header is the report's."""
     if _CLIENT_TEXT.match(line):
-        return True
+        return not (normal and line.startswith("Disk stats"))
     m = _SERVER_TEXT.match(line)
     return m is not None and not line[m.end() :].startswith(_FIO_MESSAGE)
 
