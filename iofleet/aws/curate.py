@@ -23,6 +23,7 @@ from iofleet.aws.compact import LandingPartitions
 from iofleet.aws.ddb import set_attributes
 from iofleet.results import schema
 from iofleet.results.ingest import error_row, merge_slot_rows, rows_for_artifact
+from iofleet.results.parsers import decode_text
 
 _SLOT_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/slot-(?P<slot>\d{4})/")
 _INSTANCE_DIR = re.compile(r"^(?P<run>[^/]+)/(?P<cell>[^/]+)/(?:slot-(?P<slot>\d+)|populate)/")
@@ -62,9 +63,7 @@ def s3_keys_from_message(body: str) -> list[str]:
 
 def _read(s3: Any, bucket: str, key: str) -> str | None:
     try:
-        return (
-            s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", errors="replace")
-        )
+        return decode_text(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), errors="replace")
     except s3.exceptions.NoSuchKey:
         return None
 

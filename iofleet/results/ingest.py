@@ -440,7 +440,7 @@ def _slot(relpath: str, text: str) -> Rows:
     error = _str(doc.get("error"))
     failed = [
         w
-        for w in doc.get("workloads") or []
+        for w in _list(doc.get("workloads"))
         if isinstance(w, dict) and str(w.get("status", "")).upper() not in ("SUCCEEDED", "")
     ]
     reasons = [
@@ -620,6 +620,10 @@ def _table_row(table: Table, key: Mapping[str, object], record: Mapping[str, Any
 
 def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _str(value: object) -> str | None:

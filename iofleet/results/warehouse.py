@@ -70,6 +70,7 @@ from iofleet.results.ingest import (
     rows_and_bin_blocks,
     run_id_of,
 )
+from iofleet.results.parsers import decode_text
 from iofleet.results.schema import (
     BY_NAME,
     FIO_LATENCY_BINS,
@@ -239,9 +240,11 @@ def _run_fingerprint(code: str, files: Sequence[tuple[tuple[str, ...], str]]) ->
 
 
 def _read_artifact(path: str) -> str:
-    """The text of one raw artifact (undecodable bytes replaced: the parsers say so)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
+    """The text of one raw artifact, read as `iofleet import` and the ingest Lambda read
+    it (`decode_text`: the encoding a byte-order mark names, else UTF-8; undecodable
+    bytes replaced: the parsers say so)."""
+    with open(path, "rb") as f:
+        return decode_text(f.read(), errors="replace")
 
 
 @dataclass

@@ -25,6 +25,7 @@ import pytest
 
 from iofleet.results import ingest, warehouse
 from iofleet.results.ingest import error_row, loadable_text, merge_slot_rows, rows_for_artifact
+from iofleet.results.parsers import decode_text
 from iofleet.results.parsers import fio as fio_parser
 from iofleet.results.schema import BY_NAME, FIO_RESULTS, INGEST_ERRORS, SLOTS, TABLES
 from iofleet.results.warehouse import Warehouse
@@ -102,7 +103,8 @@ def _load_by_rows(wh: Warehouse, raw: Path) -> tuple[int, int]:
                 continue
             objects += 1
             relpath = path.relative_to(raw).as_posix()
-            rows = rows_for_artifact(relpath, path.read_text(encoding="utf-8", errors="replace"))
+            # read as every reader of raw/ reads it: the encoding a BOM names, else UTF-8
+            rows = rows_for_artifact(relpath, decode_text(path.read_bytes(), errors="replace"))
             refusal = _refusal(relpath, rows)
             if refusal:
                 rows = {INGEST_ERRORS.name: [error_row(run_id, relpath, refusal)]}

@@ -244,3 +244,26 @@ def test_poisoned_objects_become_ingest_errors_and_every_curated_row_fits_its_co
             for row in table_rows:
                 assert tuple(row) == schema.BY_NAME[table].column_names
                 assert schema.BY_NAME[table].row_problem(row) is None, (table, row)
+
+
+def test_objects_with_a_byte_order_mark_are_read_as_import_reads_them(
+    cloud: Cloud, context: FakeLambdaContext
+) -> None:
+    # given ioping output saved by Windows PowerShell (UTF-16 LE with its BOM) and a fio
+    # output with a UTF-8 BOM: `iofleet import` reads both; once the ioping one was
+    # refused here (its BOM decoded as text before the JSON)
+    probes = FIXTURES.parent / "data" / "probes" / "artifacts"
+    keys = [
+        _put_raw(cloud, f"{SLOT}/w01-ioping.json", (probes / "ioping-utf16-bom.json").read_bytes()),
+        _put_raw(cloud, f"{SLOT}/w00-fio-bom.json", (probes / "fio-utf8-bom.json").read_bytes()),
+    ]
+    # when
+    out = ingest.handler({"Records": [_record(k, f"m{i}") for i, k in enumerate(keys)]}, context)
+    # then both are curated, with no error row
+    assert out == {"batchItemFailures": []}
+    rows = _curated_rows(cloud)
+    assert "ingest_errors" not in rows
+    requests = json.loads((FIXTURES / "ioping" / "read-c21.json").read_text())
+    timed = [e["io"]["time"] for e in requests if "io" in e and not e["io"]["ignored"]]
+    assert [r["time_ns"] for r in rows["ioping_requests"]] == timed
+    assert rows["fio_results"]
