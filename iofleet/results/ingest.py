@@ -425,11 +425,14 @@ def _clock_values(clock: object) -> dict[str, object]:
 def _barrier_values(doc: Mapping[str, Any]) -> dict[str, object]:
     """slots.barrier_* from slot.json: the agreed instant, this slot's pass, its lateness."""
     late = _float(doc.get("barrier_late_s"))
+    late_us = late * 1e6 if late is not None and late >= 0 else None
     return {
         "barrier_released_at": _ts(doc.get("barrier_released_at")),
         "barrier_passed_at": _ts(doc.get("barrier_passed_at")),
         "barrier_passed_us": _epoch_us(doc.get("barrier_passed_at")),
-        "barrier_late_us": round(late * 1e6) if late is not None and late >= 0 else None,
+        "barrier_late_us": round(late_us)
+        if late_us is not None and math.isfinite(late_us)
+        else None,
     }
 
 
@@ -637,7 +640,7 @@ def _float(value: object) -> float | None:
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond double
         return None
     return number if math.isfinite(number) else None
 
