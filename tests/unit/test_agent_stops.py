@@ -2,8 +2,10 @@
 
 Real signals sent to this process; a Python handler runs at the next bytecode, so the
 stop's handler runs inside the finalizer below, where Python drops what it raises.
-Real child processes for the waits. The slot run whose stop lands in a finalizer is in
-tests/integration/test_agent_finalizer_stop.py.
+Real child processes for the waits. The waits are bounded at 60 s so that a broken wake
+fails in a minute (a wait that ran out is told apart by what it returns or leaves: no
+KeyboardInterrupt, the wake pipe still full), never by a clock. The slot run whose stop
+lands in a finalizer is in tests/integration/test_agent_finalizer_stop.py.
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ def test_a_dropped_stop_wakes_the_workload_wait_without_raising_in_it() -> None:
             fd = stops.wake_fd()
             assert fd is not None and _readable(fd)
             # when the wait starts after the stop was taken back
-            wait_any([proc], 600)
+            wait_any([proc], 60)
             # then it returned at once (the wake, read: the child has not exited) and
             # left the stop to its caller
             assert proc.poll() is None and not _readable(fd)
@@ -176,7 +178,7 @@ def test_a_stop_dropped_while_the_wait_blocks_ends_it() -> None:
     )
     try:
         with sigterm_interrupts(), pytest.raises(KeyboardInterrupt):
-            wait_until(proc, time.monotonic() + 600)
+            wait_until(proc, time.monotonic() + 60)
         assert proc.poll() is None  # the stop ended the wait, not the child
     finally:
         signal.signal(signal.SIGUSR1, previous)
@@ -207,7 +209,7 @@ def test_a_stop_dropped_before_a_workload_starts_starts_nothing(tmp_path: Path) 
 
 def test_a_stop_dropped_while_waiting_at_the_barrier_is_raised_there(tmp_path: Path) -> None:
     # given a start barrier that waits for a party that never comes
-    barrier = FileBarrier(tmp_path / "barrier", parties=2, timeout_s=600)
+    barrier = FileBarrier(tmp_path / "barrier", parties=2, timeout_s=60)
     with sigterm_interrupts():
         _dropped(signal.SIGTERM)
         # when this slot waits there, then the stop is raised at its next poll
@@ -219,7 +221,7 @@ def test_the_refill_wait_is_ended_by_a_dropped_stop() -> None:
     with sigterm_interrupts():
         _dropped(signal.SIGTERM)
         with pytest.raises(KeyboardInterrupt):
-            stops.sleep(600)
+            stops.sleep(60)
 
 
 def test_outside_the_block_the_sleep_is_a_sleep() -> None:
