@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from iofleet.agent import stops
+
 SPIN_US = 1000  # busy-wait (yielding) for the last millisecond before the instant
 SLEEP_CHUNK_S = 0.05  # re-read the wall clock at least this often while sleeping
 
@@ -172,6 +174,7 @@ class Barrier(ABC):
             if waited >= limit:
                 return BarrierResult(False, waited, state.arrived, self.parties)
             next_read = max(next_read + self.poll_s, now)
+            stops.raise_dropped()  # a stop a finalizer dropped: within one poll interval
             time.sleep(min(next_read - now, max(limit - waited, 0.0)))
             state = self.state()
 

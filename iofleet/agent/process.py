@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from iofleet.agent import stops
 from iofleet.testhook import pause
 
 TAIL_CHARS = 4000
@@ -129,13 +130,17 @@ def _read(handle: IO[bytes], keep_all: bool) -> str:
 
 
 def wait_any(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
-    """Return once any of `procs` has exited (not reaped), or after `timeout_s`.
+    """Return once any of `procs` has exited (not reaped), or after `timeout_s`, or
+    when a stop a finalizer dropped wakes the wait (iofleet.agent.stops: the caller
+    raises it).
 
     Blocks in poll(2) on each child's pidfd, so it wakes the moment a child exits;
     `Popen.wait(timeout)` polls instead, sleeping up to 50 ms between checks, which
     is up to 50 ms added to every workload and every slot. Without pidfds (Linux
-    before 5.3) it falls back to that polling on the first process.
+    before 5.3) it falls back to that polling on the first process, for at most
+    0.5 s at a time while a dropped stop may come.
     """
+    wake = stops.wake_fd()
     fds: list[int] = []
     try:
         try:
@@ -144,14 +149,19 @@ def wait_any(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None
         except (AttributeError, OSError):
             if procs:
                 try:
-                    procs[0].wait(timeout=max(timeout_s, 0.0))
+                    limit = timeout_s if wake is None else min(timeout_s, 0.5)
+                    procs[0].wait(timeout=max(limit, 0.0))
                 except subprocess.TimeoutExpired:
                     pass
             return
         poller = select.poll()
         for fd in fds:
             poller.register(fd, select.POLLIN)
-        poller.poll(max(0, round(timeout_s * 1000)))
+        if wake is not None:
+            poller.register(wake, select.POLLIN)
+        ready = poller.poll(max(0, round(timeout_s * 1000)))
+        if wake is not None and any(fd == wake for fd, _ in ready):
+            stops.woken()
     finally:
         for fd in fds:
             os.close(fd)
@@ -159,8 +169,11 @@ def wait_any(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None
 
 def wait_until(proc: subprocess.Popen[bytes], deadline: float) -> int:
     """`proc.wait()` until time.monotonic() reaches `deadline` (TimeoutExpired then),
-    waking as soon as it exits (`wait_any`)."""
+    waking as soon as it exits (`wait_any`). A stop a finalizer dropped is raised
+    while it runs (iofleet.agent.stops); once it has exited, it is left for the next
+    point, so that its output is kept as for a stop that comes after its end."""
     while proc.poll() is None:
+        stops.raise_dropped()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise subprocess.TimeoutExpired(proc.args, 0)
@@ -196,7 +209,9 @@ def run_child(
     """Run argv until it exits or time.monotonic() reaches deadline.
 
     `hold_output`: a workload whose output must be saved once it has run: from the
-    child's exit, `child_ended()` is true until the caller calls `output_taken()`."""
+    child's exit, `child_ended()` is true until the caller calls `output_taken()`.
+    A stop a finalizer dropped before the start is raised here, and nothing starts."""
+    stops.raise_dropped()
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         life_r, life_w = os.pipe()  # the agent keeps life_w (close-on-exec) until the end

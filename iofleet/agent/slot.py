@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from iofleet.agent import stops
 from iofleet.agent.barrier import Barrier, BarrierError, BarrierResult, barrier_from_config, iso_us
 from iofleet.agent.manifest import clock_status, ec2_identity, system_info
 from iofleet.agent.payload import (
@@ -414,7 +415,7 @@ def _burst_phase(ctx: _Context, w: Workload) -> dict[str, object] | None:
     remaining = max(ctx.deadline - time.monotonic(), 0.0)
     if action.action == "refill":
         wait = min(action.seconds, remaining)
-        time.sleep(wait)  # the bucket earns credits while nothing runs
+        stops.sleep(wait)  # the bucket earns credits while nothing runs
         record["seconds"] = round(wait, 3)
         if wait < action.seconds:
             record["status"] = TIMED_OUT
@@ -677,7 +678,9 @@ def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
     """Inside the block SIGTERM stops the slot the way Ctrl-C does: KeyboardInterrupt, so
     the running child's process group is killed and slot.json written. Once only: later
     SIGTERMs are ignored, so that unwinding (and, on EC2, the upload after it) is not cut
-    short. On leaving, SIGTERM gets its previous handler back, or `after` when given."""
+    short. On leaving, SIGTERM gets its previous handler back, or `after` when given.
+    A stop (SIGTERM's or SIGINT's) whose KeyboardInterrupt a finalizer dropped is taken
+    back and raised at the slot's next point (iofleet.agent.stops)."""
 
     def interrupt(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -685,7 +688,8 @@ def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        with stops.dropped_stops_kept():
+            yield
     finally:
         signal.signal(signal.SIGTERM, previous if after is None else after)
 
@@ -717,6 +721,8 @@ class _OutputsKept:
 
     def release(self) -> None:
         output_taken()
+        # a stop a finalizer dropped (iofleet.agent.stops) came first: the one raised
+        stops.raise_dropped()
         if self.held:
             first, self.held = self.held[0], []
             self._meet(first, self.previous[first])
@@ -753,8 +759,8 @@ def stops_held() -> Iterator[None]:
         yield
         return
     came: list[int] = []
-    stops = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in stops}
+    signums = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in signums}
     try:
         yield
     finally:
