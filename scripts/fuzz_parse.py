@@ -402,6 +402,9 @@ def mutate_artifact(rng: random.Random, raw: Path) -> str:
     # their own mode
     weights = [1 if p.name.startswith(("w0", "w1")) and "app" not in p.name else 4 for p in files]
     path = rng.choices(files, weights)[0]
+    if rng.random() < 0.08:  # an empty file or bytes that are no text at all
+        path.write_bytes(b"" if rng.random() < 0.5 else rng.randbytes(rng.randrange(1, 4096)))
+        return str(path.relative_to(raw))
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
     try:
         doc = json.loads(text)
