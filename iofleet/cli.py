@@ -171,10 +171,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    from iofleet.local.progress import Progress
     from iofleet.results.importer import import_command
 
     return import_command(
-        [Path(f) for f in args.files], _out_path(args.out), label=args.label, slot_per=args.slot_per
+        [Path(f) for f in args.files],
+        _out_path(args.out),
+        label=args.label,
+        slot_per=args.slot_per,
+        progress=Progress(sys.stderr, quiet=args.quiet),
     )
 
 
@@ -301,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what one slot (instance) is: each file (default) or each directory; "
         "fio client/server output is one slot per host",
     )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("agent", help="run one slot from a slot payload (used by local and EC2)")

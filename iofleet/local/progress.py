@@ -35,6 +35,12 @@ class Progress:
             self._write(text + "\n")
         self._last = key
 
+    def clear(self) -> None:
+        """Take the status line away (on a terminal), before other lines are written."""
+        if self.tty and not self.quiet and self._last:
+            self._write("\r\033[K")
+        self._last = ""
+
     def done(self, text: str) -> None:
         if self.quiet:
             return

@@ -32,7 +32,8 @@ import re
 import secrets
 import shutil
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ from iofleet.errors import (
     UsageError,
     ValidationFailed,
 )
+from iofleet.local.progress import Progress
 from iofleet.results.outdir import make_out_dir, output_lock, remove_dead_temps
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -214,14 +216,17 @@ def _slot_key(piece: Piece, slot_per: str) -> tuple[str, str | None]:
 
 
 def plan_slots(
-    paths: Sequence[Path], slot_per: str
+    paths: Sequence[Path], slot_per: str, read: Callable[[int], None] | None = None
 ) -> tuple[list[Slot], list[tuple[str, str]], list[Problem]]:
-    """Slots with their pieces, the workloads [(kind, name)] by index, and the refused files."""
+    """Slots with their pieces, the workloads [(kind, name)] by index, and the refused
+    files. `read(n)` is called as the n-th file is read."""
     problems: list[Problem] = []
     workloads: list[tuple[str, str]] = []
     slots: dict[tuple[str, str | None], Slot] = {}
     seen: set[Path] = set()
-    for path in paths:
+    for number, path in enumerate(paths, 1):
+        if read:
+            read(number)
         if path.resolve() in seen:
             problems.append(Problem(str(path), "given twice"))
             continue
@@ -369,7 +374,31 @@ def new_import_run_id(label: str, now: datetime) -> str:
     return f"{label}-{now.strftime('%Y%m%dt%H%M%Sz').lower()}-{secrets.token_hex(3)}"
 
 
-def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str = "file") -> int:
+class _Reading:
+    """`import: reading file N of M` on a terminal, redrawn at most every 0.1 s."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress, self.total, self.shown = progress, total, 0.0
+
+    def __call__(self, number: int) -> None:
+        now = time.monotonic()
+        if now - self.shown >= 0.1 or number == self.total:
+            self.shown = now
+            self.progress.line(f"import: reading file {number} of {self.total}", key="reading")
+
+
+def import_command(
+    files: Sequence[Path],
+    out: Path,
+    label: str,
+    slot_per: str = "file",
+    progress: Progress | None = None,
+) -> int:
+    """`progress`: the status line on a terminal (none off one: stderr keeps only what
+    was refused and why)."""
+    progress = progress or Progress(sys.stderr, quiet=True)
+    if not progress.tty:
+        progress.quiet = True
     if not LABEL_RE.match(label):
         raise ValidationFailed(
             [
@@ -384,7 +413,8 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
         raise ValidationFailed([Problem("--slot-per", f"expected one of {', '.join(SLOT_PER)}")])
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")
-    slots, workloads, problems = plan_slots(files, slot_per)
+    slots, workloads, problems = plan_slots(files, slot_per, _Reading(progress, len(files)))
+    progress.clear()
     if not slots:
         raise ValidationFailed(problems or [Problem("FILES", "no file given")])
     for problem in problems:
@@ -395,7 +425,12 @@ def import_command(files: Sequence[Path], out: Path, label: str, slot_per: str =
     make_out_dir(out)
     with output_lock(out, "iofleet import"):  # one writer per --out: a second one exits 4
         remove_dead_temps(out)  # what a killed writer of this --out left (outdir.py)
-        run_id, warehouse, stats, errors = _import_locked(out, label, slots, workloads)
+        try:
+            run_id, warehouse, stats, errors = _import_locked(
+                out, label, slots, workloads, progress
+            )
+        finally:
+            progress.clear()
     for e in errors:  # the parsers accepted every file above: a mismatch is a bug
         print(f"{out / 'raw' / e['object_key']}: {e['reason']}", file=sys.stderr)
     imported = len(files) - len(problems)
@@ -428,7 +463,7 @@ def _lock_holder(exc: BaseException) -> str | None:
 
 
 def _import_locked(
-    out: Path, label: str, slots: Any, workloads: Any
+    out: Path, label: str, slots: Any, workloads: Any, progress: Progress
 ) -> tuple[str, Path, Any, list[dict[str, Any]]]:
     from iofleet.results.warehouse import Warehouse
 
@@ -436,6 +471,7 @@ def _import_locked(
     raw = out / "raw"
     tmp = out / f".import-{run_id}"
     try:
+        progress.line(f"import: writing run {run_id} to {raw}")
         raw.mkdir(parents=True, exist_ok=True)
         write_run(tmp, run_id, label, slots, workloads)
         os.replace(tmp, raw / run_id)
@@ -449,6 +485,7 @@ def _import_locked(
         raise
     warehouse = out / "warehouse.duckdb"
     try:
+        progress.line(f"import: loading it into {warehouse}")
         with Warehouse(warehouse) as wh:
             stats = wh.ingest_dir(raw)
             errors = wh.ingest_errors(run_id)
