@@ -79,11 +79,16 @@ class StopSignals:
     cell's end and the writing of run.json) is cut short by it.
     `once`: only the first signal ever interrupts (`iofleet import`, `report`,
     `compare`: what follows it is a rollback and the removal of a temp file, which a
-    second signal must not cut)."""
+    second signal must not cut).
+    `then_ignore`: on leaving, stop signals are ignored instead of given back to the
+    handlers that were there (`command_stops` in a process that ends after it)."""
 
-    def __init__(self, once: bool = False, deferred: bool = False) -> None:
+    def __init__(
+        self, once: bool = False, deferred: bool = False, then_ignore: bool = False
+    ) -> None:
         self.once = once
         self.deferred = deferred  # outside `opened` and `interruptible`, signals wait
+        self.then_ignore = then_ignore  # on leaving, stop signals are ignored (command_stops)
         self._open = 0
         self.received: list[int] = []
         self._raised = False
@@ -103,7 +108,7 @@ class StopSignals:
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if self.then_ignore else handler)
         self._previous.clear()
         if sys.unraisablehook == self._unraisable:
             sys.unraisablehook = self._previous_hook
@@ -133,6 +138,8 @@ class StopSignals:
         self.received.append(signum)
         if self.once and self._raised:
             return
+        if self._shielded:  # raised on leaving `held`, or at the next point
+            return
         if self._interruptible:
             if self._cut:  # its rollback and temp-file removal: not cut again
                 return
@@ -146,6 +153,8 @@ class StopSignals:
         """Raise the first signal now if it came while shielded and has not been raised."""
         if self.received and not self._raised:
             self._raised = True
+            if self._interruptible:  # as if it had come inside: it cuts the block once
+                self._cut = True
             raise Interrupted(self.received[0])
 
     @contextmanager
@@ -237,24 +246,35 @@ def startup_stops() -> Iterator[StopSignals]:
 @contextmanager
 def held() -> Iterator[None]:
     """Inside, no stop signal interrupts: under StopSignals that interrupt at once (not
-    `deferred`), one that came is raised on leaving; under deferred ones it waits for
-    their next point as always. For a child process started and recorded where its
-    cleanup finds it, in one step. Without StopSignals installed, nothing is held."""
+    `deferred`, or inside `interruptible`), one that came is raised on leaving; under
+    deferred ones it waits for their next point as always. For a child process started
+    and recorded where its cleanup finds it, in one step; for DuckDB's module being
+    loaded (iofleet.cli). Without StopSignals installed, nothing is held."""
     stops = _installed[-1] if _installed else None
     if stops is None:
         yield
         return
     with stops.shielded():
         yield
-    if not stops.deferred:
+    if not stops.deferred or stops._interruptible:
         stops.deliver()
 
 
 @contextmanager
-def command_stops(interrupt: Callable[[], None]) -> Iterator[StopSignals]:
+def command_stops(interrupt: Callable[[], None], to_the_end: bool = False) -> Iterator[StopSignals]:
     """For `iofleet import`, `report` and `compare`: the first stop signal interrupts the
     command wherever it is (`interrupt` stops a running DuckDB statement), and whatever
     error it ends in is that signal's `Interrupted`; later signals wait, so the rollback
-    and the removal of a temp file that follow are never cut short."""
-    with StopSignals(once=True) as stops, stops.interrupting(interrupt), stops.interruptible():
+    and the removal of a temp file that follow are never cut short.
+
+    `to_the_end`: the process ends after the command (the command line's): once the
+    block is left, stop signals are ignored to the process's end. What is left then
+    is the command's last line and the interpreter's exit (a tenth of a second with
+    DuckDB loaded); the default action there killed the process after its work was
+    done, or ended one already interrupted as a second signal (decision 68)."""
+    with (
+        StopSignals(once=True, then_ignore=to_the_end) as stops,
+        stops.interrupting(interrupt),
+        stops.interruptible(),
+    ):
         yield stops
