@@ -153,8 +153,6 @@ class StopSignals:
         """Raise the first signal now if it came while shielded and has not been raised."""
         if self.received and not self._raised:
             self._raised = True
-            if self._interruptible:  # as if it had come inside: it cuts the block once
-                self._cut = True
             raise Interrupted(self.received[0])
 
     @contextmanager
@@ -245,18 +243,26 @@ def startup_stops() -> Iterator[StopSignals]:
 
 @contextmanager
 def held() -> Iterator[None]:
-    """Inside, no stop signal interrupts: under StopSignals that interrupt at once (not
-    `deferred`, or inside `interruptible`), one that came is raised on leaving; under
-    deferred ones it waits for their next point as always. For a child process started
-    and recorded where its cleanup finds it, in one step; for DuckDB's module being
-    loaded (iofleet.cli). Without StopSignals installed, nothing is held."""
+    """Inside, no stop signal interrupts; on leaving, one that came is raised where a
+    signal interrupts at once (StopSignals not `deferred`, or inside `opened` or
+    `interruptible`: there it cuts the block once, as it would have inside), and waits
+    for the next point under deferred ones as always. For a child process started and
+    recorded where its cleanup finds it, in one step; for DuckDB's module being loaded
+    (iofleet.cli, iofleet.local.finish): it calls back into Python as it loads, and an
+    exception raised there aborts the process. Without StopSignals installed, nothing
+    is held."""
     stops = _installed[-1] if _installed else None
     if stops is None:
         yield
         return
+    before = len(stops.received)
     with stops.shielded():
         yield
-    if not stops.deferred or stops._interruptible:
+    came = len(stops.received) > before and not (stops.once and stops._raised)
+    if stops._interruptible and came and not stops._cut:
+        stops._cut = stops._raised = True
+        raise Interrupted(stops.received[before])
+    if not stops.deferred or stops._open:
         stops.deliver()
 
 

@@ -223,7 +223,8 @@ def test_compare_stopped_while_querying_exits_with_the_signal(tmp_path: Path, si
 # `iofleet ARGS` as the command line runs it (`main()`, the whole process), stopping
 # itself (SIGSTOP) at $SIG_AT: "duckdb", as the command starts to import DuckDB (a
 # tenth of a second, before anything is read); "duckdb-init", inside DuckDB's extension
-# module as it loads, where it calls back into Python to make an enum; "exit", once main() has returned, where
+# module as it loads, where it calls back into Python to make an enum; "html-temp",
+# once report's temp file for --html exists, before its name is returned; "exit", once main() has returned, where
 # the interpreter's exit follows (closing DuckDB, finalising modules). $SIG_MARK is
 # made first.
 EDGE_DRIVER = textwrap.dedent(
@@ -257,6 +258,18 @@ EDGE_DRIVER = textwrap.dedent(
             return make(cls, value, names, *args, **kwargs)
 
         enum.EnumType.__call__ = __call__
+    elif AT == "html-temp":  # report's temp file for --html made, its name not yet returned
+        import tempfile
+
+        make_temp = tempfile.mkstemp
+
+        def mkstemp(*args, **kwargs):
+            made = make_temp(*args, **kwargs)
+            if str(kwargs.get("prefix", "")).startswith(".report.html"):
+                stop()
+            return made
+
+        tempfile.mkstemp = mkstemp
     from iofleet.cli import main
 
     code = main()
@@ -376,6 +389,37 @@ def test_a_signal_while_duckdb_loads_its_extension_waits_until_it_has(
     assert lines[0].startswith(f"iofleet: interrupted by {signal.Signals(signum).name}"), lines
     assert _rows(warehouse) == before
     assert not (tmp_path / "out" / "report.html").exists()
+    assert _temp_files(tmp_path / "out") == []
+
+
+@SIGNALS
+def test_a_signal_as_the_html_temp_file_is_made_leaves_no_temp_file(
+    tmp_path: Path, signum: int
+) -> None:
+    # given a warehouse with one run and an earlier report.html beside it
+    _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "one")
+    warehouse = tmp_path / "out" / "warehouse.duckdb"
+    html = tmp_path / "out" / "report.html"
+    html.write_text("the earlier report\n")
+    # when: report is signalled as its temp file is made
+    code, _, lines = _at_the_edge(
+        tmp_path,
+        "html-temp",
+        [signum],
+        "report",
+        "--warehouse",
+        str(warehouse),
+        "--html",
+        str(html),
+    )
+    # then: the old report as it was and no temp file beside it (before: an empty
+    # .report.html.*.tmp stayed, which no later report removes)
+    assert code == 128 + signum, lines
+    assert lines == [
+        f"iofleet: interrupted by {signal.Signals(signum).name}: --html {html} not written "
+        "(left as it was)"
+    ]
+    assert html.read_text() == "the earlier report\n"
     assert _temp_files(tmp_path / "out") == []
 
 
