@@ -357,13 +357,30 @@ def exit_at_once(code: int) -> NoReturn:
 STOPPABLE = frozenset({"import", "report", "compare"})
 
 
+def _interrupt_warehouses() -> None:
+    """Stop the open warehouses' statements (from the stop signals' watcher thread):
+    none is open before the warehouse module is loaded, which the command does once its
+    stops are in place (importing DuckDB takes a tenth of a second)."""
+    warehouse = sys.modules.get("iofleet.results.warehouse")
+    interrupt = getattr(warehouse, "interrupt_open_warehouses", None)
+    if interrupt is not None:
+        interrupt()
+
+
 def _call(args: argparse.Namespace) -> int:
     if args.command not in STOPPABLE:
         return int(args.func(args) or 0)
-    from iofleet.local.stopping import command_stops
-    from iofleet.results.warehouse import interrupt_open_warehouses
+    from iofleet.local.stopping import command_stops, held
 
-    with command_stops(interrupt_open_warehouses):
+    to_the_end = getattr(args, "whole_process", False)
+    with command_stops(_interrupt_warehouses, to_the_end=to_the_end):
+        if not getattr(args, "athena", False):
+            # DuckDB's extension module calls back into Python as it loads: a stop
+            # signal's Interrupted raised there aborts the process (nanobind's "Critical
+            # error", SIGABRT or SIGSEGV). It is loaded with the signals held, then
+            # the first one that came is raised (decision 68).
+            with held():
+                import duckdb  # noqa: F401
         return int(args.func(args) or 0)
 
 

@@ -14,7 +14,7 @@ from iofleet.errors import EnvironmentProblem, OutputBusy
 from iofleet.local.progress import Progress
 from iofleet.local.progress import say as _say
 from iofleet.local.slots import SlotProcess
-from iofleet.local.stopping import Interrupted, StopSignals
+from iofleet.local.stopping import Interrupted, StopSignals, held
 
 WAREHOUSE = "warehouse.duckdb"  # in --out
 
@@ -74,7 +74,8 @@ def prepare_finish(started: Callable[[], bool]) -> int:
             if started():
                 break
             try:
-                importlib.import_module(name)
+                with held():  # DuckDB's module is not cut as it loads (decision 68)
+                    importlib.import_module(name)
             except ImportError:  # left to _finish, which says what is missing
                 break
             done += 1
@@ -96,7 +97,8 @@ def _finish(
     progress: Progress,
     stops: StopSignals | None = None,
 ) -> int:
-    import duckdb
+    with held():  # DuckDB's module is not cut as it loads (decision 68)
+        import duckdb
 
     from iofleet.report.cli import MACHINE_ERRORS, lock_holder, report_command
     from iofleet.results.warehouse import Warehouse

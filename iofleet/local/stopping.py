@@ -79,11 +79,16 @@ class StopSignals:
     cell's end and the writing of run.json) is cut short by it.
     `once`: only the first signal ever interrupts (`iofleet import`, `report`,
     `compare`: what follows it is a rollback and the removal of a temp file, which a
-    second signal must not cut)."""
+    second signal must not cut).
+    `then_ignore`: on leaving, stop signals are ignored instead of given back to the
+    handlers that were there (`command_stops` in a process that ends after it)."""
 
-    def __init__(self, once: bool = False, deferred: bool = False) -> None:
+    def __init__(
+        self, once: bool = False, deferred: bool = False, then_ignore: bool = False
+    ) -> None:
         self.once = once
         self.deferred = deferred  # outside `opened` and `interruptible`, signals wait
+        self.then_ignore = then_ignore  # on leaving, stop signals are ignored (command_stops)
         self._open = 0
         self.received: list[int] = []
         self._raised = False
@@ -103,7 +108,7 @@ class StopSignals:
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if self.then_ignore else handler)
         self._previous.clear()
         if sys.unraisablehook == self._unraisable:
             sys.unraisablehook = self._previous_hook
@@ -132,6 +137,8 @@ class StopSignals:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
         if self.once and self._raised:
+            return
+        if self._shielded:  # raised on leaving `held`, or at the next point
             return
         if self._interruptible:
             if self._cut:  # its rollback and temp-file removal: not cut again
@@ -236,25 +243,44 @@ def startup_stops() -> Iterator[StopSignals]:
 
 @contextmanager
 def held() -> Iterator[None]:
-    """Inside, no stop signal interrupts: under StopSignals that interrupt at once (not
-    `deferred`), one that came is raised on leaving; under deferred ones it waits for
-    their next point as always. For a child process started and recorded where its
-    cleanup finds it, in one step. Without StopSignals installed, nothing is held."""
+    """Inside, no stop signal interrupts; on leaving, one that came is raised where a
+    signal interrupts at once (StopSignals not `deferred`, or inside `opened` or
+    `interruptible`: there it cuts the block once, as it would have inside), and waits
+    for the next point under deferred ones as always. For a child process started and
+    recorded where its cleanup finds it, in one step; for DuckDB's module being loaded
+    (iofleet.cli, iofleet.local.finish): it calls back into Python as it loads, and an
+    exception raised there aborts the process. Without StopSignals installed, nothing
+    is held."""
     stops = _installed[-1] if _installed else None
     if stops is None:
         yield
         return
+    before = len(stops.received)
     with stops.shielded():
         yield
-    if not stops.deferred:
+    came = len(stops.received) > before and not (stops.once and stops._raised)
+    if stops._interruptible and came and not stops._cut:
+        stops._cut = stops._raised = True
+        raise Interrupted(stops.received[before])
+    if not stops.deferred or stops._open:
         stops.deliver()
 
 
 @contextmanager
-def command_stops(interrupt: Callable[[], None]) -> Iterator[StopSignals]:
+def command_stops(interrupt: Callable[[], None], to_the_end: bool = False) -> Iterator[StopSignals]:
     """For `iofleet import`, `report` and `compare`: the first stop signal interrupts the
     command wherever it is (`interrupt` stops a running DuckDB statement), and whatever
     error it ends in is that signal's `Interrupted`; later signals wait, so the rollback
-    and the removal of a temp file that follow are never cut short."""
-    with StopSignals(once=True) as stops, stops.interrupting(interrupt), stops.interruptible():
+    and the removal of a temp file that follow are never cut short.
+
+    `to_the_end`: the process ends after the command (the command line's): once the
+    block is left, stop signals are ignored to the process's end. What is left then
+    is the command's last line and the interpreter's exit (a tenth of a second with
+    DuckDB loaded); the default action there killed the process after its work was
+    done, or ended one already interrupted as a second signal (decision 68)."""
+    with (
+        StopSignals(once=True, then_ignore=to_the_end) as stops,
+        stops.interrupting(interrupt),
+        stops.interruptible(),
+    ):
         yield stops

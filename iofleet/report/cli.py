@@ -176,8 +176,12 @@ def _same_file(a: Path, b: Path) -> bool:
 def _write_whole(path: Path, text: str) -> None:
     """Write `path` whole or not at all: a temp file beside it, renamed over it. An
     interrupt or a full disk leaves the previous file (or none), never half of one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    from iofleet.local.stopping import held
+
+    tmp = ""
     try:
+        with held():  # made and named in one step: a stop signal comes after, not between
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             # held until the file closes, however the process ends: a run sweeping its
             # --out leaves a temp file alone while its writer lives (results.outdir)
@@ -190,7 +194,8 @@ def _write_whole(path: Path, text: str) -> None:
             pause("temp-html")  # a test stops or kills the writer here (iofleet.testhook)
             os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 

@@ -124,6 +124,18 @@ DRIVER = textwrap.dedent(
             return done(self)
 
         SlotProcess.artifacts_done = artifacts_done
+    elif AT == "duckdb-init":  # DuckDB's extension module calls back into Python as it
+        import enum, signal  # loads (nanobind makes its enums): the runner stops there
+
+        make = enum.EnumType.__call__
+
+        def __call__(cls, value, names=None, *args, **kwargs):
+            if names is not None and "duckdb" in sys.modules and not MARK.exists():
+                MARK.touch()
+                os.kill(os.getpid(), signal.SIGSTOP)
+            return make(cls, value, names, *args, **kwargs)
+
+        enum.EnumType.__call__ = __call__
     sys.exit(main(sys.argv[1:]))
     """
 )
@@ -932,3 +944,34 @@ def test_two_signals_at_once_while_finishing_leave_no_temp_file(tmp_path: Path, 
     assert _query(tmp_path, f"SELECT count(*) FROM ioping_requests WHERE run_id = '{run_id}'") == [
         (2,)
     ]
+
+
+def test_sigint_while_the_runner_loads_duckdb_stops_the_run_cleanly(tmp_path: Path) -> None:
+    # given a run whose runner stops itself (SIGSTOP) inside DuckDB's extension module as
+    # it loads (while the slots start, or at the ingest): Python code called from C
+    mark = tmp_path / "mark"
+    matrix = _matrix(tmp_path, [IOPING, _long_fio()], [1])
+    run = Run(tmp_path, matrix, driver={"SIG_AT": "duckdb-init", "SIG_MARK": str(mark)})
+    try:
+
+        def stopped() -> bool:
+            info = stat_fields(run.proc.pid)
+            return mark.exists() and info is not None and info[1] == "T"
+
+        wait_for(stopped, 120, "the runner to stop inside DuckDB's import")
+        # when: Ctrl-C, and the runner goes on
+        run.signal(signal.SIGINT)
+        wait_for(partial(signal_pending, run.proc.pid, signal.SIGINT), 60, "the signal")
+        os.kill(run.proc.pid, signal.SIGCONT)
+        code = run.finish()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(run.proc.pid, signal.SIGCONT)
+        run.finish()
+    # then: 130 once DuckDB has loaded, one line, nothing left (before: the Interrupted
+    # raised inside the extension's initialisation aborted the runner, SIGABRT, with
+    # its slot's files left on the target)
+    assert code == 130, run.stderr()
+    _the_line(run, "SIGINT")
+    assert "Traceback" not in run.stderr()
+    assert_nothing_left(tmp_path, run)

@@ -182,6 +182,35 @@ def test_held_leaves_a_deferred_runs_signal_for_its_next_point() -> None:
     assert caught.value.signum == signal.SIGHUP
 
 
+def test_held_inside_a_command_raises_at_its_end_and_cuts_the_command_once() -> None:
+    from iofleet.local.stopping import command_stops, held
+
+    done = []
+    with pytest.raises(Interrupted) as caught, command_stops(lambda: None):
+        with held():  # DuckDB's module loading (iofleet.cli)
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("loaded")
+        done.append("not reached")
+    assert done == ["loaded"]
+    assert caught.value.signum == signal.SIGINT
+
+
+def test_a_command_to_the_end_leaves_the_stop_signals_ignored() -> None:
+    from iofleet.local.stopping import STOP_SIGNALS, command_stops
+
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    try:
+        with command_stops(lambda: None, to_the_end=True):
+            pass
+        assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == dict.fromkeys(
+            STOP_SIGNALS, signal.SIG_IGN
+        )
+        os.kill(os.getpid(), signal.SIGTERM)  # the process's exit is not cut
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 def test_held_holds_nothing_without_stop_signals() -> None:
     from iofleet.local.stopping import held
 
