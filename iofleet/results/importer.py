@@ -470,6 +470,9 @@ def _import_locked(
     run_id = new_import_run_id(label, datetime.now(UTC))
     raw = out / "raw"
     tmp = out / f".import-{run_id}"
+    # made here, not between the rename below and the ingest's `try`: a signal handled
+    # there (at the call of Path's `/`) would leave the run in raw/ and not in the tables
+    warehouse = out / "warehouse.duckdb"
     try:
         progress.line(f"import: writing run {run_id} to {raw}")
         raw.mkdir(parents=True, exist_ok=True)
@@ -483,7 +486,6 @@ def _import_locked(
         shutil.rmtree(raw / run_id, ignore_errors=True)  # the rename may have happened
         exc.outcome = f"nothing imported, no file of it left in {out}"  # type: ignore[attr-defined]
         raise
-    warehouse = out / "warehouse.duckdb"
     try:
         progress.line(f"import: loading it into {warehouse}")
         with Warehouse(warehouse) as wh:
