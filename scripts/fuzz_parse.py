@@ -103,6 +103,11 @@ ODD_VALUES: list[Any] = [
 ]
 
 
+def _odd(rng: random.Random) -> Any:
+    """One of ODD_VALUES, a copy: a list or dict put in a document is mutated later."""
+    return copy.deepcopy(rng.choice(ODD_VALUES))
+
+
 def _paths(node: Any, here: tuple = ()) -> list[tuple]:
     out = [here]
     if isinstance(node, dict):
@@ -130,7 +135,7 @@ def _near(rng: random.Random, value: Any) -> Any:
         return rng.choice([value * 1e6, -value, float(int(value)), value / 3])
     if isinstance(value, str):
         return rng.choice([value.upper(), value + " ", "", value[::-1], value * 3])
-    return rng.choice(ODD_VALUES)
+    return _odd(rng)
 
 
 def mutate_doc(rng: random.Random, doc: Any) -> Any:
@@ -139,11 +144,11 @@ def mutate_doc(rng: random.Random, doc: Any) -> Any:
         paths = _paths(doc)
         path = rng.choice(paths[1:] or paths)
         if not path:
-            return rng.choice(ODD_VALUES)
+            return _odd(rng)
         parent, last = _get(doc, path[:-1]), path[-1]
         op = rng.random()
         if op < 0.35:
-            parent[last] = rng.choice(ODD_VALUES)
+            parent[last] = _odd(rng)
         elif op < 0.6:
             parent[last] = _near(rng, parent[last])
         elif op < 0.75:
@@ -155,7 +160,7 @@ def mutate_doc(rng: random.Random, doc: Any) -> Any:
         elif op < 0.95 and isinstance(parent[last], list | dict):
             parent[last] = type(parent[last])()
         elif isinstance(parent, dict):
-            parent[rng.choice(["extra", "1", "", "percentile", "bins"])] = rng.choice(ODD_VALUES)
+            parent[rng.choice(["extra", "1", "", "percentile", "bins"])] = _odd(rng)
     return doc
 
 
