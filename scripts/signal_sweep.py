@@ -415,7 +415,12 @@ def device_trial(
         elif alive(seen):
             problems.append(f"processes of the run left: {alive(seen)}")
         problems.extend(_device_problems(device))
-        left = {d: b for d, b in _loops().items() if d not in loops_before and d != str(device)}
+        # (over a file of the trial's: its TMPDIR, cwd and results; other sessions' are theirs)
+        left = {
+            d: b
+            for d, b in _loops().items()
+            if d not in loops_before and d != str(device) and b.startswith(f"{root}/")
+        }
         if left:
             problems.append(f"loop devices appeared: {left}")
         if os.listdir(root / "tmp"):  # the scratch dir of an agent that died: noted only
@@ -450,6 +455,10 @@ def device_trial(
 
 def device_main(args: argparse.Namespace) -> int:
     """--device: as main(), on a fresh loop device per trial (see device_trial)."""
+    # agents start with the default dispositions even when this script runs in the
+    # background (`&` and nohup ignore SIGINT and SIGHUP, and a child keeps an ignore)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     rng = random.Random(args.seed)
     clean, _, whole = device_trial(args.work / "clean", 1e9, [], True, 512)
     print(f"a whole run: {whole:.1f} s{'; ' + '; '.join(clean) if clean else ''}", flush=True)
