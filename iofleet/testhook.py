@@ -7,7 +7,9 @@ Points: `checks-started` (`iofleet local` has started fio's checks of the matrix
 not yet imported its runner: iofleet.cli), `targets-made` (it has made the matrix's
 missing `local.path` directories and not yet taken the --out lock:
 iofleet.local.runner), `workload-ended` (an agent's workload child has exited, its output not yet
-saved: iofleet.agent.process.run_child), `runner-cleanup` (`iofleet local` has run
+saved: iofleet.agent.process.run_child), `raw-target` (an agent has made a raw
+device's scratch directory and not yet claimed the device: iofleet.agent.target),
+`runner-cleanup` (`iofleet local` has run
 its last cell and not yet written run.json: iofleet.local.runner), and four where a
 temp file is written and not yet renamed into place (what a SIGKILL there leaves, the
 next run removes: iofleet.results.outdir.remove_dead_temps): `temp-json` (the runner's

@@ -539,6 +539,10 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     started_at = _now()
     prefix = spec.slot_prefix
     load_workload_modules(spec)
+    with stops_held():
+        # Python's first look for a temp dir writes and removes a probe file in it; a stop
+        # between the two left the file in TMPDIR (the raw target's mkdtemp looked first)
+        tempfile.gettempdir()
     target = prepare_target(spec, f"slot-{spec.slot_index:04d}")
     store.put_json(f"{prefix}/manifest.json", _manifest(spec, target, started_at))
     ctx = _Context(spec, store, target, prefix, deadline, str(spec.slot_index))

@@ -27,6 +27,7 @@ from pathlib import Path
 from iofleet.agent import devices
 from iofleet.agent.manifest import mount_for_path
 from iofleet.agent.payload import SlotPayload
+from iofleet.testhook import pause
 
 
 @dataclass
@@ -223,7 +224,20 @@ def _prepare_block(payload: SlotPayload, subdir: str) -> PreparedTarget:
     prepared = PreparedTarget("block", None, Path(tempfile.mkdtemp(prefix="iofleet-raw-")), None)
     prepared.volume_id = spec.volume_id
     prepared._own_workdir = True
+    try:
+        return _claim_block(prepared, payload, subdir)
+    except BaseException:  # a stop (KeyboardInterrupt) while it waits for or claims the device
+        if prepared._claim is not None:
+            prepared._claim.release()
+        shutil.rmtree(prepared.workdir, ignore_errors=True)  # left in TMPDIR before
+        raise
+
+
+def _claim_block(prepared: PreparedTarget, payload: SlotPayload, subdir: str) -> PreparedTarget:
+    spec = payload.target
+    assert spec.volume_id is not None and spec.filesystem is not None
     by_id = Path(spec.by_id_dir) if spec.by_id_dir else devices.BY_ID_DIR
+    pause("raw-target")  # its scratch directory made, the device not yet claimed (a test hook)
     try:
         device = devices.wait_for_volume(spec.volume_id, spec.attach_wait_s, by_id_dir=by_id)
         prepared.device = str(device)
