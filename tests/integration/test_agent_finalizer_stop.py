@@ -37,11 +37,10 @@ from tests.integration.proctable import (
     tree,
     wait_for,
 )
+from tests.integration.test_agent_slot import CELL_ID, RUN_ID, _payload
 
 pytestmark = pytest.mark.slow
 
-RUN_ID = "fin-20261127t000000z-00000000"
-CELL_ID = "c000-disk-x1-r1"
 
 DRIVER = textwrap.dedent(
     """
@@ -78,30 +77,8 @@ SECOND = {"kind": "ioping", "count": 3, "interval_ms": 0, "write": False}
 
 
 def _slot_file(tmp_path: Path, first: dict) -> Path:
-    target = tmp_path / "target"
-    target.mkdir()
-    doc = {
-        "version": 1,
-        "run_id": RUN_ID,
-        "cell": {
-            "cell_id": CELL_ID,
-            "cell_index": 0,
-            "instance_type": "local",
-            "storage_label": "disk",
-            "storage_type": "local",
-            "storage_detail": str(target),
-            "fleet_size": 1,
-            "repeat": 1,
-        },
-        "slot_index": 0,
-        "target": {"kind": "directory", "path": str(target)},
-        "workloads": [first, SECOND],
-        "barrier": {"kind": "none"},
-        "results": {"kind": "directory", "root": str(tmp_path / "raw")},
-        "time_limit_s": 600,
-    }
     path = tmp_path / "slot-0000.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(_payload(tmp_path, [first, SECOND], time_limit_s=600)))
     return path
 
 
