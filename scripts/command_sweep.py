@@ -57,6 +57,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.signal_sweep import HANDLED, draw_stop, stop_at  # noqa: E402
 from tests.integration.proctable import alive, files_under, tree  # noqa: E402
 from tests.integration.test_command_signals import FIXTURES, _temp_files  # noqa: E402
 from tests.integration.test_local_signals import IOPING, _matrix  # noqa: E402
@@ -69,7 +70,6 @@ INPUTS = [  # besides the base run's own artifacts
     FIXTURES / "ioping" / "read-c21.json",
     FIXTURES / "ioping" / "write-c11.json",
 ]
-HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 COMMANDS = ("import", "report", "compare")
 OLD_HTML = "<p>the earlier report</p>\n"
 
@@ -259,27 +259,22 @@ def trial(
     started = time.monotonic()
     seen: dict[int, int] = {}
     sent: list[int] = []
-    handled = True
+    caught: list[bool] = []  # before the first signal: does it catch them yet?
+
+    def send(signum: int) -> None:
+        if not caught:
+            caught.append(catches(proc.pid, signal.SIGTERM))  # StopSignals takes all three
+        os.killpg(proc.pid, signum)
+
     try:
-        end = time.monotonic() + delay
-        while time.monotonic() < end and proc.poll() is None:
-            seen.update(tree(proc.pid))
-            time.sleep(0.002)
-        for gap, signum in signals:
-            time.sleep(gap)
-            if proc.poll() is not None:
-                break
-            seen.update(tree(proc.pid))
-            if not sent:
-                handled = catches(proc.pid, signal.SIGTERM)  # StopSignals takes all three
-            os.killpg(proc.pid, signum)
-            sent.append(signum)
+        sent = stop_at(proc, delay, signals, lambda: seen.update(tree(proc.pid)), send, 0.002)
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     code = proc.returncode
+    handled = caught[0] if caught else True
     elapsed = time.monotonic() - started
     (root / "stderr").write_text(stderr)
     problems: list[str] = []
@@ -396,13 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     endings: dict[str, int] = {}
     for i in range(args.trials):
         kind = args.commands[i % len(args.commands)]
-        delay = rng.uniform(0, whole[kind])
-        if rng.random() < args.kill_share:
-            signals = [(0.0, signal.SIGKILL)]
-        else:
-            signals = [(0.0, rng.choice(HANDLED))]
-            if rng.random() < 0.3:
-                signals.append((rng.uniform(0, 0.05), rng.choice([*HANDLED, signal.SIGKILL])))
+        delay, signals = draw_stop(
+            rng, (0, whole[kind]), args.kill_share, 0.05, (*HANDLED, signal.SIGKILL)
+        )
         root = args.work / f"{i:03d}"
         try:
             problems, _, ending = trial(root, kind, base, delay, signals)

@@ -49,6 +49,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +76,50 @@ POPULATE = {  # --populate: an app whose cell data is written once, before the s
     }
 }
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def draw_stop(
+    rng: random.Random,
+    window: tuple[float, float],
+    kill_share: float,
+    second_gap: float = 0.3,
+    second: tuple[int, ...] = HANDLED,
+) -> tuple[float, list[tuple[float, int]]]:
+    """A random instant in `window` and the signals sent there, as (gap, signal): SIGKILL
+    (`kill_share` of trials), else a handled one, in 3 of 10 followed within
+    `second_gap` s by one of `second`."""
+    delay = rng.uniform(*window)
+    if rng.random() < kill_share:
+        return delay, [(0.0, signal.SIGKILL)]
+    signals = [(0.0, rng.choice(HANDLED))]
+    if rng.random() < 0.3:
+        signals.append((rng.uniform(0, second_gap), rng.choice(second)))
+    return delay, signals
+
+
+def stop_at(
+    proc: subprocess.Popen,
+    delay: float,
+    signals: list[tuple[float, int]],
+    look: Callable[[], object],
+    send: Callable[[int], None],
+    poll_s: float = 0.005,
+) -> list[int]:
+    """Wait `delay` s, calling `look` (the processes to find at the end), then `send`
+    each of `signals` after its gap while `proc` lives; the signals sent."""
+    sent: list[int] = []
+    end = time.monotonic() + delay
+    while time.monotonic() < end and proc.poll() is None:
+        look()
+        time.sleep(poll_s)
+    for gap, signum in signals:
+        time.sleep(gap)
+        if proc.poll() is not None:
+            break
+        look()
+        send(signum)
+        sent.append(signum)
+    return sent
 
 
 def _problem(check: object) -> str:
@@ -124,21 +169,15 @@ def trial(
         _next_run(root)
     run = Run(root, _matrix(root, workloads, [1, 2]))
     sent: list[int] = []
-    try:
-        end = time.monotonic() + delay
-        while time.monotonic() < end and run.proc.poll() is None:
-            run.look()  # every process of the run, for the end
-            time.sleep(0.005)
-        for gap, signum in signals:
-            time.sleep(gap)
-            if run.proc.poll() is not None:
-                break
-            if signum == signal.SIGKILL:
-                run.look()
-                run.proc.kill()  # the runner alone: its agents must notice
-            else:
-                run.signal(signum)
-            sent.append(signum)
+
+    def send(signum: int) -> None:
+        if signum == signal.SIGKILL:
+            run.proc.kill()  # the runner alone: its agents must notice
+        else:
+            run.signal(signum)
+
+    try:  # run.look: every process of the run, for the end
+        sent = stop_at(run.proc, delay, signals, run.look, send)
         code = run.finish()
     finally:
         run.finish()
@@ -187,13 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"a whole run: {whole:.1f} s{'; ' + '; '.join(clean) if clean else ''}", flush=True)
     failed = 0
     for i in range(args.trials):
-        delay = rng.uniform(*(args.window or (0, whole)))
-        if rng.random() < args.kill_share:
-            signals = [(0.0, signal.SIGKILL)]
-        else:
-            signals = [(0.0, rng.choice(HANDLED))]
-            if rng.random() < 0.3:
-                signals.append((rng.uniform(0, 0.3), rng.choice(HANDLED)))
+        delay, signals = draw_stop(rng, args.window or (0, whole), args.kill_share)
         earlier = rng.random() < 0.3
         root = args.work / f"t{i:03d}"
         try:
@@ -376,23 +409,18 @@ def device_trial(
         agent = _agent(root, _slot_payload(root, DEV_RUN, not blank), "stopped")
         seen: dict[int, int] = {}
         sent: list[int] = []
+
+        def send(signum: int) -> None:
+            if signum == signal.SIGKILL:
+                agent.kill()  # the agent alone: its workload must not outlive it
+            else:
+                os.killpg(agent.pid, signum)  # the group, as a terminal sends Ctrl-C
+
+        started = time.monotonic()
         try:
-            end = time.monotonic() + delay
-            while time.monotonic() < end and agent.poll() is None:
-                seen.update(tree(agent.pid))
-                time.sleep(0.005)
-            for gap, signum in signals:
-                time.sleep(gap)
-                if agent.poll() is not None:
-                    break
-                seen.update(tree(agent.pid))
-                if signum == signal.SIGKILL:
-                    agent.kill()  # the agent alone: its workload must not outlive it
-                else:
-                    os.killpg(agent.pid, signum)  # the group, as a terminal sends Ctrl-C
-                sent.append(signum)
+            sent = stop_at(agent, delay, signals, lambda: seen.update(tree(agent.pid)), send)
             code = agent.wait(timeout=180)
-            ran = time.monotonic() - end + delay
+            ran = time.monotonic() - started
         finally:
             if agent.poll() is None:
                 os.killpg(agent.pid, signal.SIGKILL)
@@ -465,13 +493,7 @@ def device_main(args: argparse.Namespace) -> int:
     failed = 0
     codes: dict[str, int] = {}
     for i in range(args.trials):
-        delay = rng.uniform(*(args.window or (0, whole)))
-        if rng.random() < args.kill_share:
-            signals = [(0.0, signal.SIGKILL)]
-        else:
-            signals = [(0.0, rng.choice(HANDLED))]
-            if rng.random() < 0.3:
-                signals.append((rng.uniform(0, 0.3), rng.choice(HANDLED)))
+        delay, signals = draw_stop(rng, args.window or (0, whole), args.kill_share)
         blank = rng.random() < 0.5
         sector = 4096 if rng.random() < 0.3 else 512
         root = args.work / f"d{i:03d}"
