@@ -57,7 +57,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.signal_sweep import HANDLED, draw_stop, stop_at  # noqa: E402
+from scripts.signal_sweep import HANDLED, draw_stop, say_trial, stop_at  # noqa: E402
 from tests.integration.proctable import alive, files_under, tree  # noqa: E402
 from tests.integration.test_command_signals import FIXTURES, _temp_files  # noqa: E402
 from tests.integration.test_local_signals import IOPING, _matrix  # noqa: E402
@@ -400,15 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - a search reports and goes on
             problems, ending = ["script error: " + traceback.format_exc()[-800:]], "?"
         endings[f"{kind} {ending}"] = endings.get(f"{kind} {ending}", 0) + 1
-        names = [(round(gap, 3), signal.Signals(s).name) for gap, s in signals]
-        print(
-            f"{i} {kind} at {delay:.3f} s {names}, {ending}: {'; '.join(problems) or 'ok'}",
-            flush=True,
-        )
-        if problems:
-            failed += 1
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        tail = f", {ending}: {'; '.join(problems) or 'ok'}"
+        failed += say_trial(f"{i} {kind}", delay, signals, tail, bool(problems), root)
     print("how they ended: " + ", ".join(f"{k}: {n}" for k, n in sorted(endings.items())))
     print(f"{failed} of {args.trials} trials left something wrong (kept in {args.work})")
     return 1 if failed else 0

@@ -97,6 +97,18 @@ def draw_stop(
     return delay, signals
 
 
+def say_trial(
+    head: str, delay: float, signals: list[tuple[float, int]], tail: str, wrong: bool, root: Path
+) -> bool:
+    """Print one trial's line (`HEAD at DELAY s [signals]TAIL`) and remove its folder
+    unless it went `wrong`, which is returned."""
+    names = [(round(gap, 3), signal.Signals(s).name) for gap, s in signals]
+    print(f"{head} at {delay:.3f} s {names}{tail}", flush=True)
+    if not wrong:
+        shutil.rmtree(root, ignore_errors=True)
+    return wrong
+
+
 def stop_at(
     proc: subprocess.Popen,
     delay: float,
@@ -233,15 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             problems = trial(root, delay, signals, earlier, workloads)
         except Exception:  # noqa: BLE001 - a search reports and goes on
             problems = ["script error: " + traceback.format_exc()[-500:]]
-        names = [(round(gap, 3), signal.Signals(s).name) for gap, s in signals]
-        print(
-            f"{i} at {delay:.3f} s {names} earlier run: {earlier}: {'; '.join(problems) or 'ok'}",
-            flush=True,
-        )
-        if problems:
-            failed += 1
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        tail = f" earlier run: {earlier}: {'; '.join(problems) or 'ok'}"
+        failed += say_trial(str(i), delay, signals, tail, bool(problems), root)
     print(f"{failed} of {args.trials} trials left something wrong (kept in {args.work})")
     return 1 if failed else 0
 
@@ -503,16 +508,11 @@ def device_main(args: argparse.Namespace) -> int:
         except Exception:  # noqa: BLE001 - a search reports and goes on
             problems = ["script error: " + traceback.format_exc()[-500:]]
         codes[str(code)] = codes.get(str(code), 0) + 1
-        names = [(round(gap, 3), signal.Signals(s).name) for gap, s in signals]
-        print(
-            f"{i} at {delay:.3f} s {names} blank: {blank} sector {sector}: exit {code}: "
-            f"{'; '.join(problems) or 'ok'}{' (' + '; '.join(notes) + ')' if notes else ''}",
-            flush=True,
+        tail = (
+            f" blank: {blank} sector {sector}: exit {code}: "
+            f"{'; '.join(problems) or 'ok'}{' (' + '; '.join(notes) + ')' if notes else ''}"
         )
-        if problems:
-            failed += 1
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        failed += say_trial(str(i), delay, signals, tail, bool(problems), root)
     print(f"exit statuses: {codes}")
     print(f"{failed} of {args.trials} trials left something wrong (kept in {args.work})")
     return 1 if failed else 0
