@@ -9,6 +9,11 @@ missing `local.path` directories and not yet taken the --out lock:
 iofleet.local.runner), `workload-ended` (an agent's workload child has exited, its output not yet
 saved: iofleet.agent.process.run_child), `raw-target` (an agent has made a raw
 device's scratch directory and not yet claimed the device: iofleet.agent.target),
+`workdir-made` (an agent has made its slot's working directory on the target, not yet
+`shared`: iofleet.agent.target), `target-mounted` (an agent has mounted the filesystem
+it made on a block target, not yet checked it: iofleet.agent.devices), `slot-cleanup`
+(an agent's slot has ended, or taken its stop, and is about to clean up its target:
+iofleet.agent.slot),
 `runner-cleanup` (`iofleet local` has run
 its last cell and not yet written run.json: iofleet.local.runner), and four where a
 temp file is written and not yet renamed into place (what a SIGKILL there leaves, the

@@ -56,6 +56,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from iofleet.testhook import pause
+
 BY_ID_DIR = Path("/dev/disk/by-id")
 SYS_BLOCK = Path("/sys/block")
 SYS_CLASS_BLOCK = Path("/sys/class/block")
@@ -753,6 +755,7 @@ def format_and_mount(
     if mount_options:
         mount_argv += ["-o", mount_options]
     _run(mount_argv + [str(device), str(mount_point)], f"mount {device}")
+    pause("target-mounted")  # a test stops the agent here (iofleet.testhook)
     # the claim was released for mkfs: check nobody slipped in before mount claimed it again
     try:
         if os.stat(mount_point).st_dev != os.stat(device).st_rdev:
@@ -766,6 +769,17 @@ def format_and_mount(
             raise
         raise DeviceError(f"{mount_point}: {exc.strerror or exc}") from None
     return PreparedDevice(device, filesystem, mount_point, mount_options)
+
+
+def mounted_from(mount_point: Path, device: Path) -> bool:
+    """Is `mount_point` a mount of the filesystem on `device` (for the cleanup of a slot
+    stopped in or just after format_and_mount's mount)?"""
+    try:
+        return (
+            os.path.ismount(mount_point) and os.stat(mount_point).st_dev == os.stat(device).st_rdev
+        )
+    except OSError:
+        return False
 
 
 def unmount(mount_point: Path) -> None:

@@ -47,6 +47,7 @@ from iofleet.agent.store import ResultsStore, StoreError, store_from_config
 from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
 from iofleet.results.parsers import ParseError
 from iofleet.results.parsers.app import format_utc
+from iofleet.testhook import pause
 
 SUCCEEDED, FAILED, TIMED_OUT, SKIPPED = "SUCCEEDED", "FAILED", "TIMED_OUT", "SKIPPED"
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -492,7 +493,10 @@ def _manifest(payload: SlotPayload, target: PreparedTarget, started_at: str) -> 
 
 
 def _say(message: str) -> None:
-    print(f"iofleet agent: {message}", file=sys.stderr, flush=True)
+    try:
+        print(f"iofleet agent: {message}", file=sys.stderr, flush=True)
+    except OSError:  # stderr went with its terminal (the SIGHUP that stopped the slot)
+        pass
 
 
 def run_slot(payload: dict) -> int:
@@ -538,15 +542,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     deadline = start + spec.time_limit_s
     started_at = _now()
     prefix = spec.slot_prefix
-    load_workload_modules(spec)
-    with stops_held():
-        # Python's first look for a temp dir writes and removes a probe file in it; a stop
-        # between the two left the file in TMPDIR (the raw target's mkdtemp looked first)
-        tempfile.gettempdir()
-    target = prepare_target(spec, f"slot-{spec.slot_index:04d}")
-    store.put_json(f"{prefix}/manifest.json", _manifest(spec, target, started_at))
-    ctx = _Context(spec, store, target, prefix, deadline, str(spec.slot_index))
-
+    made: list[PreparedTarget] = []  # the target as far as it was prepared: cleaned up
     error: str | None = None
     waited = 0.0
     passage: BarrierResult | None = None
@@ -558,6 +554,16 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
     with contextlib.ExitStack() as tail:  # a signal that came meanwhile: on leaving
         kept = tail.enter_context(outputs_kept())
         try:
+            # a stop from here on (even in the target's set-up) is recorded in slot.json,
+            # and what was set up by then is undone (before, set-up was outside: no record)
+            load_workload_modules(spec)
+            with stops_held():
+                # Python's first look for a temp dir writes and removes a probe file in
+                # it; a stop between the two left the file in TMPDIR (mkdtemp looks first)
+                tempfile.gettempdir()
+            target = prepare_target(spec, f"slot-{spec.slot_index:04d}", made)
+            store.put_json(f"{prefix}/manifest.json", _manifest(spec, target, started_at))
+            ctx = _Context(spec, store, target, prefix, deadline, str(spec.slot_index))
             if target.error:
                 barrier.announce(spec.slot_index)  # the other slots need not wait for us
                 error = f"target: {target.error}"
@@ -592,7 +598,7 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
                         # it ran voids its output: _not_about_the_target)
                 entries.append(_entry(w, outcome))
                 kept.release()  # a signal that came since the workload ended: now
-        except KeyboardInterrupt:  # SIGINT, or SIGTERM via run_slot_file: the child group is gone
+        except KeyboardInterrupt:  # one of STOPS (sigterm_interrupts): the child group is gone
             interrupted = True
             error = "slot interrupted by a signal"
             done = {e["index"] for e in entries}
@@ -603,7 +609,8 @@ def _run(spec: SlotPayload, store: ResultsStore, barrier: Barrier) -> int:
         finally:
             # from here the slot only cleans up and records: no signal cuts that
             tail.enter_context(stops_held())
-            cleanup_problem = cleanup_target(target)
+            pause("slot-cleanup")  # a test sends a second stop here (iofleet.testhook)
+            cleanup_problem = cleanup_target(made[0]) if made else None
         failed = [e for e in entries if e["status"] != SUCCEEDED]
         failed_phases = [p for p in phases if p["status"] != SUCCEEDED]
         if error is None and failed_phases and not failed:
@@ -677,33 +684,42 @@ def run_slot_file(path: Path) -> int:
             raise PayloadError(f"{path}: {exc}") from None
 
 
+# The signals that stop a slot. SIGHUP (a terminal closed on `iofleet agent` run by hand)
+# stops it as SIGTERM does; before, it killed the agent with no slot.json
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
-    """Inside the block SIGTERM stops the slot the way Ctrl-C does: KeyboardInterrupt, so
-    the running child's process group is killed and slot.json written. Once only: later
-    SIGTERMs are ignored, so that unwinding (and, on EC2, the upload after it) is not cut
-    short. On leaving, SIGTERM gets its previous handler back, or `after` when given.
-    A stop (SIGTERM's or SIGINT's) whose KeyboardInterrupt a finalizer dropped is taken
-    back and raised at the slot's next point (iofleet.agent.stops)."""
+    """Inside the block SIGTERM (and SIGHUP) stops the slot the way Ctrl-C does:
+    KeyboardInterrupt, so the running child's process group is killed and slot.json
+    written. Once only, for all of STOPS: after the first, later ones are ignored, so
+    that unwinding (and, on EC2, the upload after it) is not cut short, and the slot's
+    FAILED line is its only line (a second Ctrl-C during cleanup added "iofleet:
+    interrupted"). On leaving, each gets its previous handler back (SIGTERM `after`,
+    when given). A stop whose KeyboardInterrupt a finalizer dropped is taken back and
+    raised at the slot's next point (iofleet.agent.stops)."""
 
     def interrupt(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for stop in STOPS:
+            signal.signal(stop, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {stop: signal.signal(stop, interrupt) for stop in STOPS}
+    if after is not None:
+        previous[signal.SIGTERM] = after
     try:
         with stops.dropped_stops_kept():
             yield
     finally:
-        signal.signal(signal.SIGTERM, previous if after is None else after)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
 
 
 class _OutputsKept:
-    """SIGTERM and SIGINT as before, except between a workload's end and the moment its
-    output and outcome are saved (`iofleet.agent.process.child_ended`): a signal there
-    waits for `release`, so a workload that ran to its end is never lost to it."""
-
-    STOPS = (signal.SIGTERM, signal.SIGINT)
+    """The STOPS as before, except between a workload's end and the moment its output and
+    outcome are saved (`iofleet.agent.process.child_ended`): a signal there waits for
+    `release`, so a workload that ran to its end is never lost to it."""
 
     def __init__(self) -> None:
         self.held: list[int] = []
@@ -734,14 +750,14 @@ class _OutputsKept:
 
 @contextlib.contextmanager
 def outputs_kept() -> Iterator[_OutputsKept]:
-    """Installs `_OutputsKept` over the SIGTERM and SIGINT handlers of the moment (the
+    """Installs `_OutputsKept` over the STOPS' handlers of the moment (the
     main thread only); on leaving, whichever handler a signal left is kept (SIGTERM's
     own sets SIG_IGN), else the previous one comes back."""
     kept = _OutputsKept()
     if threading.current_thread() is not threading.main_thread():
         yield kept
         return
-    for signum in kept.STOPS:
+    for signum in STOPS:
         kept.previous[signum] = signal.signal(signum, kept.handle)
     try:
         yield kept
@@ -754,7 +770,7 @@ def outputs_kept() -> Iterator[_OutputsKept]:
 
 @contextlib.contextmanager
 def stops_held() -> Iterator[None]:
-    """Inside, SIGTERM and SIGINT wait: the slot's cleanup and its slot.json are never cut
+    """Inside, the STOPS wait: the slot's cleanup and its slot.json are never cut
     short (a signal there used to leave a slot whose workloads had all run without its
     record: its parent then recorded it FAILED, with its workload entries lost). A
     signal that came meanwhile meets, on leaving, the handler it would have met. Only
@@ -763,8 +779,7 @@ def stops_held() -> Iterator[None]:
         yield
         return
     came: list[int] = []
-    signums = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in signums}
+    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in STOPS}
     try:
         yield
     finally:

@@ -1,12 +1,12 @@
 """The agent's stops that a finalizer dropped, taken back (decision 67). Stdlib only.
 
-The agent stops on SIGTERM (`iofleet.agent.slot.sigterm_interrupts`) and SIGINT
-(Python's own handler) by a KeyboardInterrupt that the handler raises wherever the
-main thread is, and `outputs_kept` and `stops_held` pass a held signal on to those
-handlers. When the main thread is in a finalizer (a `__del__`, a generator the
-collector closes), Python prints "Exception ignored in ..." and drops the exception:
-the stop was lost, and SIGTERM's handler had already set SIGTERM to SIG_IGN, so a
-second one did nothing either and the slot ran its workloads to their end.
+The agent stops on SIGTERM and SIGINT (`iofleet.agent.slot.sigterm_interrupts`) by a
+KeyboardInterrupt that the handler raises wherever the main thread is, and
+`outputs_kept` and `stops_held` pass a held signal on to that handler. When the main
+thread is in a finalizer (a `__del__`, a generator the collector closes), Python
+prints "Exception ignored in ..." and drops the exception: the stop was lost, and the
+handler had already set SIGTERM (and, since, SIGINT) to SIG_IGN, so a second one did
+nothing either and the slot ran its workloads to their end.
 
 Inside `dropped_stops_kept` (which `sigterm_interrupts` enters), a KeyboardInterrupt
 that a finalizer drops in the main thread is taken back instead, with no message (in

@@ -47,6 +47,8 @@ class PreparedTarget:
     _own_workdir: bool = field(default=False, repr=False)
     _cell_fd: int | None = field(default=None, repr=False)  # O_NOFOLLOW fd of the cell dir
     _names: tuple[str, str, str] = field(default=("", "", ""), repr=False)  # run, cell, subdir
+    _making: bool = field(default=False, repr=False)  # the workdir is being made (_names set)
+    _mount_at: Path | None = field(default=None, repr=False)  # where a mount was asked for
 
     def device_change(self) -> str | None:
         """For a raw device: what became of it since the guard claimed it, if anything."""
@@ -126,16 +128,19 @@ def _make_workdir(prepared: PreparedTarget, root: Path, payload: SlotPayload, su
     cell_dir = root / run_dir_name(payload.run_id) / payload.cell_id
     prepared.workdir = cell_dir / subdir
     prepared.shared = cell_dir / "shared"
+    prepared._names = (payload.run_id, payload.cell_id, subdir)
+    prepared._making = True  # from here a stop's cleanup removes what was made, by name
     cell_fd = _open_cell_dir(root, payload.run_id, payload.cell_id, create=True)
     try:
         _remove_entry(cell_fd, subdir)  # a retried slot starts clean
         os.mkdir(subdir, 0o755, dir_fd=cell_fd)
+        pause("workdir-made")  # a test stops the agent here (iofleet.testhook)
         os.close(_open_child_dir(cell_fd, "shared", create=True))
     except BaseException:
         os.close(cell_fd)
         raise
     prepared._cell_fd = cell_fd
-    prepared._names = (payload.run_id, payload.cell_id, subdir)
+    prepared._making = False
 
 
 def remove_workdir(root: Path, run_id: str, cell_id: str, subdir: str) -> str | None:
@@ -197,14 +202,34 @@ def _remove_workdir_at(
     return problem
 
 
-def prepare_target(payload: SlotPayload, subdir: str) -> PreparedTarget:
-    """Never raises for target trouble: the problem is returned in `.error`."""
+def prepare_target(
+    payload: SlotPayload, subdir: str, made: list[PreparedTarget] | None = None
+) -> PreparedTarget:
+    """Never raises for target trouble: the problem is returned in `.error`.
+
+    A stop (KeyboardInterrupt) may come at any point of it. The PreparedTarget is put in
+    `made` as soon as it exists and records each step before taking it (the workdir's
+    names, the mount point asked for), so the caller's `cleanup_target` undoes what was
+    done by then and records any problem. Without `made`, it cleans up itself on a stop.
+    """
+    own = made is None
+    made = [] if made is None else made
+    try:
+        return _prepare(payload, subdir, made)
+    except BaseException:
+        if own and made:
+            cleanup_target(made[0])
+        raise
+
+
+def _prepare(payload: SlotPayload, subdir: str, made: list[PreparedTarget]) -> PreparedTarget:
     spec = payload.target
     if spec.kind == "directory":
         assert spec.path is not None
         root = Path(spec.path)
         cell_dir = root / run_dir_name(payload.run_id) / payload.cell_id
         prepared = PreparedTarget("directory", root, cell_dir / subdir, cell_dir / "shared")
+        made.append(prepared)
         if not root.is_dir():
             prepared.error = f"target directory {root} does not exist"
             return prepared
@@ -213,24 +238,17 @@ def prepare_target(payload: SlotPayload, subdir: str) -> PreparedTarget:
             _make_workdir(prepared, root, payload, subdir)
             prepared._own_workdir = True
         except OSError as exc:
+            prepared._making = False  # the error is the slot's; the target is left as it is
             prepared.error = f"cannot create {prepared.workdir}: {exc.strerror or exc}"
         return prepared
-    return _prepare_block(payload, subdir)
-
-
-def _prepare_block(payload: SlotPayload, subdir: str) -> PreparedTarget:
-    spec = payload.target
     assert spec.volume_id is not None and spec.filesystem is not None
+    # a stop inside mkdtemp, after its mkdir, would leave the directory (TMPDIR is not
+    # the target: the runner does not sweep it); the window is a few instructions
     prepared = PreparedTarget("block", None, Path(tempfile.mkdtemp(prefix="iofleet-raw-")), None)
     prepared.volume_id = spec.volume_id
     prepared._own_workdir = True
-    try:
-        return _claim_block(prepared, payload, subdir)
-    except BaseException:  # a stop (KeyboardInterrupt) while it waits for or claims the device
-        if prepared._claim is not None:
-            prepared._claim.release()
-        shutil.rmtree(prepared.workdir, ignore_errors=True)  # left in TMPDIR before
-        raise
+    made.append(prepared)
+    return _claim_block(prepared, payload, subdir)
 
 
 def _claim_block(prepared: PreparedTarget, payload: SlotPayload, subdir: str) -> PreparedTarget:
@@ -248,6 +266,7 @@ def _claim_block(prepared: PreparedTarget, payload: SlotPayload, subdir: str) ->
         else:
             claim.release()  # mkfs opens O_EXCL itself, then mount claims it (decisions #4)
         mount_point = Path(spec.mount_point) if spec.mount_point else None
+        prepared._mount_at = mount_point  # a stop from here: cleanup_target looks for the mount
         done = devices.format_and_mount(
             device, spec.filesystem, mount_point, spec.created_by_run, spec.mount_options
         )
@@ -262,7 +281,7 @@ def _claim_block(prepared: PreparedTarget, payload: SlotPayload, subdir: str) ->
         prepared.raw_device = device
         return prepared
     prepared._mounted = done.mount_point
-    shutil.rmtree(prepared.workdir, ignore_errors=True)
+    shutil.rmtree(prepared.workdir, ignore_errors=True)  # (a stop here: cleanup_target's too)
     root = done.mount_point
     prepared.root = root
     _describe_mount(prepared, root)
@@ -274,19 +293,28 @@ def _claim_block(prepared: PreparedTarget, payload: SlotPayload, subdir: str) ->
 
 
 def cleanup_target(prepared: PreparedTarget) -> str | None:
-    """Remove the slot's data files (and unmount what we mounted). Returns a problem, if any."""
+    """Remove the slot's data files (and unmount what we mounted). Returns a problem, if any.
+    Also for a target whose preparation a stop cut short (`prepare_target`'s `made`)."""
     problem = None
     if prepared._cell_fd is not None:
         assert prepared.root is not None
         cell_fd, prepared._cell_fd = prepared._cell_fd, None
         problem = _remove_workdir_at(cell_fd, prepared.root, *prepared._names)
+    elif prepared._making and prepared.root is not None:  # stopped while making it
+        prepared._making = False
+        problem = remove_workdir(prepared.root, *prepared._names)
     elif prepared._own_workdir and prepared.workdir.exists():  # the temp cwd of a raw device
         shutil.rmtree(prepared.workdir, ignore_errors=True)
         if prepared.workdir.exists():
             problem = f"could not remove {prepared.workdir}"
+    if prepared._mounted is None and prepared._mount_at is not None and prepared.device:
+        # stopped in or just after the mount: is the filesystem made on the device there?
+        if devices.mounted_from(prepared._mount_at, Path(prepared.device)):
+            prepared._mounted = prepared._mount_at
     if prepared._mounted is not None:
+        mounted, prepared._mounted = prepared._mounted, None
         try:
-            devices.unmount(prepared._mounted)
+            devices.unmount(mounted)
         except devices.DeviceError as exc:
             problem = problem or str(exc)
     if prepared._claim is not None:

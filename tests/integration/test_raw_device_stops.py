@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REAS
 
 RUN_ID = "raw-20261127t000000z"
 CELL_ID = "c000-loop-x1-r1"
+STOPPED = f"iofleet agent: slot 0 of {CELL_ID} FAILED: slot interrupted by a signal"
 FIO = {"kind": "fio", "name": "seq-write-1m-qd32", "params": {"RUNTIME": "1", "SIZE": "4m"}}
 
 # The real agent, with os.open wrapped: just after Python's temp-dir probe file is created
@@ -108,7 +109,16 @@ def _stopped_agent(tmp_path: Path, head: list[str], env: dict[str, str]) -> tupl
         assert alive(procs) == []
         # the device is free: nobody holds it open exclusively
         os.close(os.open(device, os.O_RDONLY | os.O_EXCL))
-        assert (tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000").exists() is False
+        # the slot is recorded as any stopped slot is (before decision 70: no slot.json)
+        record = json.loads(
+            (tmp_path / "raw" / RUN_ID / CELL_ID / "slot-0000" / "slot.json").read_text()
+        )
+        assert (record["status"], record["exit_code"], record["error"]) == (
+            "FAILED",
+            130,
+            "slot interrupted by a signal",
+        )
+        assert [w["status"] for w in record["workloads"]] == ["SKIPPED"]
         return agent.returncode, stderr, tmp
     finally:
         kit.release()
@@ -124,7 +134,7 @@ def test_a_stop_before_the_device_is_claimed_removes_the_scratch_directory(
 
     # then it ends as a stopped agent does, and nothing of it is left in TMPDIR
     assert code == 130, stderr
-    assert stderr.splitlines() == ["iofleet: interrupted"]
+    assert stderr.splitlines() == [STOPPED]
     assert os.listdir(tmp) == []  # before the fix: ['iofleet-raw-XXXXXXXX']
 
 
@@ -134,5 +144,5 @@ def test_a_stop_in_pythons_temp_dir_probe_leaves_no_probe_file(tmp_path: Path) -
 
     # then it ends as a stopped agent does, and the probe file is gone too
     assert code == 130, stderr
-    assert stderr.splitlines() == ["iofleet: interrupted"]
+    assert stderr.splitlines() == [STOPPED]
     assert os.listdir(tmp) == []  # before the fix: one empty file of 8 random characters
