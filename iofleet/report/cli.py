@@ -179,6 +179,7 @@ def _write_whole(path: Path, text: str) -> None:
     from iofleet.local.stopping import held
 
     tmp = ""
+    renamed = False
     try:
         with held():  # made and named in one step: a stop signal comes after, not between
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -192,9 +193,14 @@ def _write_whole(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             pause("temp-html")  # a test stops or kills the writer here (iofleet.testhook)
-            os.replace(tmp, path)
-    except BaseException:
-        if tmp:
+            with held():  # renamed and known to be, in one step: a stop comes after
+                os.replace(tmp, path)
+                renamed = True
+    except BaseException as exc:
+        if renamed:  # a stop just after the rename: the line says the report is there
+            if isinstance(exc, KeyboardInterrupt):
+                exc.outcome = f"--html {path} written"  # type: ignore[attr-defined]
+        elif tmp:
             Path(tmp).unlink(missing_ok=True)
         raise
 
@@ -234,7 +240,7 @@ def report_command(
     try:
         text = _report_text(warehouse, run_id, fmt, html, target, view, opened, source)
     except KeyboardInterrupt as exc:  # iofleet.local.stopping.Interrupted: one line says
-        if html:
+        if html and getattr(exc, "outcome", None) is None:  # (written: _write_whole says)
             exc.outcome = f"--html {html} not written (left as it was)"  # type: ignore[attr-defined]
         raise
     sys.stdout.write(text)

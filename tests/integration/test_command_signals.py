@@ -270,6 +270,15 @@ EDGE_DRIVER = textwrap.dedent(
             return made
 
         tempfile.mkstemp = mkstemp
+    elif AT == "html-renamed":  # report's temp file renamed over report.html, just now
+        replace = os.replace
+
+        def renamed(src, dst, **kwargs):
+            replace(src, dst, **kwargs)
+            if str(dst).endswith("report.html"):
+                stop()
+
+        os.replace = renamed
     from iofleet.cli import main
 
     code = main()
@@ -420,6 +429,36 @@ def test_a_signal_as_the_html_temp_file_is_made_leaves_no_temp_file(
         "(left as it was)"
     ]
     assert html.read_text() == "the earlier report\n"
+    assert _temp_files(tmp_path / "out") == []
+
+
+@SIGNALS
+def test_a_signal_just_after_the_html_rename_says_the_report_is_written(
+    tmp_path: Path, signum: int
+) -> None:
+    # given a warehouse with one run and an earlier report.html beside it
+    _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "one")
+    warehouse = tmp_path / "out" / "warehouse.duckdb"
+    html = tmp_path / "out" / "report.html"
+    html.write_text("the earlier report\n")
+    # when: report is signalled just after its new report.html is renamed into place
+    code, _, lines = _at_the_edge(
+        tmp_path,
+        "html-renamed",
+        [signum],
+        "report",
+        "--warehouse",
+        str(warehouse),
+        "--html",
+        str(html),
+    )
+    # then: the new report is there, and the one line says so (before: "not written
+    # (left as it was)", over the new report)
+    assert code == 128 + signum, lines
+    assert lines == [
+        f"iofleet: interrupted by {signal.Signals(signum).name}: --html {html} written"
+    ]
+    assert html.read_text().startswith("<!DOCTYPE html>")
     assert _temp_files(tmp_path / "out") == []
 
 
