@@ -300,24 +300,16 @@ def _changed_beyond(backing: Path, start: int, blank: bool) -> list[int]:
 
 
 def _slot_payload(root: Path, run_id: str, created_by_run: bool) -> Path:
-    from tests.integration.test_device_guard import VOLUME_ID
+    from tests.integration.test_device_guard import block_payload
 
-    doc = {
-        "version": 1,
-        "run_id": run_id,
-        "cell": {"cell_id": DEV_CELL, "cell_index": 0, "fleet_size": 1, "repeat": 1},
-        "slot_index": 0,
-        "target": {
-            "kind": "block",
-            "volume_id": VOLUME_ID,
-            "by_id_dir": str(root / "by-id"),
-            "filesystem": "raw",
-            "created_by_run": created_by_run,
-        },
-        "workloads": DEV_WORKLOADS,
-        "results": {"kind": "directory", "root": str(root / "raw")},
-        "time_limit_s": 120,
-    }
+    doc = block_payload(
+        root,
+        root / "by-id",
+        DEV_WORKLOADS,
+        run_id=run_id,
+        cell_id=DEV_CELL,
+        created_by_run=created_by_run,
+    )
     path = root / f"{run_id}.json"
     path.write_text(json.dumps(doc))
     return path

@@ -1005,21 +1005,49 @@ def test_malformed_volume_id_is_an_error(by_id: Path) -> None:
 # -- a whole slot on a block target --------------------------------------------
 
 
-def _block_payload(tmp_path: Path, by_id: Path, target: dict, workloads: list[dict]) -> dict:
+def block_payload(
+    root: Path,
+    by_id: Path,
+    workloads: list[dict],
+    *,
+    run_id: str,
+    cell_id: str = "c000-loop-x1-r1",
+    slot_index: int = 0,
+    fleet_size: int = 1,
+    filesystem: str = "raw",
+    **target: object,
+) -> dict:
+    """One slot's payload on the loop device behind `by_id`'s EBS link, its results under
+    `root`/raw: a raw target unless `filesystem` says otherwise (`target`: its other
+    fields). What the raw-device tests and `scripts/signal_sweep.py --device` run."""
     return {
         "version": 1,
-        "run_id": "blk-20261121t000000z",
-        "cell": {"cell_id": "c000-loop-x1-r1", "cell_index": 0, "fleet_size": 1, "repeat": 1},
-        "slot_index": 0,
-        "target": {"kind": "block", "volume_id": VOLUME_ID, "by_id_dir": str(by_id), **target},
+        "run_id": run_id,
+        "cell": {
+            "cell_id": cell_id,
+            "cell_index": 0,
+            "fleet_size": fleet_size,
+            "repeat": 1,
+        },
+        "slot_index": slot_index,
+        "target": {
+            "kind": "block",
+            "volume_id": VOLUME_ID,
+            "by_id_dir": str(by_id),
+            "filesystem": filesystem,
+            **target,
+        },
         "workloads": workloads,
-        "results": {"kind": "directory", "root": str(tmp_path / "raw")},
+        "results": {"kind": "directory", "root": str(root / "raw")},
         "time_limit_s": 120,
     }
 
 
+BLOCK_RUN = "blk-20261121t000000z"
+
+
 def _slot_files(tmp_path: Path) -> Path:
-    return tmp_path / "raw" / "blk-20261121t000000z" / "c000-loop-x1-r1" / "slot-0000"
+    return tmp_path / "raw" / BLOCK_RUN / "c000-loop-x1-r1" / "slot-0000"
 
 
 IOPING_WRITE = {"kind": "ioping", "count": 5, "interval_ms": 0, "write": True}
@@ -1037,7 +1065,7 @@ def test_block_slot_formats_mounts_runs_and_unmounts(
     target = {"filesystem": filesystem, "mount_point": str(mount_point), "mount_options": "noatime"}
     app = {"kind": "app", "name": "where", "run": "df --output=source . | tail -1"}
 
-    code = run_slot(_block_payload(tmp_path, by_id, target, [IOPING_WRITE, app]))
+    code = run_slot(block_payload(tmp_path, by_id, [IOPING_WRITE, app], run_id=BLOCK_RUN, **target))
 
     assert code == 0
     manifest = json.loads((_slot_files(tmp_path) / "manifest.json").read_text())
@@ -1102,7 +1130,9 @@ def test_refused_device_fails_the_slot_and_is_never_written(
     target = {"filesystem": "raw", "created_by_run": created}
 
     # when the agent runs fio and ioping writes on it
-    code = run_slot(_block_payload(tmp_path, by_id, target, [FIO_WRITE, IOPING_WRITE]))
+    code = run_slot(
+        block_payload(tmp_path, by_id, [FIO_WRITE, IOPING_WRITE], run_id=BLOCK_RUN, **target)
+    )
 
     # then the slot failed with the guard's reason, nothing ran, and not a byte changed
     assert code != 0
@@ -1135,7 +1165,7 @@ def test_raw_device_is_held_exclusively_while_the_slot_runs(
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(slot_module, "run_child", look)
-        code = run_slot(_block_payload(tmp_path, by_id, {"filesystem": "raw"}, [IOPING_WRITE]))
+        code = run_slot(block_payload(tmp_path, by_id, [IOPING_WRITE], run_id=BLOCK_RUN))
 
     assert code == 0
     assert seen == [os.strerror(16)]  # EBUSY while ioping ran: the agent held the device

@@ -36,8 +36,8 @@ from tests.integration.proctable import wait_for
 from tests.integration.test_device_guard import (
     _REASON,
     EBS_LINK,
-    VOLUME_ID,
     Loops,
+    block_payload,
     free_loop_name,
 )
 
@@ -138,22 +138,9 @@ class RawRun:
     def payload(
         self, workloads: list[dict], burst: dict | None = None, *, created_by_run: bool = False
     ) -> dict:
-        payload = {
-            "version": 1,
-            "run_id": RUN_ID,
-            "cell": {"cell_id": CELL_ID, "cell_index": 0, "fleet_size": 1, "repeat": 1},
-            "slot_index": 0,
-            "target": {
-                "kind": "block",
-                "volume_id": VOLUME_ID,
-                "by_id_dir": str(self.by_id),
-                "filesystem": "raw",
-                "created_by_run": created_by_run,
-            },
-            "workloads": workloads,
-            "results": {"kind": "directory", "root": str(self.tmp_path / "raw")},
-            "time_limit_s": 120,
-        }
+        payload = block_payload(
+            self.tmp_path, self.by_id, workloads, run_id=RUN_ID, created_by_run=created_by_run
+        )
         if burst is not None:
             payload["burst"] = burst
         return payload
@@ -614,27 +601,14 @@ def test_a_device_that_shrinks_while_fio_runs_fails_its_slot_and_spares_the_othe
             by_id = tmp_path / f"by-id-{slot}"
             by_id.mkdir()
             (by_id / EBS_LINK).symlink_to(device)
-            payload = {
-                "version": 1,
-                "run_id": RUN_ID,
-                "cell": {"cell_id": CELL_ID, "cell_index": 0, "fleet_size": 2, "repeat": 1},
-                "slot_index": slot,
-                "target": {
-                    "kind": "block",
-                    "volume_id": VOLUME_ID,
-                    "by_id_dir": str(by_id),
-                    "filesystem": "raw",
-                },
-                "workloads": [
-                    {
-                        "kind": "fio",
-                        "name": "seq-write-1m-qd32",
-                        "params": {"RUNTIME": "4", "SIZE": "8m", "IO_DEPTH": "4", "DIRECT": "1"},
-                    }
-                ],
-                "results": {"kind": "directory", "root": str(tmp_path / "raw")},
-                "time_limit_s": 120,
+            fio = {
+                "kind": "fio",
+                "name": "seq-write-1m-qd32",
+                "params": {"RUNTIME": "4", "SIZE": "8m", "IO_DEPTH": "4", "DIRECT": "1"},
             }
+            payload = block_payload(
+                tmp_path, by_id, [fio], run_id=RUN_ID, slot_index=slot, fleet_size=2
+            )
             path = tmp_path / f"slot-{slot}.json"
             path.write_text(json.dumps(payload))
             devices_.append(device)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.proctable import alive, reaped, stat_fields, tree, wait_for
-from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
+from tests.integration.test_device_guard import _REASON, EBS_LINK, Loops, block_payload
 
 pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])
 
@@ -63,23 +63,8 @@ def _slot_file(tmp_path: Path, device: Path) -> Path:
     by_id = tmp_path / "by-id"
     by_id.mkdir()
     (by_id / EBS_LINK).symlink_to(device)
-    doc = {
-        "version": 1,
-        "run_id": RUN_ID,
-        "cell": {"cell_id": CELL_ID, "cell_index": 0, "fleet_size": 1, "repeat": 1},
-        "slot_index": 0,
-        "target": {
-            "kind": "block",
-            "volume_id": VOLUME_ID,
-            "by_id_dir": str(by_id),
-            "filesystem": "raw",
-        },
-        "workloads": [FIO],
-        "results": {"kind": "directory", "root": str(tmp_path / "raw")},
-        "time_limit_s": 120,
-    }
     path = tmp_path / "slot.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(block_payload(tmp_path, by_id, [FIO], run_id=RUN_ID)))
     return path
 
 
