@@ -43,6 +43,7 @@ from iofleet.agent.process import (
     output_taken,
     run_child,
 )
+from iofleet.agent.stops import STOPS, stops_held
 from iofleet.agent.store import ResultsStore, StoreError, store_from_config
 from iofleet.agent.target import PreparedTarget, cleanup_target, prepare_target
 from iofleet.results.parsers import ParseError
@@ -684,11 +685,6 @@ def run_slot_file(path: Path) -> int:
             raise PayloadError(f"{path}: {exc}") from None
 
 
-# The signals that stop a slot. SIGHUP (a terminal closed on `iofleet agent` run by hand)
-# stops it as SIGTERM does; before, it killed the agent with no slot.json
-STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
 @contextlib.contextmanager
 def sigterm_interrupts(after: signal.Handlers | None = None) -> Iterator[None]:
     """Inside the block SIGTERM (and SIGHUP) stops the slot the way Ctrl-C does:
@@ -766,31 +762,6 @@ def outputs_kept() -> Iterator[_OutputsKept]:
         for stop, handler in kept.previous.items():
             if signal.getsignal(stop) == kept.handle:
                 signal.signal(stop, handler)
-
-
-@contextlib.contextmanager
-def stops_held() -> Iterator[None]:
-    """Inside, the STOPS wait: the slot's cleanup and its slot.json are never cut
-    short (a signal there used to leave a slot whose workloads had all run without its
-    record: its parent then recorded it FAILED, with its workload entries lost). A
-    signal that came meanwhile meets, on leaving, the handler it would have met. Only
-    in the main thread (where Python handles signals)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in STOPS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for first in came[:1]:
-            meets = previous[signal.Signals(first)]
-            if callable(meets):
-                meets(first, None)  # raises KeyboardInterrupt (sigterm_interrupts, Ctrl-C)
-            elif meets == signal.SIG_DFL:
-                signal.raise_signal(first)
 
 
 def run_populate(payload: dict, workload_index: int) -> int:

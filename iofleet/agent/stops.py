@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -146,3 +147,34 @@ def sleep(seconds: float) -> None:
             return
         if poller.poll(max(1, round(left * 1000))):
             woken()
+
+
+# The signals that stop a slot. SIGHUP (a terminal closed on `iofleet agent` run by hand)
+# stops it as SIGTERM does; before, it killed the agent with no slot.json
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextmanager
+def stops_held() -> Iterator[None]:
+    """Inside, the STOPS wait: the slot's cleanup and its slot.json are never cut
+    short (a signal there used to leave a slot whose workloads had all run without its
+    record: its parent then recorded it FAILED, with its workload entries lost), nor
+    a step that makes something and records it (the raw target's scratch directory). A
+    signal that came meanwhile meets, on leaving, the handler it would have met. Only
+    in the main thread (where Python handles signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in STOPS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for first in came[:1]:
+            meets = previous[signal.Signals(first)]
+            if callable(meets):
+                meets(first, None)  # raises KeyboardInterrupt (sigterm_interrupts, Ctrl-C)
+            elif meets == signal.SIG_DFL:
+                signal.raise_signal(first)

@@ -27,6 +27,7 @@ from pathlib import Path
 from iofleet.agent import devices
 from iofleet.agent.manifest import mount_for_path
 from iofleet.agent.payload import SlotPayload
+from iofleet.agent.stops import stops_held
 from iofleet.testhook import pause
 
 
@@ -242,12 +243,13 @@ def _prepare(payload: SlotPayload, subdir: str, made: list[PreparedTarget]) -> P
             prepared.error = f"cannot create {prepared.workdir}: {exc.strerror or exc}"
         return prepared
     assert spec.volume_id is not None and spec.filesystem is not None
-    # a stop inside mkdtemp, after its mkdir, would leave the directory (TMPDIR is not
-    # the target: the runner does not sweep it); the window is a few instructions
-    prepared = PreparedTarget("block", None, Path(tempfile.mkdtemp(prefix="iofleet-raw-")), None)
-    prepared.volume_id = spec.volume_id
-    prepared._own_workdir = True
-    made.append(prepared)
+    with stops_held():  # made and recorded in one step: a stop inside mkdtemp, after its
+        # mkdir, left the directory in TMPDIR (which nothing sweeps); it comes after, now
+        scratch = Path(tempfile.mkdtemp(prefix="iofleet-raw-"))
+        prepared = PreparedTarget("block", None, scratch, None)
+        prepared.volume_id = spec.volume_id
+        prepared._own_workdir = True
+        made.append(prepared)
     return _claim_block(prepared, payload, subdir)
 
 

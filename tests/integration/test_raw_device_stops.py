@@ -58,6 +58,26 @@ DRIVER = textwrap.dedent(
     """
 )
 
+# The real agent, with os.mkdir wrapped: just after tempfile.mkdtemp has made the raw
+# device's scratch directory, inside mkdtemp, the agent sends itself SIGTERM once.
+MKDTEMP_DRIVER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from iofleet.cli import main
+
+    real_mkdir = os.mkdir
+
+    def mkdir_(path, mode=0o777, *, dir_fd=None):
+        real_mkdir(path, mode, dir_fd=dir_fd)
+        if os.path.basename(str(path)).startswith("iofleet-raw-"):
+            os.mkdir = real_mkdir
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    os.mkdir = mkdir_
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
 
 def _slot_file(tmp_path: Path, device: Path) -> Path:
     by_id = tmp_path / "by-id"
@@ -131,3 +151,13 @@ def test_a_stop_in_pythons_temp_dir_probe_leaves_no_probe_file(tmp_path: Path) -
     assert code == 130, stderr
     assert stderr.splitlines() == [STOPPED]
     assert os.listdir(tmp) == []  # before the fix: one empty file of 8 random characters
+
+
+def test_a_stop_inside_mkdtemp_leaves_no_scratch_directory(tmp_path: Path) -> None:
+    # given an agent whose SIGTERM comes inside mkdtemp, just after it made the directory
+    code, stderr, tmp = _stopped_agent(tmp_path, [sys.executable, "-c", MKDTEMP_DRIVER], {})
+
+    # then it ends as a stopped agent does, and the scratch directory is gone too
+    assert code == 130, stderr
+    assert stderr.splitlines() == [STOPPED]
+    assert os.listdir(tmp) == []  # before the fix: ['iofleet-raw-XXXXXXXX']
