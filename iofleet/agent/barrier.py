@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from iofleet.agent import stops
+from iofleet.quote import quote
 
 SPIN_US = 1000  # busy-wait (yielding) for the last millisecond before the instant
 SLEEP_CHUNK_S = 0.05  # re-read the wall clock at least this often while sleeping
@@ -335,6 +336,6 @@ def barrier_from_config(config: Mapping[str, object] | None) -> Barrier:
     factory = _FACTORIES.get(kind) if isinstance(kind, str) else None
     if factory is None:
         raise BarrierError(
-            f"barrier.kind: must be one of {', '.join(sorted(_FACTORIES))}, got {kind!r}"
+            f"barrier.kind: must be one of {', '.join(sorted(_FACTORIES))}, got {quote(kind)}"
         )
     return factory(config)

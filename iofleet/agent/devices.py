@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from iofleet.quote import quote
 from iofleet.testhook import pause
 
 BY_ID_DIR = Path("/dev/disk/by-id")
@@ -82,7 +83,7 @@ class DeviceRefused(DeviceError):
 def volume_serial(volume_id: str) -> str:
     """`vol-0123...` -> `vol0123...` (the NVMe serial of an EBS volume)."""
     if not _VOLUME_ID.match(volume_id):
-        raise DeviceError(f"not an EBS volume id: {volume_id!r} (expected vol-<hex>)")
+        raise DeviceError(f"not an EBS volume id: {quote(volume_id)} (expected vol-<hex>)")
     return volume_id.replace("-", "", 1)
 
 
@@ -739,7 +740,9 @@ def format_and_mount(
     release the claim just before (mkfs opens O_EXCL); after the mount the device is checked
     again for other openers (the window of decisions #4)."""
     if filesystem not in FILESYSTEMS:
-        raise DeviceError(f"filesystem must be one of {', '.join(FILESYSTEMS)}, got {filesystem!r}")
+        raise DeviceError(
+            f"filesystem must be one of {', '.join(FILESYSTEMS)}, got {quote(filesystem)}"
+        )
     if filesystem == "raw":
         return PreparedDevice(device, "raw", None, None)
     if mount_point is None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iofleet.errors import UsageError
+from iofleet.quote import quote
 
 # Full-string matches only (`$` would let a trailing newline through into paths, S3 keys
 # and command lines).
@@ -40,6 +41,23 @@ MAX_TIME_LIMIT_S = float(MAX_SLOT_TIMEOUT_S)
 MAX_WAIT_S = 24 * 3600.0
 MAX_SLOTS = 100_000
 MAX_INT = 2**63 - 1
+
+
+# A refusal names at most this many problems, then counts the rest: it stays one short
+# line (5,000 bad workloads made a line of 300 KB)
+MAX_PROBLEMS = 20
+# JSON integer literals longer than this are refused when the payload is read (Python's
+# int() refuses past 4,300 digits with a ValueError: an "internal error" before)
+MAX_INT_DIGITS = 40
+
+
+def parse_int(text: str) -> int:
+    """json.loads' parse_int for payloads: a literal of more than MAX_INT_DIGITS digits is
+    a PayloadError (no field of a payload holds one)."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise PayloadError(f"invalid JSON: a {digits}-digit integer (at most {MAX_INT_DIGITS})")
+    return int(text)
 
 
 class PayloadError(UsageError):
@@ -242,7 +260,7 @@ def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
         return None
     kind = doc.get("kind")
     if kind not in WORKLOAD_KINDS:
-        check.add(f"{path}kind", f"must be one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
+        check.add(f"{path}kind", f"must be one of {', '.join(WORKLOAD_KINDS)}, got {quote(kind)}")
         return None
     if kind == "fio":
         name = check.identifier(doc, "name", path) or "?"
@@ -253,7 +271,7 @@ def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
         clean = {}
         for key, value in params.items():
             if not isinstance(key, str) or not _PARAM_NAME.match(key):
-                check.add(f"{path}params", f"parameter name {key!r} must be a plain name")
+                check.add(f"{path}params", f"parameter name {quote(key)} must be a plain name")
             elif isinstance(value, bool) or not isinstance(value, str | int | float):
                 check.add(f"{path}params.{key}", "must be a string or a number")
             elif isinstance(value, float) and not math.isfinite(value):
@@ -261,7 +279,7 @@ def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
             elif not _PARAM_VALUE.match(str(value)) or ".." in str(value):
                 check.add(
                     f"{path}params.{key}",
-                    f"{str(value)!r} is not a plain token (letters, digits and . _ : , + -)",
+                    f"{quote(str(value))} is not a plain token (letters, digits and . _ : , + -)",
                 )
             else:
                 clean[str(key)] = str(value)
@@ -306,7 +324,9 @@ def _target(check: _Checker, doc: object) -> Target:
         volume_id = check.string(doc, "volume_id", "target.")
         filesystem = doc.get("filesystem")
         if filesystem not in ("xfs", "ext4", "raw"):
-            check.add("target.filesystem", f"must be one of xfs, ext4, raw, got {filesystem!r}")
+            check.add(
+                "target.filesystem", f"must be one of xfs, ext4, raw, got {quote(filesystem)}"
+            )
         mount_point = check.string(doc, "mount_point", "target.", required=filesystem != "raw")
         if filesystem == "raw":
             mount_point = None
@@ -327,7 +347,7 @@ def _target(check: _Checker, doc: object) -> Target:
             by_id_dir=by_id_dir,
             attach_wait_s=check.number(doc, "attach_wait_s", "target.", 120.0),
         )
-    check.add("target.kind", f"must be one of directory, block, got {kind!r}")
+    check.add("target.kind", f"must be one of directory, block, got {quote(kind)}")
     return Target("directory", path="/")
 
 
@@ -339,7 +359,9 @@ def _burst(check: _Checker, doc: object) -> Burst:
         return Burst()
     policy = doc.get("policy", "as-is")
     if policy not in BURST_POLICIES:
-        check.add("burst.policy", f"must be one of {', '.join(BURST_POLICIES)}, got {policy!r}")
+        check.add(
+            "burst.policy", f"must be one of {', '.join(BURST_POLICIES)}, got {quote(policy)}"
+        )
         return Burst()
     raw_actions = doc.get("actions")
     raw_actions = [] if raw_actions is None else raw_actions
@@ -354,11 +376,11 @@ def _burst(check: _Checker, doc: object) -> Burst:
             continue
         kind = item.get("action", policy)
         if kind not in ("refill", "drain"):
-            check.add(f"{path}action", f"must be refill or drain, got {kind!r}")
+            check.add(f"{path}action", f"must be refill or drain, got {quote(kind)}")
             continue
         rw = item.get("rw", "randwrite")
         if rw not in ("randwrite", "write", "randread", "read"):
-            check.add(f"{path}rw", f"must be randwrite, write, randread or read, got {rw!r}")
+            check.add(f"{path}rw", f"must be randwrite, write, randread or read, got {quote(rw)}")
         sizes = {}
         for key, default in (("bs", "16k"), ("size", "1g")):
             value = item.get(key, default)
@@ -387,7 +409,8 @@ def parse_payload(doc: object) -> SlotPayload:
     check = _Checker()
     if doc.get("version", 1) != 1:
         check.add(
-            "version", f"unsupported payload version {doc.get('version')!r} (this agent reads 1)"
+            "version",
+            f"unsupported payload version {quote(doc.get('version'))} (this agent reads 1)",
         )
     run_id = check.identifier(doc, "run_id", "") or "?"
     cell = doc.get("cell")
@@ -423,10 +446,13 @@ def parse_payload(doc: object) -> SlotPayload:
     )
     platform = doc.get("platform", "local")
     if platform not in PLATFORMS:
-        check.add("platform", f"must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+        check.add("platform", f"must be one of {', '.join(PLATFORMS)}, got {quote(platform)}")
     burst = _burst(check, doc.get("burst"))
     if check.problems:
-        raise PayloadError("slot payload: " + "; ".join(check.problems))
+        shown = check.problems[:MAX_PROBLEMS]
+        if len(check.problems) > MAX_PROBLEMS:
+            shown.append(f"and {len(check.problems) - MAX_PROBLEMS} more problems")
+        raise PayloadError("slot payload: " + "; ".join(shown))
     return SlotPayload(
         run_id=run_id,
         cell=cell,

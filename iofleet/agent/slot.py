@@ -34,6 +34,7 @@ from iofleet.agent.payload import (
     PayloadError,
     SlotPayload,
     Workload,
+    parse_int,
     parse_payload,
 )
 from iofleet.agent.process import (
@@ -671,7 +672,9 @@ def run_slot_file(path: Path) -> int:
     except UnicodeDecodeError as exc:
         raise PayloadError(f"{path}: not UTF-8 (byte offset {exc.start})") from None
     try:
-        payload = json.loads(text)
+        payload = json.loads(text, parse_int=parse_int)
+    except PayloadError as exc:  # a number no payload field holds
+        raise PayloadError(f"{path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise PayloadError(
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"

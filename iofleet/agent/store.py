@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from iofleet.quote import quote
 from iofleet.testhook import pause
 
 # A DirectoryStore's temp file: `.NAME.XXXXXXXX` beside NAME (tempfile.mkstemp adds 8
@@ -133,6 +134,6 @@ def store_from_config(config: Mapping[str, object]) -> ResultsStore:
     factory = _FACTORIES.get(kind) if isinstance(kind, str) else None
     if factory is None:
         raise StoreError(
-            f"results.kind: must be one of {', '.join(sorted(_FACTORIES))}, got {kind!r}"
+            f"results.kind: must be one of {', '.join(sorted(_FACTORIES))}, got {quote(kind)}"
         )
     return factory(config)

@@ -731,8 +731,10 @@ def test_an_unusual_valid_matrix_runs_every_slot(box: Sandbox) -> None:
         (b"\xcc\x00{}", "not UTF-8 (byte offset 0)"),
         (b"[" * 100_000, "invalid JSON: nested too deeply"),
         (b"{}", "slot payload: "),
+        # before: exit 70, "internal error: ValueError: Exceeds the limit (4300 digits)"
+        (b'{"version": ' + b"9" * 5000 + b"}", "invalid JSON: a 5000-digit integer (at most 40)"),
     ],
-    ids=["not-utf8", "deep", "empty-object"],
+    ids=["not-utf8", "deep", "empty-object", "5000-digit-integer"],
 )
 def test_a_bad_slot_payload_is_one_line_naming_the_file(
     box: Sandbox, content: bytes, why: str
@@ -740,6 +742,48 @@ def test_a_bad_slot_payload_is_one_line_naming_the_file(
     path = box.inputs / "slot.json"
     path.write_bytes(content)
     assert box.refused("agent", "--slot", str(path)).startswith(f"iofleet: {path}: {why}")
+
+
+SLOT = {
+    "version": 1,
+    "run_id": "r-1",
+    "cell": {"cell_id": "c000", "cell_index": 0, "fleet_size": 1, "repeat": 1},
+    "slot_index": 0,
+    "target": {"kind": "directory", "path": "/nonexistent"},
+    "workloads": [],
+    "results": {"kind": "directory", "root": "/nonexistent/raw"},
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        # before: the whole 5,000-character value in the line
+        (
+            {"version": "v" * 5000},
+            "version: unsupported payload version 'vvvvvvvvvvvvvvvvvvvv"
+            "...vvvvvvvv' (5000 characters) (this agent reads 1)",
+        ),
+        # before: 21 KB, the value written whole
+        (
+            {"platform": "\u2028x" * 3000},
+            "platform: must be one of local, aws, got "
+            "'\\u2028x\\u2028x\\u2028...x\\u2028x' (6000 characters)",
+        ),
+        # before: one line of 300 KB, a problem per workload
+        ({"workloads": [{"kind": "fio", "name": "x y"}] * 5000}, "and 4980 more problems"),
+    ],
+    ids=["long-version", "long-platform", "5000-bad-workloads"],
+)
+def test_a_slot_payload_refusal_stays_short_whatever_it_holds(
+    box: Sandbox, changes: dict, line: str
+) -> None:
+    path = box.inputs / "slot.json"
+    path.write_text(json.dumps({**SLOT, **changes}))
+    refusal = box.refused("agent", "--slot", str(path))
+    assert refusal.startswith(f"iofleet: {path}: slot payload: ")
+    assert refusal.endswith(line)
+    assert len(refusal) < 2000
 
 
 # --- the command line -------------------------------------------------------------------
