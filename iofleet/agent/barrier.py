@@ -249,7 +249,9 @@ class FileBarrier(Barrier):
             raise BarrierError(f"cannot read {self.release_path}: {exc.strerror or exc}") from None
         first = text.split()[:1]
         digits = first[0] if first else ""
-        return int(digits) if digits.isascii() and digits.isdigit() else None  # "": being written
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 20:  # "": being written
+            return None  # (past 20 digits no clock's instant: int() raised past 4,300)
+        return int(digits)
 
     def state(self) -> BarrierState:
         release = self._release()
