@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
+from iofleet.quote import clip
 from iofleet.report.model import ReportData
 from iofleet.testhook import pause
 
@@ -264,7 +265,7 @@ def _report_text(  # type: ignore[no-untyped-def]
                 raise UsageError(f"{src.where}: no runs")
             run_id = known[0]
         elif run_id not in read.known_runs(src, [run_id]):
-            raise UsageError(f"--run {run_id}: unknown run {read.known_text(src)}")
+            raise UsageError(f"--run {clip(run_id)}: unknown run {read.known_text(src)}")
         data = load_report_data(src, run_id, target)
     text = render(data, fmt, view)
     if html:

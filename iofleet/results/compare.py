@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from iofleet.errors import Problem, ValidationFailed
+from iofleet.quote import quote
 
 CONFIG_FIELDS = ("instance_type", "storage_label", "storage_type", "storage_detail", "fleet_size")
 STORAGE_FIELDS = ("storage_label", "storage_type", "storage_detail")
@@ -542,7 +543,9 @@ def compare_command(
         known = known_runs(src, sorted({run_a, run_b}))
         for flag, run_id in (("RUN_A", run_a), ("RUN_B", run_b)):
             if run_id not in known:
-                raise ValidationFailed([Problem(flag, f"unknown run {run_id!r} {known_text(src)}")])
+                raise ValidationFailed(
+                    [Problem(flag, f"unknown run {quote(run_id)} {known_text(src)}")]
+                )
         rows = load_slot_values(src, sorted({run_a, run_b}))
     a = Side("a", run_a, sel_a, a_selector or "")
     b = Side("b", run_b, sel_b, b_selector or "")

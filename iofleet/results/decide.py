@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iofleet.errors import UsageError
+from iofleet.quote import quote
 
 STATS: dict[str, float | None] = {
     "p0": 0.0,
@@ -205,7 +206,7 @@ def parse_target(text: str) -> list[Condition]:
         m = _COND.fullmatch(part.strip())
         if not m:
             raise bad(
-                f"{part.strip()!r} is not STAT_METRIC OP NUMBER [UNIT] "
+                f"{quote(part.strip())} is not STAT_METRIC OP NUMBER [UNIT] "
                 "(e.g. 'p98_build_minutes<=105', 'p50_throughput>=200MiB/s')"
             )
         stat, name, op, unit = m["stat"], m["name"], m["op"], m["unit"]

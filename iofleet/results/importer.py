@@ -47,6 +47,7 @@ from iofleet.errors import (
     ValidationFailed,
 )
 from iofleet.local.progress import Progress
+from iofleet.quote import quote
 from iofleet.results.outdir import make_out_dir, output_lock, remove_dead_temps
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -404,7 +405,7 @@ def import_command(
             [
                 Problem(
                     "--label",
-                    f"{label!r}: letters, digits, '.', '_' and '-' only, "
+                    f"{quote(label)}: letters, digits, '.', '_' and '-' only, "
                     "starting with a letter or digit, at most 63 characters",
                 )
             ]

@@ -789,6 +789,28 @@ def test_a_slot_payload_refusal_stays_short_whatever_it_holds(
 # --- the command line -------------------------------------------------------------------
 
 
+def test_a_long_value_on_the_command_line_is_clipped_in_its_refusal(box: Sandbox) -> None:
+    # given a warehouse with one run
+    ioping = REPO / "tests" / "fixtures" / "ioping" / "read-c21.json"
+    made = box.run("import", str(ioping), "--out", "out", "--label", "one")
+    assert made.returncode == 0, made.stderr
+    warehouse = str(box.work / "out" / "warehouse.duckdb")
+    long = "r" * 5000
+    # when each option that names a run, a target or a label gets 5,000 characters, then
+    # each refusal is one short line that says how long the value was (before: the
+    # value whole, 5 KB, for --run, --target and --label; compare's cut mid-value)
+    for args, start in [
+        (("report", "--warehouse", warehouse, "--run", long), "iofleet: --run rrrr"),
+        (("report", "--warehouse", warehouse, "--target", long), "iofleet: --target: 'rrrr"),
+        (("compare", long, "one", "--warehouse", warehouse), "RUN_A: unknown run 'rrrr"),
+        (("import", str(ioping), "--out", "out", "--label", long), "--label: 'rrrr"),
+    ]:
+        line = box.refused(*args)
+        assert line.startswith(start), line
+        assert "...rrrrrrrr" in line and "(5000 characters)" in line, line
+        assert len(line) < 300, line
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [
