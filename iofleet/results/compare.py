@@ -109,19 +109,19 @@ def parse_selector(flag: str, text: str | None) -> dict[str, str]:
         field, value = field.strip(), value.strip()
         if not sep or not field or not value:
             raise ValidationFailed(
-                [Problem(flag, f"expected FIELD=VALUE[,FIELD=VALUE...], got {text!r}")]
+                [Problem(flag, f"expected FIELD=VALUE[,FIELD=VALUE...], got {quote(text)}")]
             )
         if field not in SELECTOR_FIELDS:
             raise ValidationFailed(
                 [
                     Problem(
                         flag,
-                        f"unknown field {field!r} (fields: {', '.join(SELECTOR_FIELDS)})",
+                        f"unknown field {quote(field)} (fields: {', '.join(SELECTOR_FIELDS)})",
                     )
                 ]
             )
         if field in out:
-            raise ValidationFailed([Problem(flag, f"field {field!r} given twice")])
+            raise ValidationFailed([Problem(flag, f"field {quote(field)} given twice")])
         out[field] = value
     return out
 
@@ -262,7 +262,7 @@ def compare_rows(
                     [
                         Problem(
                             f"--{side.name}",
-                            f"{side.text!r} matches no slot with measurements in {where} ("
+                            f"{quote(side.text)} matches no slot with measurements in {where} ("
                             f"{_describe_values(run_rows, list(side.selector))})",
                         )
                     ]

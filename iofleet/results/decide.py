@@ -211,23 +211,27 @@ def parse_target(text: str) -> list[Condition]:
             )
         stat, name, op, unit = m["stat"], m["name"], m["op"], m["unit"]
         if stat not in STATS:
-            raise bad(f"{part.strip()!r}: unknown statistic {stat!r} (known: {', '.join(STATS)})")
+            raise bad(
+                f"{quote(part.strip())}: unknown statistic {quote(stat)} (known: {', '.join(STATS)})"
+            )
         if name not in TARGET_METRICS:
             raise bad(
-                f"{part.strip()!r}: unknown metric {name!r} (known: {', '.join(TARGET_METRICS)})"
+                f"{quote(part.strip())}: unknown metric {quote(name)} (known: {', '.join(TARGET_METRICS)})"
             )
         spec = TARGET_METRICS[name]
         number = float(m["num"])
         if spec.units is None:
             if unit is not None:
-                raise bad(f"{part.strip()!r}: {name} takes no unit (its unit is in its name)")
+                raise bad(f"{quote(part.strip())}: {name} takes no unit (its unit is in its name)")
             value = number * (spec.scale or 1.0)
         else:
             if unit is None or unit not in spec.units:
-                raise bad(f"{part.strip()!r}: {name} needs a unit, one of {', '.join(spec.units)}")
+                raise bad(
+                    f"{quote(part.strip())}: {name} needs a unit, one of {', '.join(spec.units)}"
+                )
             value = number * spec.units[unit]
         if not math.isfinite(value):
-            raise bad(f"{part.strip()!r}: the number is too large")
+            raise bad(f"{quote(part.strip())}: the number is too large")
         out.append(Condition(part.strip(), stat, name, op, value))
     return out
 
@@ -333,7 +337,7 @@ def check_target_measured(
         if (c.spec.source, c.spec.metric) not in have:
             measured = sorted(n for n, s in TARGET_METRICS.items() if (s.source, s.metric) in have)
             raise UsageError(
-                f"--target: {c.text!r}: this run measured no {c.name} "
+                f"--target: {quote(c.text)}: this run measured no {c.name} "
                 f"(its metrics: {', '.join(measured) or 'none'})"
             )
 

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from iofleet.agent.payload import CELL_FIELDS
+from iofleet.quote import quote
 from iofleet.results.schema import (
     APP_RUNS,
     BY_NAME,
@@ -261,7 +262,9 @@ def _run(relpath: str, text: str) -> Rows:
     run_id = m["run"]
     doc = _load_json_object(text, "run.json")
     if doc.get("run_id") not in (None, run_id):
-        raise _Bad(f"run.json: run_id {doc.get('run_id')!r} does not match its folder {run_id!r}")
+        raise _Bad(
+            f"run.json: run_id {quote(doc.get('run_id'))} does not match its folder {quote(run_id)}"
+        )
     matrix = _dict(doc.get("matrix"))
     plan = _dict(doc.get("plan"))
     total = doc.get("total_instances", plan.get("total_instances"))

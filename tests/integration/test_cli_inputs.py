@@ -804,6 +804,15 @@ def test_a_long_value_on_the_command_line_is_clipped_in_its_refusal(box: Sandbox
         (("report", "--warehouse", warehouse, "--target", long), "iofleet: --target: 'rrrr"),
         (("compare", long, "one", "--warehouse", warehouse), "RUN_A: unknown run 'rrrr"),
         (("import", str(ioping), "--out", "out", "--label", long), "--label: 'rrrr"),
+        (("compare", "one", "--warehouse", warehouse, "--a", long, "--b", "x=1"), "--a: expected"),
+        (
+            ("compare", "one", "--warehouse", warehouse, "--a", long + "=1", "--b", "x=1"),
+            "--a: unknown field 'rrrr",
+        ),
+        (
+            ("report", "--warehouse", warehouse, "--target", long + "_x<=1"),
+            "iofleet: --target: 'rrrr",
+        ),
     ]:
         line = box.refused(*args)
         assert line.startswith(start), line

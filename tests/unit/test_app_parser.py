@@ -72,6 +72,17 @@ def test_bad_timestamp_is_rejected() -> None:
         parse_app(_text(finished_at="yesterday"))
 
 
+@pytest.mark.parametrize("field", ["finished_at", "phase"])
+def test_a_long_bad_value_is_clipped_in_the_error(field: str) -> None:
+    # an app artifact is written by the agent, but read back from a tree anyone can edit
+    with pytest.raises(ParseError) as caught:
+        parse_app(_text(**{field: "y\u2028" * 3000}))
+
+    message = str(caught.value)
+    assert "(6000 characters)" in message and len(message) < 200, message  # before: 18 KB
+    assert "\u2028" not in message  # escaped, as every quoted value is
+
+
 def test_truncated_json_is_a_one_line_error() -> None:
     with pytest.raises(ParseError) as caught:
         parse_app(_text()[:40])

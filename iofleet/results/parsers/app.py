@@ -9,6 +9,7 @@ import json
 import math
 from datetime import UTC, datetime
 
+from iofleet.quote import quote
 from iofleet.results.parsers import ParseError
 from iofleet.results.schema import value_problem
 
@@ -30,7 +31,7 @@ def _timestamp(doc: dict, key: str) -> str:
             moment = moment.replace(tzinfo=UTC)
         return format_utc(moment)
     except (ValueError, OverflowError):  # OverflowError: year 1 east of UTC
-        raise ParseError(f"{key}: not an ISO-8601 timestamp: {value!r}") from None
+        raise ParseError(f"{key}: not an ISO-8601 timestamp: {quote(value)}") from None
 
 
 def parse_app(text: str) -> dict:
@@ -52,7 +53,7 @@ def parse_app(text: str) -> dict:
         raise ParseError("app: missing or not a string")
     phase = doc.get("phase")
     if phase not in PHASES:
-        raise ParseError(f"phase: must be one of {', '.join(PHASES)}, got {phase!r}")
+        raise ParseError(f"phase: must be one of {', '.join(PHASES)}, got {quote(phase)}")
     exit_code = doc.get("exit_code")
     if isinstance(exit_code, bool) or not isinstance(exit_code, int):
         raise ParseError("exit_code: missing or not an integer")

@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, overload
 
-from iofleet.quote import clip
+from iofleet.quote import clip, quote
 from iofleet.results.parsers import ParseError
 from iofleet.results.schema import FIO_LATENCY_BINS, FIO_RESULTS, INT_RANGES, value_problem
 
@@ -386,7 +386,7 @@ def _int(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ParseError(f"{where}: expected a number, got {_quote(repr(value))}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ParseError(f"{where}: {value!r} is not a finite number")
+        raise ParseError(f"{where}: {quote(value)} is not a finite number")
     return int(value)
 
 
@@ -444,7 +444,7 @@ def _index_keyed_bins(raw: Mapping, scale: int, where: str) -> dict[int, int]:
     for key in _PLAT_KEYS:
         value = raw.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ParseError(f"{where}.bins: index-keyed bins need {key}, got {value!r}")
+            raise ParseError(f"{where}.bins: index-keyed bins need {key}, got {quote(value)}")
         consts[key] = value
     bits, val, nr = (consts[k] for k in _PLAT_KEYS)
     if val != 1 << bits or bits > 16 or nr > 1 << 20:
@@ -629,13 +629,13 @@ def _direction_record(
     sampled = _has_samples(clat, bins, clat_where)
     if not sampled:
         out.warnings.append(
-            f"job {job!r} (jobs[{index}]) {direction}: fio recorded no completion-latency "
+            f"job {quote(job)} (jobs[{index}]) {direction}: fio recorded no completion-latency "
             "samples; clat left null"
         )
         clat, bins, mean = {}, Bins([], []), None
     elif total_latency_percentiles:
         out.warnings.append(
-            f"job {job!r} (jobs[{index}]) {direction}: fio {out.fio_version} lists total-latency "
+            f"job {quote(job)} (jobs[{index}]) {direction}: fio {out.fio_version} lists total-latency "
             "(lat) percentiles under clat_ns for a job with lat_percentiles (or "
             "clat_percentiles=0); completion-latency percentiles left null"
         )
@@ -726,7 +726,7 @@ def parse_fio(text: str) -> FioOutput:
         out.warnings.extend(_unlisted_notes(name, f"{key}[{index}]", host, unlisted))
         if error and len(out.records) == before:
             out.warnings.append(
-                f"job {name!r} (jobs[{index}]) failed with fio error {error} and did no I/O"
+                f"job {quote(name)} (jobs[{index}]) failed with fio error {error} and did no I/O"
             )
             rw = _job_option(entry, doc, "rw") or "read"
             directions = _RW_DIRECTIONS.get(rw.split(":")[0], ("read",))
@@ -740,7 +740,7 @@ def parse_fio(text: str) -> FioOutput:
         elif len(out.records) == before:
             # e.g. fio could not create the job's file: fio says error 0 (and exits 1)
             out.warnings.append(
-                f"job {name!r} ({key}[{index}]) did no I/O, though fio reports no error for it"
+                f"job {quote(name)} ({key}[{index}]) did no I/O, though fio reports no error for it"
             )
     _check_columns(out)
     return out
@@ -839,11 +839,11 @@ def _unlisted_notes(
     All clients sum when fio printed no percentile list for it at all (it never does)."""
     if host is None and unlisted and all(len(m) == len(PERCENTILES) for m in unlisted.values()):
         return [
-            f"job {job!r} ({where}): fio's sum over the servers lists no latency "
+            f"job {quote(job)} ({where}): fio's sum over the servers lists no latency "
             f"percentiles; its {' and '.join(unlisted)} percentiles left null"
         ]
     return [
-        f"job {job!r} ({where}) {direction}: no json+ bins and fio's percentile "
+        f"job {quote(job)} ({where}) {direction}: no json+ bins and fio's percentile "
         f"list lacks {', '.join(missing)}; left null"
         for direction, missing in unlisted.items()
     ]
