@@ -401,65 +401,49 @@ def test_a_signal_while_duckdb_loads_its_extension_waits_until_it_has(
     assert _temp_files(tmp_path / "out") == []
 
 
-@SIGNALS
-def test_a_signal_as_the_html_temp_file_is_made_leaves_no_temp_file(
-    tmp_path: Path, signum: int
-) -> None:
-    # given a warehouse with one run and an earlier report.html beside it
+def _report_stopped(tmp_path: Path, at: str, signum: int) -> tuple[int, list[str], Path]:
+    """`report --html out/report.html` on a warehouse with one run, over an earlier
+    report.html, stopped by `signum` at `at` (EDGE_DRIVER): its exit status, stderr
+    lines and the report's path."""
     _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "one")
     warehouse = tmp_path / "out" / "warehouse.duckdb"
     html = tmp_path / "out" / "report.html"
     html.write_text("the earlier report\n")
-    # when: report is signalled as its temp file is made
     code, _, lines = _at_the_edge(
-        tmp_path,
-        "html-temp",
-        [signum],
-        "report",
-        "--warehouse",
-        str(warehouse),
-        "--html",
-        str(html),
+        tmp_path, at, [signum], "report", "--warehouse", str(warehouse), "--html", str(html)
     )
+    assert code == 128 + signum, lines
+    assert _temp_files(tmp_path / "out") == []
+    return code, lines, html
+
+
+@SIGNALS
+def test_a_signal_as_the_html_temp_file_is_made_leaves_no_temp_file(
+    tmp_path: Path, signum: int
+) -> None:
+    # when: report is signalled as its temp file is made
+    _, lines, html = _report_stopped(tmp_path, "html-temp", signum)
     # then: the old report as it was and no temp file beside it (before: an empty
     # .report.html.*.tmp stayed, which no later report removes)
-    assert code == 128 + signum, lines
     assert lines == [
         f"iofleet: interrupted by {signal.Signals(signum).name}: --html {html} not written "
         "(left as it was)"
     ]
     assert html.read_text() == "the earlier report\n"
-    assert _temp_files(tmp_path / "out") == []
 
 
 @SIGNALS
 def test_a_signal_just_after_the_html_rename_says_the_report_is_written(
     tmp_path: Path, signum: int
 ) -> None:
-    # given a warehouse with one run and an earlier report.html beside it
-    _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "one")
-    warehouse = tmp_path / "out" / "warehouse.duckdb"
-    html = tmp_path / "out" / "report.html"
-    html.write_text("the earlier report\n")
     # when: report is signalled just after its new report.html is renamed into place
-    code, _, lines = _at_the_edge(
-        tmp_path,
-        "html-renamed",
-        [signum],
-        "report",
-        "--warehouse",
-        str(warehouse),
-        "--html",
-        str(html),
-    )
+    _, lines, html = _report_stopped(tmp_path, "html-renamed", signum)
     # then: the new report is there, and the one line says so (before: "not written
     # (left as it was)", over the new report)
-    assert code == 128 + signum, lines
     assert lines == [
         f"iofleet: interrupted by {signal.Signals(signum).name}: --html {html} written"
     ]
     assert html.read_text().startswith("<!DOCTYPE html>")
-    assert _temp_files(tmp_path / "out") == []
 
 
 def _run_ids(warehouse: Path) -> list[str]:
