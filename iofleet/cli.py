@@ -224,7 +224,16 @@ class _Parser(argparse.ArgumentParser):
     line first."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        from iofleet.quote import clip
+
+        # argparse writes what the user typed whole (`unrecognized arguments: ...`,
+        # `invalid choice: '...'`): a line break or U+2028 in it is escaped, and a long
+        # one clipped with its length, as every other refusal quotes (iofleet.quote)
+        line = clip(message, MAX_USAGE_LINE)
+        self.exit(EXIT_USAGE, f"{self.prog}: {line} (see {self.prog} --help)\n")
+
+
+MAX_USAGE_LINE = 300  # argparse's message, before the prog and the --help hint
 
 
 def build_parser() -> argparse.ArgumentParser:

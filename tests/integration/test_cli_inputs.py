@@ -832,6 +832,15 @@ def test_a_long_value_on_the_command_line_is_clipped_in_its_refusal(box: Sandbox
         ((), "iofleet: the following arguments are required: COMMAND"),
         (("plan", ""), "iofleet plan: argument matrix: the matrix path is empty"),
         (("local", "", "--out", "out"), "iofleet local: argument matrix: the matrix path is empty"),
+        # argparse writes what was typed whole: before, a line break or U+2028 in it made
+        # two lines, and 5,000 characters a 5 KB line
+        (("jobs", "a\nb"), "iofleet: unrecognized arguments: a\\nb"),
+        (("jobs", "a\u2028b"), "iofleet: unrecognized arguments: a\\u2028b"),
+        (
+            ("parse", "f", "--kind", "k" * 5000),
+            "iofleet parse: argument --kind: invalid choice: 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+            "...auto', 'fio', 'ioping', 'app') (5080 characters)",
+        ),
     ],
     ids=[
         "local-no-out",
@@ -840,6 +849,9 @@ def test_a_long_value_on_the_command_line_is_clipped_in_its_refusal(box: Sandbox
         "no-command",
         "plan-empty-matrix",
         "local-empty-matrix",
+        "line-break",
+        "u2028",
+        "5000-character-choice",
     ],
 )
 def test_a_bad_command_line_is_one_line(box: Sandbox, args: tuple[str, ...], line: str) -> None:
