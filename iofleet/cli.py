@@ -27,6 +27,7 @@ from iofleet.errors import (
     Problem,
     UsageError,
     ValidationFailed,
+    clipped_line,
     one_line,
 )
 
@@ -401,13 +402,13 @@ def _run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return EXIT_USAGE
     except UsageError as exc:
-        print(one_line(f"iofleet: {exc}"), file=sys.stderr)
+        print(clipped_line(f"iofleet: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except EnvironmentProblem as exc:
-        print(one_line(f"iofleet: {exc}"), file=sys.stderr)
+        print(clipped_line(f"iofleet: {exc}"), file=sys.stderr)
         return EXIT_ENVIRONMENT
     except OutputBusy as exc:
-        print(one_line(f"iofleet: {exc}"), file=sys.stderr)
+        print(clipped_line(f"iofleet: {exc}"), file=sys.stderr)
         return EXIT_BUSY
     except KeyboardInterrupt as exc:  # `iofleet local` names the signal (local.stopping)
         name = getattr(exc, "name", None)
@@ -429,7 +430,7 @@ def _run(args: argparse.Namespace) -> int:
         from iofleet.results.parsers import ParseError
 
         if isinstance(exc, ParseError):  # a file given to parse is bad input: `PATH: message`
-            print(one_line(str(exc)), file=sys.stderr)
+            print(clipped_line(str(exc)), file=sys.stderr)
             return EXIT_USAGE
         if os.environ.get("IOFLEET_DEBUG"):
             raise

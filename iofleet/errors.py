@@ -14,6 +14,8 @@ _LINE_BREAKS = {
 # A problem's line past this many characters is clipped to its head and tail: a last
 # guard, each message already quotes the user's text clipped (iofleet/quote.py).
 MAX_PROBLEM = 1000
+# The file a ValidationFailed names, before its problems: clipped past this many characters
+MAX_FILE_NAME = 300
 
 
 class Problem(NamedTuple):
@@ -21,10 +23,17 @@ class Problem(NamedTuple):
     message: str
 
     def __str__(self) -> str:
-        line = one_line(f"{self.path}: {self.message}" if self.path else self.message)
-        if len(line) <= MAX_PROBLEM:
-            return line
-        return f"{line[: MAX_PROBLEM // 2]}...{line[-100:]} ({len(line)} characters)"
+        return clipped_line(f"{self.path}: {self.message}" if self.path else self.message)
+
+
+def clipped_line(text: str) -> str:
+    """`text` as one line (`one_line`), clipped to its head and tail past MAX_PROBLEM
+    characters: the last guard of every line the command line prints for bad input (a
+    5,000-character path given to `--slot` made a 5 KB line)."""
+    line = one_line(text)
+    if len(line) <= MAX_PROBLEM:
+        return line
+    return f"{line[: MAX_PROBLEM // 2]}...{line[-100:]} ({len(line)} characters)"
 
 
 def one_line(text: str) -> str:
@@ -48,7 +57,10 @@ class ValidationFailed(Exception):
     def lines(self) -> list[str]:
         if self.file is None:
             return [str(p) for p in self.problems]
-        return [f"{one_line(self.file)}: {p}" for p in self.problems]
+        from iofleet.quote import clip
+
+        # a long file name is clipped too (escaped as one_line would, with its length)
+        return [f"{clip(self.file, MAX_FILE_NAME)}: {p}" for p in self.problems]
 
     def in_file(self, file: str) -> ValidationFailed:
         """These problems as found in `file` (unchanged if they already name a file)."""

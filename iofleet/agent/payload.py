@@ -45,7 +45,7 @@ MAX_INT = 2**63 - 1
 
 # A refusal names at most this many problems, then counts the rest: it stays one short
 # line (5,000 bad workloads made a line of 300 KB)
-MAX_PROBLEMS = 20
+MAX_PROBLEMS = 10
 # JSON integer literals longer than this are refused when the payload is read (Python's
 # int() refuses past 4,300 digits with a ValueError: an "internal error" before)
 MAX_INT_DIGITS = 40
