@@ -818,6 +818,11 @@ def test_a_long_value_on_the_command_line_is_clipped_in_its_refusal(box: Sandbox
         assert line.startswith(start), line
         assert "...rrrrrrrr" in line and "(5000 characters)" in line, line
         assert len(line) < 300, line
+    # and a path no file has: the line's last guard (errors.clipped_line) keeps its head
+    # and its end, the reason (before: the path whole, 5 KB)
+    line = box.refused("agent", "--slot", long)
+    assert line.startswith("iofleet: rrrr") and len(line) < 1000, line
+    assert line.endswith(": cannot read: File name too long (5042 characters)"), line
 
 
 @pytest.mark.parametrize(
