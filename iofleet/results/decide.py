@@ -203,36 +203,32 @@ def parse_target(text: str) -> list[Condition]:
         raise bad("empty; expected e.g. 'p98_build_minutes<=105'")
     out = []
     for part in re.split(r"[ ]+and[ ]+", text.strip()):
-        m = _COND.fullmatch(part.strip())
+        part = part.strip()
+        said = quote(part)  # the condition as each refusal below quotes it
+        m = _COND.fullmatch(part)
         if not m:
             raise bad(
-                f"{quote(part.strip())} is not STAT_METRIC OP NUMBER [UNIT] "
+                f"{said} is not STAT_METRIC OP NUMBER [UNIT] "
                 "(e.g. 'p98_build_minutes<=105', 'p50_throughput>=200MiB/s')"
             )
         stat, name, op, unit = m["stat"], m["name"], m["op"], m["unit"]
         if stat not in STATS:
-            raise bad(
-                f"{quote(part.strip())}: unknown statistic {quote(stat)} (known: {', '.join(STATS)})"
-            )
+            raise bad(f"{said}: unknown statistic {quote(stat)} (known: {', '.join(STATS)})")
         if name not in TARGET_METRICS:
-            raise bad(
-                f"{quote(part.strip())}: unknown metric {quote(name)} (known: {', '.join(TARGET_METRICS)})"
-            )
+            raise bad(f"{said}: unknown metric {quote(name)} (known: {', '.join(TARGET_METRICS)})")
         spec = TARGET_METRICS[name]
         number = float(m["num"])
         if spec.units is None:
             if unit is not None:
-                raise bad(f"{quote(part.strip())}: {name} takes no unit (its unit is in its name)")
+                raise bad(f"{said}: {name} takes no unit (its unit is in its name)")
             value = number * (spec.scale or 1.0)
         else:
             if unit is None or unit not in spec.units:
-                raise bad(
-                    f"{quote(part.strip())}: {name} needs a unit, one of {', '.join(spec.units)}"
-                )
+                raise bad(f"{said}: {name} needs a unit, one of {', '.join(spec.units)}")
             value = number * spec.units[unit]
         if not math.isfinite(value):
-            raise bad(f"{quote(part.strip())}: the number is too large")
-        out.append(Condition(part.strip(), stat, name, op, value))
+            raise bad(f"{said}: the number is too large")
+        out.append(Condition(part, stat, name, op, value))
     return out
 
 
