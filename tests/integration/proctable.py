@@ -23,6 +23,11 @@ def stat_fields(pid: int) -> tuple[int, str, int] | None:
     return int(rest[1]), rest[0].decode(), int(rest[19])
 
 
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (state T): at an IOFLEET_TEST_PAUSE_AT point."""
+    return (stat_fields(pid) or (0, ""))[1] == "T"
+
+
 def tree(root: int) -> dict[int, int]:
     """{pid: starttime} of root and every live process below it."""
     children: dict[int, list[int]] = {}

@@ -28,19 +28,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.proctable import alive, files_under, reaped, stat_fields, tree, wait_for
+from tests.integration.proctable import alive, files_under, reaped, stopped, tree, wait_for
 from tests.integration.test_agent_finalizer_stop import WORKLOADS, _workload_running
 from tests.integration.test_agent_slot import CELL_ID, RUN_ID, _payload
-from tests.integration.test_device_guard import _REASON, EBS_LINK, VOLUME_ID, Loops
+from tests.integration.test_device_guard import _REASON, EBS_LINK, Loops, block_payload
 
 AGENT = [sys.executable, "-m", "iofleet.cli", "agent", "--slot"]
 IOPING = {"kind": "ioping", "count": 3, "interval_ms": 0, "write": False}
 INTERRUPTED = "slot interrupted by a signal"
 FAILED_LINE = f"iofleet agent: slot 0 of {CELL_ID} FAILED: {INTERRUPTED}"
-
-
-def _stopped(pid: int) -> bool:
-    return (stat_fields(pid) or (0, ""))[1] == "T"
 
 
 def _start(slot: Path, tmp: Path, pause_at: str) -> subprocess.Popen[str]:
@@ -86,21 +82,22 @@ def test_a_stop_just_after_the_mount_unmounts_and_records_the_slot(
         by_id = tmp_path / "by-id"
         by_id.mkdir()
         (by_id / EBS_LINK).symlink_to(device)
-        target = {
-            "kind": "block",
-            "volume_id": VOLUME_ID,
-            "by_id_dir": str(by_id),
-            "filesystem": filesystem,
-            "mount_point": str(mount_point),
-            "created_by_run": True,
-        }
-        doc = _payload(tmp_path, [IOPING, WORKLOADS["fio"]], target=target)
+        doc = block_payload(
+            tmp_path,
+            by_id,
+            [IOPING, WORKLOADS["fio"]],
+            run_id=RUN_ID,
+            cell_id=CELL_ID,
+            filesystem=filesystem,
+            mount_point=str(mount_point),
+            created_by_run=True,
+        )
         tmp = tmp_path / "tmp"
         tmp.mkdir()
         # given an agent that has just mounted the filesystem it made on the device
         agent = _start(_write_slot(tmp_path, doc), tmp, "target-mounted")
         with reaped(agent):
-            wait_for(lambda: _stopped(agent.pid), 120, "the pause after the mount")
+            wait_for(lambda: stopped(agent.pid), 120, "the pause after the mount")
             assert os.path.ismount(mount_point)  # the point is the one the test means
             procs = tree(agent.pid)
             # when it is stopped there
@@ -135,7 +132,7 @@ def test_a_stop_while_the_workdir_is_made_removes_it_and_records_the_slot(
     tmp.mkdir()
     agent = _start(slot, tmp, "workdir-made")
     with reaped(agent):
-        wait_for(lambda: _stopped(agent.pid), 60, "the pause after the working directory")
+        wait_for(lambda: stopped(agent.pid), 60, "the pause after the working directory")
         assert list((tmp_path / "target").rglob("slot-0000")) != []  # the point the test means
         # when it is stopped there
         os.kill(agent.pid, stop)
@@ -176,7 +173,7 @@ def test_a_second_stop_while_the_slot_cleans_up_adds_nothing(
         assert isinstance(procs, dict)
         # when a first stop ends the slot, and a second comes while it cleans up
         os.kill(agent.pid, first)
-        wait_for(lambda: _stopped(agent.pid), 60, "the pause before the cleanup")
+        wait_for(lambda: stopped(agent.pid), 60, "the pause before the cleanup")
         os.kill(agent.pid, second)
         os.kill(agent.pid, signal.SIGCONT)
         _, stderr = agent.communicate(timeout=60)

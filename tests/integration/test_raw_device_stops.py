@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.proctable import alive, reaped, stat_fields, tree, wait_for
+from tests.integration.proctable import alive, reaped, stopped, tree, wait_for
 from tests.integration.test_device_guard import _REASON, EBS_LINK, Loops, block_payload
 
 pytestmark = [pytest.mark.device] + ([pytest.mark.skip(reason=_REASON)] if _REASON else [])
@@ -104,7 +104,7 @@ def _stopped_agent(tmp_path: Path, head: list[str], env: dict[str, str]) -> tupl
         )
         with reaped(agent):
             if env:  # stopped at the pause point: SIGTERM, then let it go on
-                wait_for(lambda: (stat_fields(agent.pid) or (0, ""))[1] == "T", 60, "the pause")
+                wait_for(lambda: stopped(agent.pid), 60, "the pause")
                 procs = tree(agent.pid)
                 os.kill(agent.pid, signal.SIGTERM)
                 os.kill(agent.pid, signal.SIGCONT)
