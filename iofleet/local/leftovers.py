@@ -5,7 +5,9 @@ cut) runs no cleanup: its slots' and its populate step's directories stay on the
 target (`<target>/iofleet-<run_id>/...`, iofleet.agent.target). Its agents die with
 it (PR_SET_PDEATHSIG), their workloads with them (the guardian's life pipe); local
 targets are directories, so no mount or loop device is left; the agents' temp files
-are unlinked at creation. What is left is files, and only under that directory.
+are unlinked at creation. What is left is files: under that directory, and in the
+run's temp directory in TMPDIR (an app's temp directory: iofleet.local.runtemp),
+which the mark names and which goes with the run's files.
 
 So each run marks every target it uses, before anything of it is written there:
 `<target>/.iofleet-run-<run_id>.json` with its runner's pid, the process's start time
@@ -88,11 +90,15 @@ def runner_alive(doc: dict[str, Any]) -> bool:
     return start_time(pid) == doc.get("start_time")
 
 
-def mark(target: Path, run_id: str) -> None:
-    """Mark `target` as used by this run (this process). One small write: a SIGKILL
+def mark(target: Path, run_id: str, temp_dir: Path | None = None) -> None:
+    """Mark `target` as used by this run (this process), naming the run's temp directory
+    (iofleet.local.runtemp), which goes with the run's files. One small write: a SIGKILL
     cannot split it; a power cut may leave it empty, and an unreadable mark is left
     alone."""
-    text = json.dumps({"run_id": run_id, **owner()}) + "\n"
+    doc: dict[str, Any] = {"run_id": run_id, **owner()}
+    if temp_dir is not None:
+        doc["temp_dir"] = str(temp_dir)
+    text = json.dumps(doc) + "\n"
     try:
         fd = os.open(mark_path(target, run_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except OSError:  # a target we cannot write: its slots say so (nothing will be left)
@@ -137,6 +143,9 @@ def remove_dead_runs(target: Path) -> dict[str, str]:
         if runner_alive(doc):
             continue
         from iofleet.agent.target import remove_run_dir, run_dir_name  # only now: startup
+        from iofleet.local.runtemp import remove_recorded
+
+        remove_recorded(doc.get("temp_dir"))  # its agents' TMPDIR, if it is still there
 
         if not os.path.lexists(target / run_dir_name(run_id)):
             path.unlink(missing_ok=True)  # its files went already

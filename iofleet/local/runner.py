@@ -39,6 +39,7 @@ from iofleet.local.finish import (  # noqa: F401 - FINISH_MODULES, prepare_finis
 from iofleet.local.leftovers import mark, remove_dead_runs, unmark
 from iofleet.local.progress import Progress
 from iofleet.local.progress import say as _say
+from iofleet.local.runtemp import make_run_temp, remove_recorded, remove_tree, slot_temp, temp_root
 from iofleet.local.slots import (
     SlotProcess,
     _run_slots_of_cell,
@@ -94,6 +95,19 @@ def _write_json(path: Path, doc: object) -> None:
         raise
 
 
+def _make_run_temp() -> Path:
+    """The run's temp directory (iofleet.local.runtemp); EnvironmentProblem (exit 3)
+    when TMPDIR refuses it, before anything of the run is made."""
+    try:
+        return make_run_temp()
+    except OSError as exc:  # no usable temp dir at all, or the one chosen refused the mkdir
+        where = os.path.dirname(exc.filename) if exc.filename else os.environ.get("TMPDIR", "")
+        raise EnvironmentProblem(
+            f"TMPDIR {clip(where or '(none usable)')}: cannot create the run's temp "
+            f"directory: {exc.strerror or exc}"
+        ) from None
+
+
 def _runner_gone(pid: object) -> str:
     return f"runner exited without finishing (pid {pid})"
 
@@ -141,6 +155,7 @@ def recover_interrupted(out_dir: Path, raw_root: Path) -> dict[str, str]:
                 failed += 1
         for cell_id, target in targets.items():  # the cells' populate data
             remove_workdir(target, run_id, cell_id, "shared")
+        remove_recorded(doc.get("temp_dir"))  # its agents' TMPDIR (iofleet.local.runtemp)
         latest = max((p.stat().st_mtime for p in run_file.parent.rglob("*")), default=None)
         doc.update(
             status="ABORTED",
@@ -323,6 +338,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
                     _say(line)
             targets = sorted({resolve_local_path(s.path, base) for s in matrix.storage})
             plan_doc = plan.to_dict()
+            run_temp = _make_run_temp()  # every agent's TMPDIR is below it (runtemp.py)
             raw_root.mkdir(parents=True, exist_ok=True)
             while True:  # the run's raw folder is created exclusively: its id is ours alone
                 started = utc_now()
@@ -342,13 +358,14 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
                 "finished_at": None,
                 "status": "RUNNING",
                 "runner_pid": os.getpid(),
+                "temp_dir": str(run_temp),  # removed by the next run here if this one dies
                 "total_instances": plan.total_instances,
                 "matrix": matrix.model_dump(mode="json", exclude_none=True),
                 "plan": plan_doc,
             }
             _write_json(raw_root / run_id / "run.json", run_doc)
             for target in targets:  # before the run writes anything there
-                mark(target, run_id)
+                mark(target, run_id, run_temp)
             progress.done(
                 f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
             )
@@ -375,6 +392,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
                     others,
                     prepare.pop() if prepare else None,
                     stops,
+                    run_temp,
                 )
         except KeyboardInterrupt as exc:  # the cell has stopped and recorded its slots
             summary.aborted = True
@@ -386,6 +404,9 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
             with stops.shielded():
                 kill_orphans(others)  # while we are the subreaper: nothing escapes to init
                 set_subreaper(False)
+                problem = remove_tree(run_temp)  # what SIGKILLed agents' apps left there
+                if problem:
+                    _say(problem)
                 run_doc.update(finished_at=iso(utc_now()), status=summary.status)
                 _write_json(raw_root / run_id / "run.json", run_doc)
                 for target in targets:
@@ -425,6 +446,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
     others=frozenset(),
     on_started=None,
     stops=None,
+    run_temp=None,
 ) -> None:
     target = resolve_local_path(cell.storage.path, base)
     target.mkdir(parents=True, exist_ok=True)
@@ -464,7 +486,8 @@ def _run_cell(  # type: ignore[no-untyped-def]
                     from iofleet.agent.slot import run_populate
 
                     progress.line(f"{label}: populating {workload['name']} once for the cell")
-                    rc = run_populate(payload(0), wi)
+                    with temp_root(run_temp) if run_temp else contextlib.nullcontext():
+                        rc = run_populate(payload(0), wi)
                     if rc != 0:
                         summary.failed.append(f"{cell.cell_id}/populate")
                         progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
@@ -480,6 +503,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
                         log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
                         raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
                         workloads=len(workloads),
+                        tmp_dir=slot_temp(run_temp, cell.cell_index, i) if run_temp else None,
                     )
                 )
             _run_slots_of_cell(
@@ -504,6 +528,10 @@ def _run_cell(  # type: ignore[no-untyped-def]
             why = f"run stopped by {type(exc).__name__}"
         _stop_cell(slots, target, run_id, cell.cell_id, others, why, stops)
         raise
+    finally:  # every agent of the cell has exited (or never started): their temp dirs go
+        for slot in slots:
+            if slot.tmp_dir is not None and (problem := remove_tree(slot.tmp_dir)):
+                progress.done(f"{label}: slot {slot.slot_index}: {problem}")
     bad = [s for s in slots if s.exit_code != 0 and not _recorded_succeeded(s)]
     for s in bad:
         summary.failed.append(f"{cell.cell_id}/slot-{s.slot_index:04d}")

@@ -33,6 +33,7 @@ class SlotProcess:
     log_path: Path
     raw_dir: Path
     workloads: int
+    tmp_dir: Path | None = None  # the agent's TMPDIR (iofleet.local.runtemp)
     proc: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
 
@@ -48,12 +49,14 @@ def _agent_command(payload_path: Path) -> list[str]:
 
 def _start(slot: SlotProcess, cwd: Path, keep_fds: tuple[int, ...] = ()) -> None:
     slot.log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = None if slot.tmp_dir is None else dict(os.environ, TMPDIR=str(slot.tmp_dir))
     with slot.log_path.open("wb") as log:
         slot.proc = subprocess.Popen(  # noqa: S603 - our own agent, argv list
             _agent_command(slot.payload_path),
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=env,
             start_new_session=True,  # own process group: we can stop it cleanly
             preexec_fn=die_with_parent(),  # noqa: PLW1509 - single-threaded runner
             pass_fds=keep_fds,  # the --out lock: held until the last agent has exited

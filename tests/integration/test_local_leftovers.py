@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.proctable import alive, files_under, wait_for
+from tests.integration.proctable import alive, wait_for
 from tests.integration.test_local_signals import (
     Run,
     _matrix,
@@ -74,12 +74,16 @@ def test_the_next_run_removes_what_a_sigkilled_runner_left_and_nothing_else(
     (target / "mine.txt").write_text("keep\n")
     (target / "iofleet-handmade").mkdir()
     (target / "iofleet-handmade" / "f").write_text("keep\n")
-    # and a run SIGKILLed while it populates (no cleanup of its own can run)
-    run = sigkilled_while_populating(tmp_path)
+    # and a run SIGKILLed while it populates (no cleanup of its own can run), its
+    # populate step having written a file in its TMPDIR
+    run = sigkilled_while_populating(
+        tmp_path, writes='echo data > "$IOFLEET_SHARED/data"; echo x > "$TMPDIR/cc.s"'
+    )
     (dead,) = _run_dirs(target)
     dead_id = dead.removeprefix("iofleet-")
     assert list((target / dead).glob("*/shared/data")) and list((target / dead).glob("*/populate"))
     assert (target / f".iofleet-run-{dead_id}.json").is_file()
+    (left,) = run.tmp.glob("iofleet-local-*/iofleet-app-populate-*/cc.s")  # the run's temp
     # when: another run on that target, into another --out
     lines = _other_run(tmp_path)
     # then: one line says what was removed; exactly the dead run's files are gone
@@ -91,7 +95,9 @@ def test_the_next_run_removes_what_a_sigkilled_runner_left_and_nothing_else(
     assert sorted(p.name for p in target.iterdir()) == ["iofleet-handmade", "mine.txt"]
     assert (target / "iofleet-handmade" / "f").read_text() == "keep\n"
     assert _under(tmp_path) == []
-    assert files_under(run.tmp) == []  # the dead run's TMPDIR: its temp files were unlinked
+    # the dead run's TMPDIR: its temp files were unlinked, its app's temp directory went
+    # with its files on the target (the mark names it: iofleet.local.runtemp)
+    assert sorted(p.name for p in run.tmp.iterdir()) == []
     assert str(tmp_path) not in Path("/proc/mounts").read_text()
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert str(tmp_path) not in loops
@@ -122,3 +128,22 @@ def test_a_live_runs_files_are_left_alone(tmp_path: Path) -> None:
         run.finish()
     assert code == 0, run.stderr()
     assert_nothing_left(tmp_path, run)
+
+
+def test_the_next_run_into_its_out_removes_a_sigkilled_runs_temp_dir_without_a_mark(
+    tmp_path: Path,
+) -> None:
+    # given a run SIGKILLed while it populates, its populate step having written a file in
+    # its TMPDIR, and its mark gone from the target (a target it could not write one on)
+    run = sigkilled_while_populating(
+        tmp_path, writes='echo data > "$IOFLEET_SHARED/data"; echo x > "$TMPDIR/cc.s"'
+    )
+    target = tmp_path / "target"
+    for mark in target.glob(".iofleet-run-*.json"):
+        mark.unlink()
+    (left,) = run.tmp.glob("iofleet-local-*/iofleet-app-populate-*/cc.s")
+    # when: the next run into the same --out marks it ABORTED (its run.json names the dir)
+    lines = _next_run(tmp_path).splitlines()
+    # then: the dead run's temp directory is gone with it, and TMPDIR holds nothing else
+    assert any("was interrupted" in line for line in lines), lines
+    assert sorted(p.name for p in run.tmp.iterdir()) == []

@@ -308,8 +308,8 @@ def _under(tmp_path: Path) -> list[tuple[int, str]]:
 
 
 def assert_nothing_left(tmp_path: Path, run: Run) -> None:
-    """No process of the run, no mount or loop device, nothing on the target, no temp
-    file in TMPDIR or --out."""
+    """No process of the run, no mount or loop device, nothing on the target, nothing in
+    TMPDIR, no temp file in --out."""
     assert alive(run.seen) == [], [(p, comm(p)) for p in alive(run.seen)]
     assert _under(tmp_path) == []
     mounts = Path("/proc/mounts").read_text()
@@ -318,7 +318,9 @@ def assert_nothing_left(tmp_path: Path, run: Run) -> None:
     assert str(tmp_path) not in loops
     target = tmp_path / "target"
     assert not target.exists() or list(target.iterdir()) == []
-    assert files_under(run.tmp) == []
+    # TMPDIR as it was: not even an empty directory (a SIGKILLed agent's app left its
+    # iofleet-app-* there, with what the app wrote in it, before iofleet.local.runtemp)
+    assert sorted(p.name for p in run.tmp.iterdir()) == []
     out = tmp_path / "out"
     leftovers = [
         f
@@ -748,15 +750,16 @@ def test_a_second_sigint_during_cleanup_kills_the_slots_and_still_cleans_up(
     tmp_path: Path,
 ) -> None:
     # given 2 slots that measured ioping and now run an app that ignores SIGTERM (each
-    # slot's guardian gives it 5 s before SIGKILL, the runner its agents 10 s)
+    # slot's guardian gives it 5 s before SIGKILL, the runner its agents 10 s) and has
+    # written a file in its TMPDIR, as a compiler does
     marks = tmp_path / "marks"
     marks.mkdir()
     stubborn = {
         "app": {
             "name": "stubborn",
             "run": (
-                f"trap 'touch {marks}/term-$IOFLEET_SLOT' TERM; touch {marks}/ready-$IOFLEET_SLOT; "
-                "while :; do sleep 0.05; done"
+                f"trap 'touch {marks}/term-$IOFLEET_SLOT' TERM; echo x > \"$TMPDIR/cc.s\"; "
+                f"touch {marks}/ready-$IOFLEET_SLOT; while :; do sleep 0.05; done"
             ),
         }
     }
@@ -778,7 +781,8 @@ def test_a_second_sigint_during_cleanup_kills_the_slots_and_still_cleans_up(
         code = run.finish()
     finally:
         run.finish()
-    # then: 130, one line, every process gone, the target clean
+    # then: 130, one line, every process gone, the target and TMPDIR clean (the agents
+    # were SIGKILLed: the runner removed their apps' temp directories)
     assert code == 130, run.stderr()
     line = _the_line(run, "SIGINT")
     assert "not ingested" in line
