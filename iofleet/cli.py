@@ -339,10 +339,16 @@ def _version() -> str:
 EXIT_AT_ONCE = frozenset({"local", "agent"})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, sigint: Any = None) -> int:
+    """`sigint`: the SIGINT handler to put back once the command line is parsed
+    (iofleet.__main__ holds Ctrl-C's default action until then)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.whole_process = argv is None  # the command line's process (modules_loading)
+    if sigint is not None:
+        import signal
+
+        signal.signal(signal.SIGINT, sigint)
     code = _run(args)
     if argv is None and args.command in EXIT_AT_ONCE:
         exit_at_once(code)

@@ -3,7 +3,8 @@ the named point, so that a test can deliver a signal at exactly that point (it s
 process stopped in /proc, signals it, then sends SIGCONT) instead of guessing with
 sleeps. Unset (always, outside tests), `pause` does nothing. Stdlib only.
 
-Points: `checks-started` (`iofleet local` has started fio's checks of the matrix and
+Points: `entry` (the `iofleet` command has held Ctrl-C's default action and not yet
+imported its modules: iofleet.__main__), `checks-started` (`iofleet local` has started fio's checks of the matrix and
 not yet imported its runner: iofleet.cli), `targets-made` (it has made the matrix's
 missing `local.path` directories and not yet taken the --out lock:
 iofleet.local.runner), `workload-ended` (an agent's workload child has exited, its output not yet

@@ -174,11 +174,15 @@ def trial(
     earlier: bool,
     workloads: list[dict] = WORKLOADS,
 ) -> list[str]:
-    """One stopped run in `root`; what went wrong (empty: nothing)."""
+    """One stopped run in `root`; what went wrong (empty: nothing). A run ended by the
+    signal itself before it made its run folder (a stop in its first tenth of a second,
+    before its handlers are set) is noted, not counted, when it left nothing."""
+    notes.clear()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     if earlier:
         _next_run(root)
+    before = set(_run_ids(root)) if earlier else set()
     run = Run(root, _matrix(root, workloads, [1, 2]))
     sent: list[int] = []
 
@@ -194,7 +198,11 @@ def trial(
     finally:
         run.finish()
     problems = []
-    if code not in {0} | {128 + s for s in sent} and not (signal.SIGKILL in sent and code == -9):
+    made = (root / "out" / "raw").is_dir() and set(_run_ids(root)) - before
+    early = code < 0 and -code in sent and -code != signal.SIGKILL and not made
+    if early:
+        notes.append(f"ended by {signal.Signals(-code).name} before its run folder existed")
+    elif code not in {0} | {128 + s for s in sent} and not (signal.SIGKILL in sent and code == -9):
         problems.append(f"exit status {code}, signals {sent}")
     (root / "stderr").write_text(run.stderr())  # kept with the trial's folder
     if "Traceback" in run.stderr():
@@ -245,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
             problems = trial(root, delay, signals, earlier, workloads)
         except Exception:  # noqa: BLE001 - a search reports and goes on
             problems = ["script error: " + traceback.format_exc()[-500:]]
-        tail = f" earlier run: {earlier}: {'; '.join(problems) or 'ok'}"
+        tail = (
+            f" earlier run: {earlier}: {'; '.join(problems) or 'ok'}"
+            f"{' (' + '; '.join(notes) + ')' if notes else ''}"
+        )
         failed += say_trial(str(i), delay, signals, tail, bool(problems), root)
     print(f"{failed} of {args.trials} trials left something wrong (kept in {args.work})")
     return 1 if failed else 0
@@ -262,7 +273,8 @@ DEV_FIO = [
 DEV_IOPING = {"kind": "ioping", "count": 20, "interval_ms": 20, "write": False, "direct": True}
 DEV_WORKLOADS = [DEV_IOPING] + [{"kind": "fio", "name": n, "params": p} for n, p in DEV_FIO]
 UNCAUGHT = (signal.SIGKILL,)  # by the agent (SIGHUP too, before decision 70)
-notes: list[str] = []  # what a trial left that is expected of an agent killed outright
+notes: list[str] = []  # what a trial did that is expected (an agent killed outright; a stop
+# before the handlers were set, which left nothing)
 PATTERN = bytes(range(256)) * 4096  # 1 MiB of a known pattern (not blank)
 
 

@@ -155,7 +155,7 @@ class Run:
         self.tmp = tmp_path / "tmp"  # the run's TMPDIR: must be empty afterwards
         self.tmp.mkdir(exist_ok=True)
         env = dict(os.environ, IOFLEET_CBUILD_FILES="12", TMPDIR=str(self.tmp), **(env or {}))
-        head = [sys.executable, "-m", "iofleet.cli"]
+        head = [sys.executable, "-m", "iofleet"]  # as the `iofleet` command runs (__main__)
         if driver is not None:
             env.update(driver)
             head = [sys.executable, "-c", DRIVER]
