@@ -77,7 +77,7 @@ OLD_HTML = "<p>the earlier report</p>\n"
 def _iofleet(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """`iofleet ARGS` run to its end: exit 0, its stdout."""
     result = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", *args],
+        [sys.executable, "-m", "iofleet", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -248,7 +248,7 @@ def trial(
     env = dict(os.environ, TMPDIR=str(tmp))
     label = f"t{root.name}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iofleet.cli", *command(kind, label, base)],
+        [sys.executable, "-m", "iofleet", *command(kind, label, base)],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -279,8 +279,9 @@ def trial(
     (root / "stderr").write_text(stderr)
     problems: list[str] = []
     killed = signal.SIGKILL in sent and code == -signal.SIGKILL
-    # SIGTERM, SIGHUP: killed (-signal); SIGINT: a KeyboardInterrupt traceback, and exit
-    # -2 or, in Python's own start (its site module), 1 and "Fatal Python error"
+    # SIGTERM, SIGHUP, SIGINT: killed (-signal), SIGINT silently since decision 74 (a
+    # KeyboardInterrupt traceback through `-m iofleet.cli`); in Python's own start (its
+    # site module), 1 and "Fatal Python error"
     early = (
         bool(sent)
         and not handled

@@ -77,7 +77,7 @@ DRIVER = textwrap.dedent(
 
 def _iofleet(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", *args],
+        [sys.executable, "-m", "iofleet", *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,
