@@ -10,7 +10,6 @@ files made, the warehouse's rows.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -20,22 +19,13 @@ from pathlib import Path
 import duckdb
 
 from tests.integration.proctable import stopped, wait_for
+from tests.integration.test_local_signals import IOPING, _matrix
 
 IOFLEET = str(Path(sys.executable).parent / "iofleet")  # the console script pip made
 
 
 def _start(tmp_path: Path, head: list[str]) -> subprocess.Popen[str]:
-    matrix = tmp_path / "m.json"
-    matrix.write_text(
-        json.dumps(
-            {
-                "name": "entry",
-                "storage": [{"label": "d", "type": "local", "path": str(tmp_path / "target")}],
-                "workloads": [{"ioping": {"count": 3, "interval_ms": 0, "write": False}}],
-                "parallelism": [1],
-            }
-        )
-    )
+    matrix = _matrix(tmp_path, [IOPING], [1], name="entry")
     return subprocess.Popen(  # noqa: S603
         [*head, "local", str(matrix), "--out", "out", "-q"],
         cwd=tmp_path,
@@ -72,7 +62,7 @@ def test_ctrl_c_before_the_command_has_loaded_ends_it_silently_and_makes_nothing
     # stops in its first 40 ms of scripts/signal_sweep.py); nothing made
     assert code == -signal.SIGINT, err
     assert err == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry.json"]
 
 
 def test_a_sigint_inherited_as_ignored_stays_ignored(tmp_path: Path) -> None:
