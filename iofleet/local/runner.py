@@ -339,36 +339,40 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
             targets = sorted({resolve_local_path(s.path, base) for s in matrix.storage})
             plan_doc = plan.to_dict()
             run_temp = _make_run_temp()  # every agent's TMPDIR is below it (runtemp.py)
-            raw_root.mkdir(parents=True, exist_ok=True)
-            while True:  # the run's raw folder is created exclusively: its id is ours alone
-                started = utc_now()
-                run_id = new_run_id(matrix.name, started)
-                try:
-                    (raw_root / run_id).mkdir()
-                    break
-                except FileExistsError:
-                    continue
-            summary = RunSummary(run_id=run_id)
-            run_doc = {
-                "run_id": run_id,
-                "mode": "local",
-                "matrix_name": matrix.name,
-                "description": matrix.description,
-                "started_at": iso(started),
-                "finished_at": None,
-                "status": "RUNNING",
-                "runner_pid": os.getpid(),
-                "temp_dir": str(run_temp),  # removed by the next run here if this one dies
-                "total_instances": plan.total_instances,
-                "matrix": matrix.model_dump(mode="json", exclude_none=True),
-                "plan": plan_doc,
-            }
-            _write_json(raw_root / run_id / "run.json", run_doc)
-            for target in targets:  # before the run writes anything there
-                mark(target, run_id, run_temp)
-            progress.done(
-                f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
-            )
+            try:  # a refusal from here (--out full) leaves no run temp dir behind
+                raw_root.mkdir(parents=True, exist_ok=True)
+                while True:  # the run's raw folder is created exclusively: its id is ours alone
+                    started = utc_now()
+                    run_id = new_run_id(matrix.name, started)
+                    try:
+                        (raw_root / run_id).mkdir()
+                        break
+                    except FileExistsError:
+                        continue
+                summary = RunSummary(run_id=run_id)
+                run_doc = {
+                    "run_id": run_id,
+                    "mode": "local",
+                    "matrix_name": matrix.name,
+                    "description": matrix.description,
+                    "started_at": iso(started),
+                    "finished_at": None,
+                    "status": "RUNNING",
+                    "runner_pid": os.getpid(),
+                    "temp_dir": str(run_temp),  # removed by the next run here if this one dies
+                    "total_instances": plan.total_instances,
+                    "matrix": matrix.model_dump(mode="json", exclude_none=True),
+                    "plan": plan_doc,
+                }
+                _write_json(raw_root / run_id / "run.json", run_doc)
+                for target in targets:  # before the run writes anything there
+                    mark(target, run_id, run_temp)
+                progress.done(
+                    f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
+                )
+            except BaseException:
+                remove_tree(run_temp)
+                raise
             others = children()  # not ours to kill
             prepare = [prepare_while_starting]  # once, with the first cell
         try:

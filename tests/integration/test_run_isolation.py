@@ -239,3 +239,31 @@ def test_a_full_out_disk_exits_3_not_2(tmp_path: Path) -> None:
     assert result.returncode == 3, result.stderr
     assert "No space left on device" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_an_out_refusing_the_run_folder_leaves_no_temp_dir(tmp_path: Path) -> None:
+    # given an --out on a tmpfs with room for 3 inodes: itself, the lock and raw/ (the
+    # run's folder cannot be made), and the run's TMPDIR of its own
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmp.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=3", "tmpfs", str(out)], check=True)
+    try:
+        matrix = _matrix(tmp_path, tmp_path / "target", [IOPING])
+        # when
+        result = subprocess.run(
+            [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", "out", "-q"],
+            cwd=tmp_path,
+            env=dict(os.environ, TMPDIR=str(tmp)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        subprocess.run(["umount", str(out)], check=True)
+    # then: exit 3 in one line, and the run's temp directory (made just before) is gone
+    assert result.returncode == 3, result.stderr
+    assert "No space left on device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert list(tmp.iterdir()) == []
