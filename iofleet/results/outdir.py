@@ -134,6 +134,12 @@ def not_a_directory(path: Path) -> str | None:
             return None  # cannot tell (permission): creating it will say
         if stat.S_ISDIR(mode):
             return None
+        if stat.S_ISBLK(mode):  # someone meant to measure the device itself
+            return (
+                f"{clip(str(at))} is a block device, not a directory: a local run measures a "
+                "directory (on the file system mounted there); a raw device is measured by "
+                "an AWS run (storage type ebs, filesystem raw)"
+            )
         return f"{clip(str(at))} exists and is not a directory"
     return None
 

@@ -251,6 +251,34 @@ def test_a_local_path_under_a_file(box: Sandbox) -> None:
     )
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="loop devices need root")
+def test_a_local_path_that_is_a_block_device_is_refused_untouched(box: Sandbox) -> None:
+    # given a loop device holding a known pattern, named as a local storage path
+    backing = box.inputs / "disk.img"
+    backing.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    device = subprocess.run(
+        ["losetup", "--find", "--show", str(backing)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    try:
+        matrix = _with_paths(box, device)
+        # when
+        result = box.run("local", str(matrix), "--out", "out", "-q")
+        with open(device, "rb") as dev:
+            after = dev.read()
+    finally:
+        subprocess.run(["losetup", "-d", device], check=True)
+    # then: one line that says what a local run measures and where a device is measured;
+    # exit 2, nothing made, the device's bytes as they were
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"{matrix}: storage[0].path: {device} is a block device, not a directory: a local "
+        "run measures a directory (on the file system mounted there); a raw device is "
+        "measured by an AWS run (storage type ebs, filesystem raw)"
+    ]
+    assert after == bytes(range(256)) * 4096
+    assert sorted(p.name for p in box.work.iterdir()) == [] and list(box.tmp.iterdir()) == []
+
+
 def test_a_local_path_through_a_dangling_link(box: Sandbox) -> None:
     link = box.inputs / "link"
     link.symlink_to(box.root / "gone")
