@@ -236,10 +236,15 @@ def run_interruptible(doc: dict[str, Any], results_root: Path, region: str | Non
             if child:
                 child[0].send_signal(signal.SIGTERM)
 
-    with tempfile.TemporaryDirectory(prefix="iofleet-doc-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="iofleet-doc-") as tmp,
+        # the agent's TMPDIR (its apps' temp directories are made there), removed once the
+        # agent and what it left are gone: a SIGKILLed agent cleans up nothing (decision 73)
+        tempfile.TemporaryDirectory(prefix="iofleet-agent-", ignore_cleanup_errors=True) as own,
+    ):
         doc_file = Path(tmp) / "instance.json"
         doc_file.write_text(json.dumps(doc), encoding="utf-8")
-        env = dict(os.environ)
+        env = dict(os.environ, TMPDIR=own)
         package_parent = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
         if region:

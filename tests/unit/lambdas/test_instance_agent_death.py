@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ pytestmark = pytest.mark.slow
 
 RUN_ID = "death-20261121t000000z-00000000"
 CELL_ID = "c000-efs-x1-r1"
+
+
+def _our_temps() -> set[str]:
+    """iofleet's directories in this process's TMPDIR (shared with other tests)."""
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("iofleet-")}
 
 
 class Recorder:
@@ -96,6 +102,7 @@ def test_a_killed_agent_is_recorded_uploaded_and_fails_the_task(
         os.kill(agent, signal.SIGKILL)
 
     killer = threading.Thread(target=kill_the_agent)
+    temps_before = _our_temps()
     killer.start()
     # when
     try:
@@ -117,5 +124,7 @@ def test_a_killed_agent_is_recorded_uploaded_and_fails_the_task(
     record = json.loads(cloud.text(prefix + "slot.json"))
     assert (record["status"], record["error"]) == ("FAILED", "agent killed by SIGKILL")
     assert prefix + "w00-ioping.json" in cloud.keys(prefix)
-    # and nothing of the slot is left in the target
+    # and nothing of the slot is left in the target, nor in TMPDIR (the killed agent's app
+    # had its temp directory there: iofleet-app-0-*, left for good before decision 73)
     assert files_under(target) == []
+    assert _our_temps() - temps_before == set()
