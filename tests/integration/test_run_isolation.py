@@ -217,42 +217,16 @@ def test_a_planted_symlink_never_leads_prepare_or_cleanup_outside(
     assert sorted(p.name for p in victim.iterdir()) == ["keep.txt", "slot-0000"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-def test_a_full_out_disk_exits_3_not_2(tmp_path: Path) -> None:
-    # given an --out on a 1 MiB tmpfs (the warehouse alone needs more)
-    out = tmp_path / "out"
-    out.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(out)], check=True)
-    try:
-        matrix = _matrix(tmp_path, tmp_path / "target", [IOPING])
-        # when
-        result = subprocess.run(
-            [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", "out", "-q"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    finally:
-        subprocess.run(["umount", str(out)], check=True)
-    # then: the machine's problem (3), said in one line, not "bad input" (2)
-    assert result.returncode == 3, result.stderr
-    assert "No space left on device" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-def test_an_out_refusing_the_run_folder_leaves_no_temp_dir(tmp_path: Path) -> None:
-    # given an --out on a tmpfs with room for 3 inodes: itself, the lock and raw/ (the
-    # run's folder cannot be made), and the run's TMPDIR of its own
+def _local_on_a_small_out(tmp_path: Path, options: str) -> subprocess.CompletedProcess[str]:
+    """`iofleet local` (one ioping slot) into an --out on a tmpfs mounted with `options`,
+    with a TMPDIR of its own (tmp_path/tmp)."""
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()
     tmp.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=3", "tmpfs", str(out)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(out)], check=True)
     try:
         matrix = _matrix(tmp_path, tmp_path / "target", [IOPING])
-        # when
-        result = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", "out", "-q"],
             cwd=tmp_path,
             env=dict(os.environ, TMPDIR=str(tmp)),
@@ -262,8 +236,25 @@ def test_an_out_refusing_the_run_folder_leaves_no_temp_dir(tmp_path: Path) -> No
         )
     finally:
         subprocess.run(["umount", str(out)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_out_disk_exits_3_not_2(tmp_path: Path) -> None:
+    # given an --out on a 1 MiB tmpfs (the warehouse alone needs more)
+    result = _local_on_a_small_out(tmp_path, "size=1m")
+    # then: the machine's problem (3), said in one line, not "bad input" (2)
+    assert result.returncode == 3, result.stderr
+    assert "No space left on device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_an_out_refusing_the_run_folder_leaves_no_temp_dir(tmp_path: Path) -> None:
+    # given an --out on a tmpfs with room for 3 inodes: itself, the lock and raw/ (the
+    # run's folder cannot be made)
+    result = _local_on_a_small_out(tmp_path, "nr_inodes=3")
     # then: exit 3 in one line, and the run's temp directory (made just before) is gone
     assert result.returncode == 3, result.stderr
     assert "No space left on device" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert list(tmp.iterdir()) == []
+    assert list((tmp_path / "tmp").iterdir()) == []
