@@ -150,7 +150,10 @@ FIO_120S = {  # fio's main process and 2 job processes, for two minutes
 
 
 def _start_agent(tmp_path: Path, workloads: list[dict]) -> subprocess.Popen[bytes]:
-    """`iofleet agent` running a one-slot payload of `workloads` (see _slot_payload)."""
+    """`iofleet agent` running a one-slot payload of `workloads` (see _slot_payload), with
+    a TMPDIR of its own (tmp_path/tmp): an agent run by hand and SIGKILLed leaves its
+    app's temp directory there, which nothing else removes (decision 73)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
         [
             sys.executable,
@@ -160,6 +163,7 @@ def _start_agent(tmp_path: Path, workloads: list[dict]) -> subprocess.Popen[byte
             "--slot",
             str(_slot_payload(tmp_path, workloads)),
         ],
+        env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
