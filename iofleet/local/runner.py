@@ -396,7 +396,7 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
                     others,
                     prepare.pop() if prepare else None,
                     stops,
-                    run_temp,
+                    run_temp=run_temp,
                 )
         except KeyboardInterrupt as exc:  # the cell has stopped and recorded its slots
             summary.aborted = True
@@ -450,7 +450,8 @@ def _run_cell(  # type: ignore[no-untyped-def]
     others=frozenset(),
     on_started=None,
     stops=None,
-    run_temp=None,
+    *,
+    run_temp: Path,
 ) -> None:
     target = resolve_local_path(cell.storage.path, base)
     target.mkdir(parents=True, exist_ok=True)
@@ -490,7 +491,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
                     from iofleet.agent.slot import run_populate
 
                     progress.line(f"{label}: populating {workload['name']} once for the cell")
-                    with temp_root(run_temp) if run_temp else contextlib.nullcontext():
+                    with temp_root(run_temp):
                         rc = run_populate(payload(0), wi)
                     if rc != 0:
                         summary.failed.append(f"{cell.cell_id}/populate")
@@ -507,7 +508,7 @@ def _run_cell(  # type: ignore[no-untyped-def]
                         log_path=out_dir / "logs" / run_id / cell.cell_id / f"slot-{i:04d}.log",
                         raw_dir=raw_root / run_id / cell.cell_id / f"slot-{i:04d}",
                         workloads=len(workloads),
-                        tmp_dir=slot_temp(run_temp, cell.cell_index, i) if run_temp else None,
+                        tmp_dir=slot_temp(run_temp, cell.cell_index, i),
                     )
                 )
             _run_slots_of_cell(

@@ -29,8 +29,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from iofleet.results.outdir import MKSTEMP
+
 PREFIX = "iofleet-local-"
-_NAME = re.compile(re.escape(PREFIX) + r"[a-z0-9_]{8}")  # what mkdtemp adds: 8 characters
+_NAME = re.compile(re.escape(PREFIX) + MKSTEMP)  # what mkdtemp makes with that prefix
 
 
 def make_run_temp() -> Path:
