@@ -7,7 +7,8 @@ Points: `entry` (the `iofleet` command has held Ctrl-C's default action and not 
 imported its modules: iofleet.__main__), `checks-started` (`iofleet local` has started fio's checks of the matrix and
 not yet imported its runner: iofleet.cli), `targets-made` (it has made the matrix's
 missing `local.path` directories and not yet taken the --out lock:
-iofleet.local.runner), `workload-ended` (an agent's workload child has exited, its output not yet
+iofleet.local.runner), `lock-opened` (a writer of --out has opened its lock file and not
+yet locked it: iofleet.results.outdir), `workload-ended` (an agent's workload child has exited, its output not yet
 saved: iofleet.agent.process.run_child), `raw-target` (an agent has made a raw
 device's scratch directory and not yet claimed the device: iofleet.agent.target),
 `workdir-made` (an agent has made its slot's working directory on the target, not yet

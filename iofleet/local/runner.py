@@ -11,6 +11,7 @@ Athena, a file barrier instead of DynamoDB.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -50,11 +51,14 @@ from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.quote import clip
 from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import (
+    give_up_out_dir,
+    make_dirs,
     make_out_dir,
     not_a_directory,
     output_lock,
     read_own_json,
     remove_dead_temps,
+    remove_made,
 )
 from iofleet.testhook import pause
 
@@ -201,26 +205,40 @@ def run_local(
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
     made = make_targets(plan, base, matrix_file_name(matrix_path))
-    running = False
-    swept: dict[str, str] = {}
+    start = _Start()
+    out_made: list[Path] = []
     try:
         pause("targets-made")  # a test delivers a signal here (iofleet.testhook)
-        swept = sweep_dead(plan, base)  # a dead run's files are not room this run lacks
+        start.swept = sweep_dead(plan, base)  # a dead run's files are not room this run lacks
         check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
-        make_out_dir(out_dir)
-        with output_lock(out_dir) as lock_fd:
-            running = True
+        out_made += make_out_dir(out_dir)
+        with output_lock(out_dir, made=out_made) as lock_fd:
             try:
                 return _run_locked(
-                    matrix, plan, out_dir, base, quiet, report_format, lock_fd, swept
+                    matrix, plan, out_dir, base, quiet, report_format, lock_fd, start
                 )
             except OSError as exc:
                 raise _environment(exc) from None
+            finally:
+                if not start.began:
+                    give_up_out_dir(out_made)
     finally:
-        if not running:  # refused before the run began: it leaves nothing behind
-            for line in swept.values():  # but what it removed is said (the run says it)
-                _say(line)
+        if not start.began:  # refused before the run began: it leaves nothing behind
+            if not start.said:  # but what it removed is said (the run says it)
+                for line in start.swept.values():
+                    _say(line)
+            remove_made(out_made)  # when the lock was never held (the lock file is not rmdir'd)
             remove_made(made)
+
+
+@dataclasses.dataclass
+class _Start:
+    """How far `iofleet local` got: until the run has begun (its folder, run.json and
+    marks written), a refusal removes what the command made."""
+
+    swept: dict[str, str] = dataclasses.field(default_factory=dict)  # sweep_dead's lines
+    said: bool = False  # those lines were said
+    began: bool = False
 
 
 def check_tools(matrix: Any, file: str) -> None:
@@ -289,37 +307,24 @@ def make_targets(plan: Any, base: Path, file: str) -> list[Path]:
     made: list[Path] = []
     try:
         for i, target in targets:
-            missing = [p for p in (target, *target.parents) if not os.path.lexists(p)]
-            for path in reversed(missing):
-                try:
-                    path.mkdir()
-                except FileExistsError:
-                    continue  # made meanwhile by someone else: not ours to remove
-                except OSError as exc:
-                    why = f"cannot create {clip(str(path))}: {exc.strerror or exc}"
-                    problem = _environment(exc)
-                    if problem is exc:
-                        raise ValidationFailed(
-                            [Problem(f"storage[{i}].path", why)], file=file
-                        ) from None
-                    raise EnvironmentProblem(f"{file}: storage[{i}].path: {why}") from None
-                made.append(path)
+            try:
+                made += make_dirs(target)
+            except OSError as exc:
+                path = exc.filename or target
+                why = f"cannot create {clip(str(path))}: {exc.strerror or exc}"
+                problem = _environment(exc)
+                if problem is exc:
+                    raise ValidationFailed(
+                        [Problem(f"storage[{i}].path", why)], file=file
+                    ) from None
+                raise EnvironmentProblem(f"{file}: storage[{i}].path: {why}") from None
     except BaseException:
         remove_made(made)
         raise
     return made
 
 
-def remove_made(made: list[Path]) -> None:
-    """Remove the directories `make_targets` made, deepest first, if still empty."""
-    for path in reversed(made):
-        try:
-            path.rmdir()
-        except OSError:
-            pass
-
-
-def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swept) -> int:  # type: ignore[no-untyped-def]
+def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, start) -> int:  # type: ignore[no-untyped-def]
     with StopSignals(deferred=True) as stops:
         with stops.shielded():  # a signal here stops the run before its first cell
             progress = Progress(sys.stderr, quiet)
@@ -333,19 +338,24 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
             recovered = recover_interrupted(out_dir, raw_root)
             for line in recovered.values():
                 _say(line.removeprefix("iofleet: "))
-            for run_id, line in swept.items():  # one line per run: recovered said it
+            for run_id, line in start.swept.items():  # one line per run: recovered said it
                 if run_id not in recovered:
                     _say(line)
+            start.said = True
             targets = sorted({resolve_local_path(s.path, base) for s in matrix.storage})
             plan_doc = plan.to_dict()
             run_temp = _make_run_temp()  # every agent's TMPDIR is below it (runtemp.py)
-            try:  # a refusal from here (--out full) leaves no run temp dir behind
-                raw_root.mkdir(parents=True, exist_ok=True)
+            raw_made: list[Path] = []
+            run_dir: Path | None = None
+            marked: list[Path] = []
+            try:  # a refusal from here (--out full) leaves nothing of the run behind
+                raw_made = make_dirs(raw_root)
                 while True:  # the run's raw folder is created exclusively: its id is ours alone
                     started = utc_now()
                     run_id = new_run_id(matrix.name, started)
                     try:
                         (raw_root / run_id).mkdir()
+                        run_dir = raw_root / run_id
                         break
                     except FileExistsError:
                         continue
@@ -366,13 +376,20 @@ def _run_locked(matrix, plan, out_dir, base, quiet, report_format, lock_fd, swep
                 }
                 _write_json(raw_root / run_id / "run.json", run_doc)
                 for target in targets:  # before the run writes anything there
+                    marked.append(target)
                     mark(target, run_id, run_temp)
-                progress.done(
-                    f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
-                )
             except BaseException:
+                for target in marked:
+                    unmark(target, run_id)
+                if run_dir is not None:
+                    remove_tree(run_dir)
+                remove_made(raw_made)
                 remove_tree(run_temp)
                 raise
+            start.began = True
+            progress.done(
+                f"run {run_id}: {len(plan.cells)} cells, {plan.total_instances} slots -> {out_dir}"
+            )
             others = children()  # not ours to kill
             prepare = [prepare_while_starting]  # once, with the first cell
         try:

@@ -51,6 +51,7 @@ from typing import Any
 from iofleet.agent.store import PARTIAL
 from iofleet.errors import EnvironmentProblem, OutputBusy, UsageError
 from iofleet.quote import clip
+from iofleet.testhook import pause
 
 LOCK_NAME = ".iofleet.lock"
 # errors of the machine, not of the input: exit 3 (EnvironmentProblem)
@@ -65,19 +66,35 @@ ENVIRONMENT_ERRNOS = {
 
 
 @contextmanager
-def output_lock(out_dir: Path, command: str = "iofleet local") -> Iterator[int]:
+def output_lock(
+    out_dir: Path, command: str = "iofleet local", made: list[Path] | None = None
+) -> Iterator[int]:
     """Hold an exclusive flock on `OUT/.iofleet.lock` for the run (yields its fd).
 
     A kernel lock: it goes when its last holder exits, however it exits, so a dead
     runner never leaves a stale lock. The agents inherit the fd, so a runner killed
-    while they unwind keeps --out busy until they are gone. Raises OutputBusy.
+    while they unwind keeps --out busy until they are gone. Raises OutputBusy. When
+    this call creates the lock file, it is appended to `made` (give_up_out_dir).
     """
     lock_path = out_dir / LOCK_NAME
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        while True:
+            try:
+                fd = os.open(lock_path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                try:
+                    fd = os.open(lock_path, flags)
+                except FileNotFoundError:
+                    continue  # removed between the two opens: create it
+                break
+            if made is not None:
+                made.append(lock_path)
+            break
     except OSError as exc:
         raise environment_problem(exc, lock_path) from None
     try:
+        pause("lock-opened")  # a test removes the lock file here (iofleet.testhook)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -86,11 +103,40 @@ def output_lock(out_dir: Path, command: str = "iofleet local") -> Iterator[int]:
                 f"--out {out_dir}: in use by another run"
                 + (f" ({holder or 'iofleet local'} pid {pid})" if pid.isdigit() else "")
             ) from None
+        if not _same_file(fd, lock_path):  # a refused run removed the --out it made
+            raise OutputBusy(f"--out {out_dir}: in use by another run")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         yield fd
     finally:
         os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open at `fd` (a lock on a file unlinked since
+    it was opened locks nothing anyone else will open)."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def give_up_out_dir(made: list[Path]) -> None:
+    """Undo `make_out_dir` and `output_lock` for a writer refused before it wrote
+    anything in --out: what they made (`made`: the directories, parents first, then the
+    lock file) is removed, deepest first, while the lock is still held (a writer that
+    opened the lock file meanwhile finds it gone once it gets the lock, and stops:
+    `_same_file`). What was there before is left as it was."""
+    for path in reversed(made):
+        try:
+            if path.name == LOCK_NAME:
+                path.unlink()
+            else:
+                path.rmdir()
+        except OSError:
+            pass
 
 
 def environment_problem(exc: OSError, path: Path | str | None = None) -> Exception:
@@ -101,14 +147,15 @@ def environment_problem(exc: OSError, path: Path | str | None = None) -> Excepti
     return exc
 
 
-def make_out_dir(out_dir: Path) -> None:
-    """Create `--out` (and its parents) if missing. UsageError (exit 2) when the path
-    cannot be a directory (a file in the way, a place no directory can be made);
-    EnvironmentProblem (exit 3) when the machine refuses (permission, read-only, full)."""
+def make_out_dir(out_dir: Path) -> list[Path]:
+    """Create `--out` (and its parents) if missing; returns the directories made, parents
+    first. UsageError (exit 2) when the path cannot be a directory (a file in the way, a
+    place no directory can be made); EnvironmentProblem (exit 3) when the machine refuses
+    (permission, read-only, full). Either way, what was made is removed again."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        return make_dirs(out_dir)
     except OSError as exc:
         problem = environment_problem(exc, f"--out {out_dir}")
         if problem is exc:  # not the machine's: the path itself cannot be a directory
@@ -116,6 +163,33 @@ def make_out_dir(out_dir: Path) -> None:
                 f"--out {out_dir}: cannot create: {not_a_directory(out_dir) or exc.strerror}"
             ) from None
         raise problem from None
+
+
+def make_dirs(path: Path) -> list[Path]:
+    """`mkdir -p` that says what it made: the directories this call created, parents
+    first (one made meanwhile by someone else is not counted). Raises OSError, after
+    removing again what it made."""
+    made: list[Path] = []
+    try:
+        for at in reversed([p for p in (path, *path.parents) if not os.path.lexists(p)]):
+            try:
+                at.mkdir()
+            except FileExistsError:
+                continue  # made meanwhile by someone else: not ours to remove
+            made.append(at)
+    except BaseException:
+        remove_made(made)
+        raise
+    return made
+
+
+def remove_made(made: list[Path]) -> None:
+    """Remove the directories `make_dirs` made, deepest first, where still empty."""
+    for path in reversed(made):
+        try:
+            path.rmdir()
+        except OSError:
+            pass
 
 
 def not_a_directory(path: Path) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from iofleet.agent.payload import parse_payload
 from iofleet.agent.target import cleanup_target, prepare_target
 from iofleet.aws.keys import run_date
 from iofleet.local.runner import new_run_id
-from tests.integration.proctable import files_under, wait_for
+from tests.integration.proctable import files_under, stopped, wait_for
 
 IOPING = {"ioping": {"count": 3, "interval_ms": 0, "write": False}}
 
@@ -217,17 +218,19 @@ def test_a_planted_symlink_never_leads_prepare_or_cleanup_outside(
     assert sorted(p.name for p in victim.iterdir()) == ["keep.txt", "slot-0000"]
 
 
-def _local_on_a_small_out(tmp_path: Path, options: str) -> subprocess.CompletedProcess[str]:
-    """`iofleet local` (one ioping slot) into an --out on a tmpfs mounted with `options`,
-    with a TMPDIR of its own (tmp_path/tmp)."""
-    out, tmp = tmp_path / "out", tmp_path / "tmp"
-    out.mkdir()
+def _local_on_a_small_out(
+    tmp_path: Path, options: str, out: str = "out"
+) -> subprocess.CompletedProcess[str]:
+    """`iofleet local` (one ioping slot, on a target not yet made) into `out` below a
+    tmpfs mounted at tmp_path/mnt with `options`, with a TMPDIR of its own (tmp_path/tmp)."""
+    mnt, tmp = tmp_path / "mnt", tmp_path / "tmp"
+    mnt.mkdir()
     tmp.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(out)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], check=True)
     try:
-        matrix = _matrix(tmp_path, tmp_path / "target", [IOPING])
+        matrix = _matrix(tmp_path, tmp_path / "new" / "target", [IOPING])
         return subprocess.run(
-            [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", "out", "-q"],
+            [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", f"mnt/{out}", "-q"],
             cwd=tmp_path,
             env=dict(os.environ, TMPDIR=str(tmp)),
             capture_output=True,
@@ -235,26 +238,112 @@ def _local_on_a_small_out(tmp_path: Path, options: str) -> subprocess.CompletedP
             timeout=300,
         )
     finally:
-        subprocess.run(["umount", str(out)], check=True)
+        left = files_under(mnt) + [p.name for p in mnt.iterdir()]
+        subprocess.run(["umount", str(mnt)], check=True)
+        (tmp_path / "left-on-mnt.json").write_text(json.dumps(sorted(set(left))))
+
+
+def _left_on_mnt(tmp_path: Path) -> list[str]:
+    return json.loads((tmp_path / "left-on-mnt.json").read_text())
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_a_full_out_disk_exits_3_not_2(tmp_path: Path) -> None:
     # given an --out on a 1 MiB tmpfs (the warehouse alone needs more)
-    result = _local_on_a_small_out(tmp_path, "size=1m")
+    result = _local_on_a_small_out(tmp_path, "size=1m", out=".")
     # then: the machine's problem (3), said in one line, not "bad input" (2)
     assert result.returncode == 3, result.stderr
     assert "No space left on device" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    # and the run had begun (slots ran): what it measured is kept for the next run
+    assert any(name.endswith("w00-ioping.json") for name in _left_on_mnt(tmp_path))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-def test_an_out_refusing_the_run_folder_leaves_no_temp_dir(tmp_path: Path) -> None:
-    # given an --out on a tmpfs with room for 3 inodes: itself, the lock and raw/ (the
-    # run's folder cannot be made)
-    result = _local_on_a_small_out(tmp_path, "nr_inodes=3")
-    # then: exit 3 in one line, and the run's temp directory (made just before) is gone
+def test_an_out_refusing_the_run_folder_is_left_as_it_was(tmp_path: Path) -> None:
+    # given an --out that exists, on a tmpfs with room for 3 inodes: itself, the lock and
+    # raw/ (the run's folder cannot be made)
+    result = _local_on_a_small_out(tmp_path, "nr_inodes=3", out=".")
+    # then: exit 3 in one line
     assert result.returncode == 3, result.stderr
     assert "No space left on device" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    # and nothing the refused run made is left: no run temp directory (made just
+    # before), no raw/, no lock file, no target directory
     assert list((tmp_path / "tmp").iterdir()) == []
+    assert _left_on_mnt(tmp_path) == []
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_an_out_it_made_is_removed_again_when_the_run_is_refused(tmp_path: Path) -> None:
+    # given an --out not yet there (nor its parent), on a tmpfs with room for 5 inodes:
+    # the mount, the two directories, the lock and raw/ (the run's folder cannot be made)
+    result = _local_on_a_small_out(tmp_path, "nr_inodes=5", out="runs/out")
+    # then: exit 3 in one line, and the mount is as empty as it was: --out and its
+    # parent, the lock file and raw/ are gone, with the target and the run temp directory
+    assert result.returncode == 3, result.stderr
+    assert "No space left on device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert _left_on_mnt(tmp_path) == []
+    assert not (tmp_path / "new").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_an_out_whose_parent_fills_up_leaves_no_parent(tmp_path: Path) -> None:
+    # given an --out two levels below a tmpfs with room for 2 inodes (the mount and one
+    # directory): its parent can be made, --out itself cannot
+    result = _local_on_a_small_out(tmp_path, "nr_inodes=2", out="runs/out")
+    # then: exit 3 in one line naming --out, and the parent made on the way is gone
+    assert result.returncode == 3, result.stderr
+    assert "--out" in result.stderr and "No space left on device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert _left_on_mnt(tmp_path) == []
+    assert not (tmp_path / "new").exists()
+
+
+CLAIM = """
+import sys
+from pathlib import Path
+from iofleet.errors import OutputBusy
+from iofleet.results.outdir import output_lock
+out = Path(sys.argv[1])
+try:
+    with output_lock(out, "writer B"):
+        (out / "claimed-by-b").write_text("B wrote here under the lock")
+except OutputBusy as exc:
+    print(exc)
+    sys.exit(4)
+"""
+
+
+def test_a_lock_file_removed_after_a_writer_opened_it_gives_that_writer_nothing(
+    tmp_path: Path,
+) -> None:
+    # given an --out that was there, whose lock file writer A creates and holds
+    from iofleet.results.outdir import LOCK_NAME, give_up_out_dir, output_lock
+
+    out = tmp_path / "out"
+    out.mkdir()
+    made: list[Path] = []
+    with output_lock(out, "writer A", made=made):
+        assert made == [out / LOCK_NAME]
+        # and writer B, which has opened that lock file and not yet locked it
+        b = subprocess.Popen(
+            [sys.executable, "-c", CLAIM, str(out)],
+            env=dict(os.environ, IOFLEET_TEST_PAUSE_AT="lock-opened"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for(lambda: stopped(b.pid), 60, "writer B at lock-opened")
+        # when: A is refused and gives up what it made (the lock file), then lets go
+        give_up_out_dir(made)
+    os.kill(b.pid, signal.SIGCONT)
+    stdout, stderr = b.communicate(timeout=60)
+    # then: B's lock, on a file nobody else will open, is no lock: B stops in one line
+    # and writes nothing (a third writer would create a new lock file and lock it too)
+    assert b.returncode == 4, stderr
+    assert stdout.strip() == f"--out {out}: in use by another run"
+    assert sorted(p.name for p in out.iterdir()) == []
