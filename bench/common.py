@@ -53,7 +53,7 @@ class Scale:
     """Sizes of one bench run; `smoke()` is the seconds-long CI version."""
 
     # fidelity: rounds of (bare, bare, iofleet); the RAM-backed target is the primary row
-    fidelity_ram_rounds: int = 20
+    fidelity_ram_rounds: int = 24  # 4 of each (order, reference) pair: fidelity.DESIGN
     fidelity_ram_runtime_s: int = 3
     fidelity_ram_size: str = "64m"
     fidelity_ram_device_mib: int = 256
@@ -137,6 +137,15 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._start
+
+
+def settle() -> None:
+    """Before a timed run, untimed: write back what earlier runs left dirty (`sync`), so
+    that no run pays for its predecessor's writeback. `iofleet local` leaves its
+    warehouse, raw files and report dirty in the page cache, and a bare fio run started
+    right after one was measured 2.5 % slower than one started after bare fio
+    (docs/benchmarks.md, "How each figure is measured")."""
+    os.sync()
 
 
 def iofleet_argv() -> list[str]:

@@ -7,8 +7,9 @@ the agent runs) and reads IOPS and p99 completion latency from fio's own
 JSON (`iops`, `clat_ns.percentile["99.000000"]`). The iofleet side runs
 `iofleet local` on a one-slot matrix with that job and reads the same two
 numbers from the warehouse it built (`fio_results.iops`, `clat_p99_ns`): the
-figures a user gets, end to end. Pairs are interleaved and the order flips
-each pair (A B, B A, ...) so drift on a shared disk hits both sides alike.
+figures a user gets, end to end. Runs are interleaved in rounds whose order
+rotates (`DESIGN`), each after a `sync`, so drift and what one run leaves for
+the next hit both sides alike.
 
 Also used by figure 2 (overhead): `run_local_slot` and `run_bare`.
 """
@@ -39,6 +40,7 @@ from bench.common import (
     not_measured,
     ratio_ci,
     run,
+    settle,
     stat,
 )
 
@@ -76,6 +78,7 @@ def run_bare(job: str, params: dict[str, str], target: Path) -> FioSample:
     try:
         argv, job_env = render_command(job, params, str(workdir))
         env = {**os.environ, **job_env}
+        settle()
         with Timer() as t:
             done = run(argv, cwd=workdir, env=env)
     finally:
@@ -211,6 +214,7 @@ def run_local_slot(
     matrix = out.parent / f"{out.name}-matrix.json"
     matrix.write_text(json.dumps(_matrix(job, params, target)))
     argv = [*iofleet_argv(), "local", str(matrix), "--out", str(out), "-q", "--format", "json"]
+    settle()
     with Timer() as t:
         proc = subprocess.Popen(  # noqa: S603 - our own CLI
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -397,9 +401,14 @@ def ram_target(work: Path, size_mib: int) -> Iterator[tuple[Path, dict[str, Any]
 # --- rounds: A/B and A/A from the same runs ---------------------------------------
 
 # Each round runs bare fio twice (A1 then A2) and iofleet once (I), the place of I
-# rotating so drift hits every position alike. A/B = I / A1, A/A = A2 / A1: both are
-# ratios of one run to one run, so their spreads compare directly.
+# rotating so drift hits every position alike, and the bare run that is the reference
+# (R) alternating between A1 and A2, so a position effect on one bare run (a run right
+# after I's) averages out instead of biasing the control. A/B = I / R, A/A = the other
+# bare run / R: both are ratios of one run to one run, so their spreads compare
+# directly. DESIGN pairs every order with each reference once in 6 rounds.
 ORDERS = (("iofleet", "bare", "bare"), ("bare", "iofleet", "bare"), ("bare", "bare", "iofleet"))
+REFERENCES = ("A1", "A2")
+DESIGN = tuple((ORDERS[i % len(ORDERS)], REFERENCES[i % len(REFERENCES)]) for i in range(6))
 
 
 def _cpu(doc_job: dict[str, Any]) -> dict[str, float]:
@@ -412,7 +421,7 @@ def run_rounds(
     out: list[dict[str, Any]] = []
     work = ctx.work / "fidelity"
     for i in range(rounds):
-        order = ORDERS[i % len(ORDERS)]
+        order, reference = DESIGN[i % len(DESIGN)]
         bares: list[FioSample] = []
         mine: FioSample | None = None
         for side in order:
@@ -425,19 +434,21 @@ def run_rounds(
                 shutil.rmtree(work / f"local-{label}-{i}", ignore_errors=True)
         assert mine is not None
         a1, a2 = bares
+        ref, other = (a1, a2) if reference == "A1" else (a2, a1)
         row = {
             "order": list(order),
+            "reference": reference,
             "bare_iops": round(a1.iops, 1),
             "bare2_iops": round(a2.iops, 1),
             "iofleet_iops": round(mine.iops, 1),
             "bare_p99_ns": a1.p99_ns,
             "bare2_p99_ns": a2.p99_ns,
             "iofleet_p99_ns": mine.p99_ns,
-            "iops_ratio": round(mine.iops / a1.iops, 4),
-            "p99_ratio": round(mine.p99_ns / a1.p99_ns, 4),
-            "aa_iops_ratio": round(a2.iops / a1.iops, 4),
-            "aa_p99_ratio": round(a2.p99_ns / a1.p99_ns, 4),
-            "bare_cpu": a1.cpu,
+            "iops_ratio": round(mine.iops / ref.iops, 4),
+            "p99_ratio": round(mine.p99_ns / ref.p99_ns, 4),
+            "aa_iops_ratio": round(other.iops / ref.iops, 4),
+            "aa_p99_ratio": round(other.p99_ns / ref.p99_ns, 4),
+            "bare_cpu": ref.cpu,
             "iofleet_cpu": mine.cpu,
             "loadavg_1m": round(os.getloadavg()[0], 2),
         }
@@ -485,8 +496,10 @@ def measure(ctx: Context) -> dict[str, Any]:
         "status": MEASURED,
         "method": (
             f"fio job {JOB}; each round runs bare fio twice (A1, A2) and `iofleet local` "
-            "once (I, a one-slot matrix), I's place rotating (I A1 A2, A1 I A2, A1 A2 I); "
-            "A/B ratio = I / A1, A/A control = A2 / A1, per round. Bare numbers from fio's "
+            "once (I, a one-slot matrix), I's place rotating (I A1 A2, A1 I A2, A1 A2 I) and "
+            "the reference bare run R alternating (A1, A2), each run after a sync (untimed); "
+            "A/B ratio = I / R, A/A control = the other bare run / R, per round. Bare "
+            "numbers from fio's "
             "JSON, iofleet's from the warehouse it built (fio_results). Figure: geometric "
             "mean of the per-round ratios with its 95 % t-interval (log scale); a target is "
             "met when the whole interval lies in its range. Primary row: a RAM-backed "
