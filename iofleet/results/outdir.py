@@ -175,8 +175,12 @@ def make_dirs(path: Path) -> list[Path]:
             try:
                 at.mkdir()
             except FileExistsError:
-                continue  # made meanwhile by someone else: not ours to remove
+                if at.is_dir():
+                    continue  # made meanwhile by someone else: not ours to remove
+                raise
             made.append(at)
+        if not path.is_dir():  # a link to nothing, or a file, was there from the start
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
     except BaseException:
         remove_made(made)
         raise

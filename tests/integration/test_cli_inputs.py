@@ -340,6 +340,23 @@ def test_out_under_a_file(box: Sandbox) -> None:
     )
 
 
+def test_out_a_link_to_nothing(box: Sandbox) -> None:
+    # given an --out that is a symbolic link to a path that does not exist
+    link = box.inputs / "out-link"
+    link.symlink_to(box.root / "gone")
+    matrix = box.matrix(GOOD)
+    # then local and import refuse it in one line (exit 2, state compared), and the
+    # link's target is not made
+    assert _local(box, matrix, str(link)) == (
+        f"iofleet: --out {link}: cannot create: {link} is a symbolic link to nothing"
+    )
+    fio = REPO / "tests" / "fixtures" / "fio" / "json-randread.json"
+    assert box.refused("import", str(fio), "--out", str(link), "--label", "x") == (
+        f"iofleet: --out {link}: cannot create: {link} is a symbolic link to nothing"
+    )
+    assert not (box.root / "gone").exists()
+
+
 def test_empty_out_is_refused_not_the_working_directory(box: Sandbox) -> None:
     matrix = box.matrix(GOOD)
     assert _local(box, matrix, "") == (
