@@ -144,6 +144,8 @@ class StopSignals:
             if self._cut:  # its rollback and temp-file removal: not cut again
                 return
             self._cut = self._raised = True
+            if _unwinding_from_interrupt():  # the block ends in that error: no second cut
+                return
             raise Interrupted(signum)
         if not (self._raised or self._shielded) and (self._open or not self.deferred):
             self._raised = True
@@ -231,6 +233,21 @@ class StopSignals:
             os.close(read_fd)
 
 
+def _unwinding_from_interrupt() -> bool:
+    """Whether the code a signal's handler runs on top of is handling DuckDB's error for
+    an interrupted statement (`InterruptException`), the one the first signal's
+    `interrupt()` made (`StopSignals.interrupting`): the watcher thread calls it as soon
+    as the signal comes, and the handler runs in the main thread only once DuckDB has
+    returned, somewhere in the unwinding of that error (the temp directory of the rows
+    being loaded was being removed, in 1 of 3 SIGTERMs to an import). Raising there
+    would cut that cleanup; the error already ends the `interruptible` block, which
+    makes it the signal's Interrupted."""
+    exc = sys.exc_info()[1]
+    return exc is not None and any(
+        cls.__name__ == "InterruptException" for cls in type(exc).__mro__
+    )
+
+
 @contextmanager
 def startup_stops() -> Iterator[StopSignals]:
     """For `iofleet local` from its first line until its run takes the signals (the
@@ -270,8 +287,10 @@ def held() -> Iterator[None]:
 def command_stops(interrupt: Callable[[], None], to_the_end: bool = False) -> Iterator[StopSignals]:
     """For `iofleet import`, `report` and `compare`: the first stop signal interrupts the
     command wherever it is (`interrupt` stops a running DuckDB statement), and whatever
-    error it ends in is that signal's `Interrupted`; later signals wait, so the rollback
-    and the removal of a temp file that follow are never cut short.
+    error it ends in is that signal's `Interrupted`; later signals wait, and the first
+    does not raise again once the statement's own error unwinds
+    (`_unwinding_from_interrupt`), so the rollback and the removal of a temp file that
+    follow are never cut short.
 
     `to_the_end`: the process ends after the command (the command line's): once the
     block is left, stop signals are ignored to the process's end. What is left then

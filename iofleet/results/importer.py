@@ -26,6 +26,7 @@ rest are imported), 2 when none could be (nothing is written).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -48,7 +49,12 @@ from iofleet.errors import (
 )
 from iofleet.local.progress import Progress
 from iofleet.quote import quote
-from iofleet.results.outdir import make_out_dir, output_lock, remove_dead_temps
+from iofleet.results.outdir import (
+    give_up_out_dir,
+    make_out_dir,
+    output_lock,
+    remove_dead_temps,
+)
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -423,12 +429,13 @@ def import_command(
     notes = {str(p.path): p.note for slot in slots for _, p in slot.pieces if p.note}
     for where, note in notes.items():
         print(f"{where}: {note}", file=sys.stderr)
-    make_out_dir(out)
-    with output_lock(out, "iofleet import"):  # one writer per --out: a second one exits 4
+    made = make_out_dir(out)
+    # one writer per --out: a second one exits 4
+    with output_lock(out, "iofleet import", made=made):
         remove_dead_temps(out)  # what a killed writer of this --out left (outdir.py)
         try:
             run_id, warehouse, stats, errors = _import_locked(
-                out, label, slots, workloads, progress
+                out, label, slots, workloads, progress, made
             )
         finally:
             progress.clear()
@@ -440,6 +447,21 @@ def import_command(
         f"{len(workloads)} workloads -> {warehouse} ({stats})"
     )
     return 1 if problems or errors else 0
+
+
+def _give_up(new: list[Path], made: list[Path]) -> None:
+    """An import that did not land removes what it made: the warehouse (with DuckDB's
+    write-ahead log) and raw/ when they were not there before (raw/ only when empty),
+    then, while it still holds the lock, the lock file and the --out it made."""
+    for path in new:
+        if path.name == "raw":
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        else:
+            for name in (path.name, path.name + ".wal"):
+                with contextlib.suppress(OSError):
+                    path.with_name(name).unlink()
+    give_up_out_dir(made)
 
 
 def _imported(warehouse: Path, run_id: str) -> bool:
@@ -464,8 +486,10 @@ def _lock_holder(exc: BaseException) -> str | None:
 
 
 def _import_locked(
-    out: Path, label: str, slots: Any, workloads: Any, progress: Progress
+    out: Path, label: str, slots: Any, workloads: Any, progress: Progress, made: list[Path]
 ) -> tuple[str, Path, Any, list[dict[str, Any]]]:
+    """Write the run into raw/ and ingest it. When it does not land, nothing of it is
+    left, nor what this import made for it (`_give_up`)."""
     from iofleet.results.warehouse import Warehouse
 
     run_id = new_import_run_id(label, datetime.now(UTC))
@@ -474,17 +498,20 @@ def _import_locked(
     # made here, not between the rename below and the ingest's `try`: a signal handled
     # there (at the call of Path's `/`) would leave the run in raw/ and not in the tables
     warehouse = out / "warehouse.duckdb"
+    new = [p for p in (warehouse, raw) if not os.path.lexists(p)]
     try:
         progress.line(f"import: writing run {run_id} to {raw}")
-        raw.mkdir(parents=True, exist_ok=True)
+        raw.mkdir(exist_ok=True)
         write_run(tmp, run_id, label, slots, workloads)
         os.replace(tmp, raw / run_id)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _give_up(new, made)
         raise EnvironmentProblem(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     except KeyboardInterrupt as exc:  # before the run was in place: nothing imported
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(raw / run_id, ignore_errors=True)  # the rename may have happened
+        _give_up(new, made)
         exc.outcome = f"nothing imported, no file of it left in {out}"  # type: ignore[attr-defined]
         raise
     try:
@@ -501,6 +528,7 @@ def _import_locked(
         landed = _imported(warehouse, run_id)
         if not landed:
             shutil.rmtree(raw / run_id, ignore_errors=True)
+            _give_up(new, made)
         holder = _lock_holder(exc)
         if holder is not None and not landed:  # another process has it open: exit 4
             raise OutputBusy(

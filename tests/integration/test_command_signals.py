@@ -175,6 +175,23 @@ def test_import_stopped_while_ingesting_imports_nothing(tmp_path: Path, signum: 
 
 
 @SIGNALS
+def test_import_into_a_new_out_stopped_while_ingesting_leaves_no_out(
+    tmp_path: Path, signum: int
+) -> None:
+    # given no --out yet, nor its parent
+    # when: an import into it is signalled inside its ingest's DuckDB statement
+    code, lines = _stopped(
+        tmp_path, signum, "ingest", "import", str(IOPING), "--out", "runs/out", "--label", "x"
+    )
+    # then: 128 + signal, one line, and nothing it made is left: no warehouse, raw/,
+    # lock file, --out or parent
+    assert code == 128 + signum, lines
+    assert len(lines) == 1, lines
+    assert "nothing imported" in lines[0]
+    assert not (tmp_path / "runs").exists(), sorted((tmp_path / "runs").rglob("*"))
+
+
+@SIGNALS
 def test_report_stopped_while_querying_writes_no_html(tmp_path: Path, signum: int) -> None:
     # given a warehouse with one run and an earlier report.html beside it
     _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "one")

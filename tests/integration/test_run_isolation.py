@@ -347,3 +347,40 @@ def test_a_lock_file_removed_after_a_writer_opened_it_gives_that_writer_nothing(
     assert b.returncode == 4, stderr
     assert stdout.strip() == f"--out {out}: in use by another run"
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_an_import_refused_for_room_removes_the_out_it_made(tmp_path: Path) -> None:
+    # given an --out not yet there (nor its parent), on a tmpfs with room for 5 inodes:
+    # the mount, the two directories, the lock and raw/ (the import's folder cannot be made)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=5", "tmpfs", str(mnt)], check=True)
+    try:
+        fixture = Path(__file__).resolve().parents[1] / "fixtures" / "ioping" / "read-c21.json"
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iofleet",
+                "import",
+                str(fixture),
+                "--out",
+                "mnt/runs/out",
+                "--label",
+                "x",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        left = sorted(p.name for p in mnt.iterdir())
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    # then: exit 3 in one line, and the mount as empty as it was
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.splitlines() == [
+        "iofleet: --out mnt/runs/out: cannot write: No space left on device"
+    ]
+    assert left == []

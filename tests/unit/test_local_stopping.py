@@ -145,6 +145,34 @@ def test_an_error_that_ends_an_interrupted_statement_is_the_signal() -> None:
     assert isinstance(caught.value.__cause__, RuntimeError)
 
 
+def test_a_signal_handled_as_duckdbs_interrupt_error_unwinds_does_not_cut_its_cleanup() -> None:
+    # The first signal's watcher calls the connection's interrupt() at once; the Python
+    # handler runs in the main thread only after DuckDB has returned, while its
+    # InterruptException unwinds (in an import: inside the removal of the temp
+    # directory of the rows being loaded, which was left in --out)
+    import duckdb
+
+    cleaned = []
+    with StopSignals() as stops:
+        with pytest.raises(Interrupted) as caught, stops.interruptible():
+            try:
+                raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+            except duckdb.InterruptException:
+                os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here
+                cleaned.append("temp directory removed")
+                raise
+        # then: the cleanup ran whole, and the block still ends as that signal
+        assert cleaned == ["temp directory removed"]
+        assert caught.value.signum == signal.SIGTERM
+        assert isinstance(caught.value.__cause__, duckdb.InterruptException)
+        # and a signal with no such error in flight still cuts a later block at once
+        with pytest.raises(Interrupted) as again, stops.interruptible():
+            os.kill(os.getpid(), signal.SIGHUP)
+            cleaned.append("not reached")
+        assert again.value.signum == signal.SIGHUP
+        assert cleaned == ["temp directory removed"]
+
+
 def test_an_error_with_no_signal_stays_what_it_is() -> None:
     with StopSignals() as stops, pytest.raises(OSError), stops.interruptible():
         raise OSError("disk full")
