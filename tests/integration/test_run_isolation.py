@@ -220,16 +220,17 @@ def test_a_planted_symlink_never_leads_prepare_or_cleanup_outside(
 
 def _local_on_a_small_out(
     tmp_path: Path, options: str, out: str = "out"
-) -> subprocess.CompletedProcess[str]:
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """`iofleet local` (one ioping slot, on a target not yet made) into `out` below a
-    tmpfs mounted at tmp_path/mnt with `options`, with a TMPDIR of its own (tmp_path/tmp)."""
+    tmpfs mounted at tmp_path/mnt with `options`, with a TMPDIR of its own (tmp_path/tmp);
+    with what it left on the mount (every file, and every entry at its top)."""
     mnt, tmp = tmp_path / "mnt", tmp_path / "tmp"
     mnt.mkdir()
     tmp.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], check=True)
     try:
         matrix = _matrix(tmp_path, tmp_path / "new" / "target", [IOPING])
-        return subprocess.run(
+        result = subprocess.run(
             [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", f"mnt/{out}", "-q"],
             cwd=tmp_path,
             env=dict(os.environ, TMPDIR=str(tmp)),
@@ -237,70 +238,66 @@ def _local_on_a_small_out(
             text=True,
             timeout=300,
         )
+        return result, sorted({*files_under(mnt), *(p.name for p in mnt.iterdir())})
     finally:
-        left = files_under(mnt) + [p.name for p in mnt.iterdir()]
         subprocess.run(["umount", str(mnt)], check=True)
-        (tmp_path / "left-on-mnt.json").write_text(json.dumps(sorted(set(left))))
 
 
-def _left_on_mnt(tmp_path: Path) -> list[str]:
-    return json.loads((tmp_path / "left-on-mnt.json").read_text())
+def _no_space_in_one_line(result: subprocess.CompletedProcess[str]) -> None:
+    """The machine's problem (exit 3), said in one line, not "bad input" (2)."""
+    assert result.returncode == 3, result.stderr
+    assert "No space left on device" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def _nothing_left(tmp_path: Path, left_on_mnt: list[str]) -> None:
+    """Nothing the refused run made is left: on the mount (raw/, the lock file, --out and
+    its parents), the target directory, the run temp directory in TMPDIR."""
+    assert left_on_mnt == []
+    assert not (tmp_path / "new").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_a_full_out_disk_exits_3_not_2(tmp_path: Path) -> None:
     # given an --out on a 1 MiB tmpfs (the warehouse alone needs more)
-    result = _local_on_a_small_out(tmp_path, "size=1m", out=".")
-    # then: the machine's problem (3), said in one line, not "bad input" (2)
-    assert result.returncode == 3, result.stderr
-    assert "No space left on device" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    result, left = _local_on_a_small_out(tmp_path, "size=1m", out=".")
+    # then: exit 3 in one line
+    _no_space_in_one_line(result)
     # and the run had begun (slots ran): what it measured is kept for the next run
-    assert any(name.endswith("w00-ioping.json") for name in _left_on_mnt(tmp_path))
+    assert any(name.endswith("w00-ioping.json") for name in left)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_an_out_refusing_the_run_folder_is_left_as_it_was(tmp_path: Path) -> None:
     # given an --out that exists, on a tmpfs with room for 3 inodes: itself, the lock and
     # raw/ (the run's folder cannot be made)
-    result = _local_on_a_small_out(tmp_path, "nr_inodes=3", out=".")
-    # then: exit 3 in one line
-    assert result.returncode == 3, result.stderr
-    assert "No space left on device" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    # and nothing the refused run made is left: no run temp directory (made just
-    # before), no raw/, no lock file, no target directory
-    assert list((tmp_path / "tmp").iterdir()) == []
-    assert _left_on_mnt(tmp_path) == []
-    assert not (tmp_path / "new").exists()
+    result, left = _local_on_a_small_out(tmp_path, "nr_inodes=3", out=".")
+    # then: exit 3 in one line, and no lock file, raw/, target or run temp directory
+    _no_space_in_one_line(result)
+    _nothing_left(tmp_path, left)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_an_out_it_made_is_removed_again_when_the_run_is_refused(tmp_path: Path) -> None:
     # given an --out not yet there (nor its parent), on a tmpfs with room for 5 inodes:
     # the mount, the two directories, the lock and raw/ (the run's folder cannot be made)
-    result = _local_on_a_small_out(tmp_path, "nr_inodes=5", out="runs/out")
+    result, left = _local_on_a_small_out(tmp_path, "nr_inodes=5", out="runs/out")
     # then: exit 3 in one line, and the mount is as empty as it was: --out and its
     # parent, the lock file and raw/ are gone, with the target and the run temp directory
-    assert result.returncode == 3, result.stderr
-    assert "No space left on device" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert _left_on_mnt(tmp_path) == []
-    assert not (tmp_path / "new").exists()
-    assert list((tmp_path / "tmp").iterdir()) == []
+    _no_space_in_one_line(result)
+    _nothing_left(tmp_path, left)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_an_out_whose_parent_fills_up_leaves_no_parent(tmp_path: Path) -> None:
     # given an --out two levels below a tmpfs with room for 2 inodes (the mount and one
     # directory): its parent can be made, --out itself cannot
-    result = _local_on_a_small_out(tmp_path, "nr_inodes=2", out="runs/out")
+    result, left = _local_on_a_small_out(tmp_path, "nr_inodes=2", out="runs/out")
     # then: exit 3 in one line naming --out, and the parent made on the way is gone
-    assert result.returncode == 3, result.stderr
-    assert "--out" in result.stderr and "No space left on device" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert _left_on_mnt(tmp_path) == []
-    assert not (tmp_path / "new").exists()
+    _no_space_in_one_line(result)
+    assert "--out" in result.stderr
+    _nothing_left(tmp_path, left)
 
 
 CLAIM = """
