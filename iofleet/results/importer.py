@@ -449,6 +449,17 @@ def import_command(
     return 1 if problems or errors else 0
 
 
+def _take_out(run_dir: Path, tmp: Path) -> None:
+    """Take a run that did not land out of raw/ in one step, back to its temp name, before
+    it is removed: a removal cut short (a SIGKILL after the first stop signal) leaves
+    `.import-RUN/`, which the next writer of --out removes (outdir.remove_dead_temps),
+    not part of a run in raw/, which the next ingest would load as if it were whole."""
+    try:
+        os.replace(run_dir, tmp)
+    except FileNotFoundError:  # not renamed into raw/ yet
+        pass
+
+
 def _give_up(new: list[Path], made: list[Path]) -> None:
     """An import that did not land removes what it made: the warehouse (with DuckDB's
     write-ahead log) and raw/ when they were not there before (raw/ only when empty),
@@ -509,8 +520,8 @@ def _import_locked(
         _give_up(new, made)
         raise EnvironmentProblem(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     except KeyboardInterrupt as exc:  # before the run was in place: nothing imported
+        _take_out(raw / run_id, tmp)  # the rename may have happened
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(raw / run_id, ignore_errors=True)  # the rename may have happened
         _give_up(new, made)
         exc.outcome = f"nothing imported, no file of it left in {out}"  # type: ignore[attr-defined]
         raise
@@ -527,7 +538,8 @@ def _import_locked(
         # bring it in). Whether it committed, the warehouse says.
         landed = _imported(warehouse, run_id)
         if not landed:
-            shutil.rmtree(raw / run_id, ignore_errors=True)
+            _take_out(raw / run_id, tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
             _give_up(new, made)
         holder = _lock_holder(exc)
         if holder is not None and not landed:  # another process has it open: exit 4

@@ -522,3 +522,78 @@ def test_a_second_signal_as_an_interrupted_command_exits_is_let_go(
     assert lines[0].startswith(f"iofleet: interrupted by {signal.Signals(first).name}: nothing")
     assert _rows(warehouse) == before
     assert _temp_files(tmp_path / "out") == []
+
+
+# The removal of a run that did not land, cut by a SIGKILL (a second Ctrl-C's escalation,
+# the OOM killer): no local engine stops a process in the middle of a directory removal,
+# so the driver does it (a hand-written stand-in, for that instant only). The ingest is
+# stopped as a Ctrl-C inside its statement ends it (KeyboardInterrupt).
+KILL_DRIVER = textwrap.dedent(
+    """
+    import os, shutil, signal, sys
+    from pathlib import Path
+    from iofleet.cli import main
+    from iofleet.results.warehouse import Warehouse
+
+    def _load_csv(self, table, path):
+        raise KeyboardInterrupt
+
+    Warehouse._load_csv = _load_csv
+    rmtree = shutil.rmtree
+
+    def _rmtree(path, *args, **kwargs):
+        slots = sorted(Path(path).glob("*/slot-*"))
+        if len(slots) > 1:  # the run's folder: remove one slot of it, then die
+            rmtree(slots[0])
+            os.kill(os.getpid(), signal.SIGKILL)
+        return rmtree(path, *args, **kwargs)
+
+    shutil.rmtree = _rmtree
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_an_import_killed_while_removing_a_run_that_did_not_land_leaves_no_part_of_it(
+    tmp_path: Path,
+) -> None:
+    # given an --out holding one imported run
+    _iofleet(tmp_path, "import", str(FIO), "--out", "out", "--label", "first")
+    warehouse = tmp_path / "out" / "warehouse.duckdb"
+    before = _rows(warehouse)
+    # when: an import of 4 files (4 slots) is stopped inside its ingest, and killed once
+    # the removal of its run's files has begun
+    files = [
+        FIO,
+        IOPING,
+        FIXTURES / "ioping" / "write-c11.json",
+        FIXTURES / "fio" / "json-randread.json",
+    ]
+    killed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILL_DRIVER,
+            "import",
+            *map(str, files),
+            "--out",
+            "out",
+            "--label",
+            "second",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    # then: the next import brings in its own run only: no slot of the killed one, whose
+    # remains it removes, and raw/ holds no folder of it
+    _iofleet(tmp_path, "import", str(IOPING), "--out", "out", "--label", "third")
+    after = _rows(warehouse)
+    assert after["runs"] == before["runs"] + 1
+    assert after["slots"] == before["slots"] + 1
+    assert after["fio_results"] == before["fio_results"]
+    out = tmp_path / "out"
+    assert not [p for p in (out / "raw").iterdir() if p.name.startswith("second-")]
+    assert not [p for p in out.iterdir() if p.name.startswith(".import-")]
