@@ -180,7 +180,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         _out_path(args.out),
         label=args.label,
         slot_per=args.slot_per,
-        progress=Progress(sys.stderr, quiet=args.quiet),
+        # a status line on a terminal only: off one, stderr keeps what was refused and why
+        progress=Progress(sys.stderr, quiet=args.quiet or not sys.stderr.isatty()),
     )
 
 

@@ -401,11 +401,9 @@ def import_command(
     slot_per: str = "file",
     progress: Progress | None = None,
 ) -> int:
-    """`progress`: the status line on a terminal (none off one: stderr keeps only what
-    was refused and why)."""
+    """`progress`: the status line, used as given (the command line makes it quiet off a
+    terminal, where stderr keeps only what was refused and why); none by default."""
     progress = progress or Progress(sys.stderr, quiet=True)
-    if not progress.tty:
-        progress.quiet = True
     if not LABEL_RE.match(label):
         raise ValidationFailed(
             [
