@@ -15,7 +15,8 @@ agents included), and each is found by its exact name and place:
   and `raw/RUN/CELL/slot-NNNN/slot.json.tmp` (a dead agent's record);
 - `raw/RUN/CELL/slot-NNNN/.NAME.XXXXXXXX` (an agent's artifact: iofleet.agent.store);
 - `.iofleet-load-XXXXXXXX/` (the rows of an ingest: iofleet.results.warehouse);
-- `.import-RUN/` (an import not yet renamed into raw/: iofleet.results.importer);
+- `.import-RUN/` (an import not yet renamed into raw/, or taken back out of raw/ to be
+  removed: iofleet.results.importer);
 - `.report.html.XXXXXXXX.tmp` (the HTML report: iofleet.report.cli), unless its
   writer still holds the flock it takes on it: `iofleet report --html` needs no lock
   of --out, and may write there while a run starts.
