@@ -447,30 +447,16 @@ def import_command(
     return 1 if problems or errors else 0
 
 
-def _take_out(run_dir: Path, tmp: Path) -> None:
-    """Take a run that did not land out of raw/ in one step, back to its temp name, before
-    it is removed: a removal cut short (a SIGKILL after the first stop signal) leaves
+def _remove_run(run_dir: Path, tmp: Path) -> None:
+    """Remove a run that did not land: out of raw/ in one step first, back to its temp
+    name, so that a removal cut short (a SIGKILL after the first stop signal) leaves
     `.import-RUN/`, which the next writer of --out removes (outdir.remove_dead_temps),
     not part of a run in raw/, which the next ingest would load as if it were whole."""
     try:
         os.replace(run_dir, tmp)
     except FileNotFoundError:  # not renamed into raw/ yet
         pass
-
-
-def _give_up(new: list[Path], made: list[Path]) -> None:
-    """An import that did not land removes what it made: the warehouse (with DuckDB's
-    write-ahead log) and raw/ when they were not there before (raw/ only when empty),
-    then, while it still holds the lock, the lock file and the --out it made."""
-    for path in new:
-        if path.name == "raw":
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        else:
-            for name in (path.name, path.name + ".wal"):
-                with contextlib.suppress(OSError):
-                    path.with_name(name).unlink()
-    give_up_out_dir(made)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _imported(warehouse: Path, run_id: str) -> bool:
@@ -498,7 +484,7 @@ def _import_locked(
     out: Path, label: str, slots: Any, workloads: Any, progress: Progress, made: list[Path]
 ) -> tuple[str, Path, Any, list[dict[str, Any]]]:
     """Write the run into raw/ and ingest it. When it does not land, nothing of it is
-    left, nor what this import made for it (`_give_up`)."""
+    left, nor what this import made for it (`give_up`)."""
     from iofleet.results.warehouse import Warehouse
 
     run_id = new_import_run_id(label, datetime.now(UTC))
@@ -507,7 +493,21 @@ def _import_locked(
     # made here, not between the rename below and the ingest's `try`: a signal handled
     # there (at the call of Path's `/`) would leave the run in raw/ and not in the tables
     warehouse = out / "warehouse.duckdb"
-    new = [p for p in (warehouse, raw) if not os.path.lexists(p)]
+    raw_new, warehouse_new = not os.path.lexists(raw), not os.path.lexists(warehouse)
+
+    def give_up() -> None:
+        """The run did not land: remove what this import made for it, the warehouse (with
+        DuckDB's write-ahead log) and raw/ (only when empty) when they were not there
+        before, then, while the lock is still held, the lock file and the --out it made."""
+        if warehouse_new:
+            for path in (warehouse, warehouse.with_name(warehouse.name + ".wal")):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        if raw_new:
+            with contextlib.suppress(OSError):
+                raw.rmdir()
+        give_up_out_dir(made)
+
     try:
         progress.line(f"import: writing run {run_id} to {raw}")
         raw.mkdir(exist_ok=True)
@@ -515,12 +515,11 @@ def _import_locked(
         os.replace(tmp, raw / run_id)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        _give_up(new, made)
+        give_up()
         raise EnvironmentProblem(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     except KeyboardInterrupt as exc:  # before the run was in place: nothing imported
-        _take_out(raw / run_id, tmp)  # the rename may have happened
-        shutil.rmtree(tmp, ignore_errors=True)
-        _give_up(new, made)
+        _remove_run(raw / run_id, tmp)  # the rename may have happened
+        give_up()
         exc.outcome = f"nothing imported, no file of it left in {out}"  # type: ignore[attr-defined]
         raise
     try:
@@ -536,9 +535,8 @@ def _import_locked(
         # bring it in). Whether it committed, the warehouse says.
         landed = _imported(warehouse, run_id)
         if not landed:
-            _take_out(raw / run_id, tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
-            _give_up(new, made)
+            _remove_run(raw / run_id, tmp)
+            give_up()
         holder = _lock_holder(exc)
         if holder is not None and not landed:  # another process has it open: exit 4
             raise OutputBusy(

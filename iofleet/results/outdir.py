@@ -37,6 +37,7 @@ report) is at the top of --out, looked at every time.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -130,14 +131,11 @@ def give_up_out_dir(made: list[Path]) -> None:
     lock file) is removed, deepest first, while the lock is still held (a writer that
     opened the lock file meanwhile finds it gone once it gets the lock, and stops:
     `_same_file`). What was there before is left as it was."""
-    for path in reversed(made):
-        try:
-            if path.name == LOCK_NAME:
+    for path in made:
+        if path.name == LOCK_NAME:
+            with contextlib.suppress(OSError):
                 path.unlink()
-            else:
-                path.rmdir()
-        except OSError:
-            pass
+    remove_made([path for path in made if path.name != LOCK_NAME])
 
 
 def environment_problem(exc: OSError, path: Path | str | None = None) -> Exception:
