@@ -49,17 +49,15 @@ from iofleet.local.slots import (
 )
 from iofleet.local.stopping import Interrupted, StopSignals
 from iofleet.quote import clip
-from iofleet.results.outdir import environment_problem as _environment
 from iofleet.results.outdir import (
-    give_up_out_dir,
+    claim_out_dir,
     make_dirs,
-    make_out_dir,
     not_a_directory,
-    output_lock,
     read_own_json,
     remove_dead_temps,
     remove_made,
 )
+from iofleet.results.outdir import environment_problem as _environment
 from iofleet.testhook import pause
 
 BARRIER_TIMEOUT_S = 600
@@ -206,28 +204,24 @@ def run_local(
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
     made = make_targets(plan, base, matrix_file_name(matrix_path))
     start = _Start()
-    out_made: list[Path] = []
     try:
         pause("targets-made")  # a test delivers a signal here (iofleet.testhook)
         start.swept = sweep_dead(plan, base)  # a dead run's files are not room this run lacks
         check_room(plan, base, matrix_file_name(matrix_path))  # on the targets just made
-        out_made += make_out_dir(out_dir)
-        with output_lock(out_dir, made=out_made) as lock_fd:
+        with claim_out_dir(out_dir) as claim:  # refused before the run began: undone
             try:
                 return _run_locked(
-                    matrix, plan, out_dir, base, quiet, report_format, lock_fd, start
+                    matrix, plan, out_dir, base, quiet, report_format, claim.fd, start
                 )
             except OSError as exc:
                 raise _environment(exc) from None
             finally:
-                if not start.began:
-                    give_up_out_dir(out_made)
+                claim.kept = start.began
     finally:
         if not start.began:  # refused before the run began: it leaves nothing behind
             if not start.said:  # but what it removed is said (the run says it)
                 for line in start.swept.values():
                     _say(line)
-            remove_made(out_made)  # when the lock was never held (the lock file is not rmdir'd)
             remove_made(made)
 
 

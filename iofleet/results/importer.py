@@ -49,12 +49,7 @@ from iofleet.errors import (
 )
 from iofleet.local.progress import Progress
 from iofleet.quote import quote
-from iofleet.results.outdir import (
-    give_up_out_dir,
-    make_out_dir,
-    output_lock,
-    remove_dead_temps,
-)
+from iofleet.results.outdir import OutClaim, claim_out_dir, remove_dead_temps
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -427,13 +422,13 @@ def import_command(
     notes = {str(p.path): p.note for slot in slots for _, p in slot.pieces if p.note}
     for where, note in notes.items():
         print(f"{where}: {note}", file=sys.stderr)
-    made = make_out_dir(out)
-    # one writer per --out: a second one exits 4
-    with output_lock(out, "iofleet import", made=made):
+    # one writer per --out: a second one exits 4; an import that does not land leaves
+    # no --out, lock file or directory it made
+    with claim_out_dir(out, "iofleet import") as claim:
         remove_dead_temps(out)  # what a killed writer of this --out left (outdir.py)
         try:
             run_id, warehouse, stats, errors = _import_locked(
-                out, label, slots, workloads, progress, made
+                out, label, slots, workloads, progress, claim
             )
         finally:
             progress.clear()
@@ -481,10 +476,10 @@ def _lock_holder(exc: BaseException) -> str | None:
 
 
 def _import_locked(
-    out: Path, label: str, slots: Any, workloads: Any, progress: Progress, made: list[Path]
+    out: Path, label: str, slots: Any, workloads: Any, progress: Progress, claim: OutClaim
 ) -> tuple[str, Path, Any, list[dict[str, Any]]]:
     """Write the run into raw/ and ingest it. When it does not land, nothing of it is
-    left, nor what this import made for it (`give_up`)."""
+    left, nor what this import made for it (`give_up`, then the claim on --out)."""
     from iofleet.results.warehouse import Warehouse
 
     run_id = new_import_run_id(label, datetime.now(UTC))
@@ -498,7 +493,7 @@ def _import_locked(
     def give_up() -> None:
         """The run did not land: remove what this import made for it, the warehouse (with
         DuckDB's write-ahead log) and raw/ (only when empty) when they were not there
-        before, then, while the lock is still held, the lock file and the --out it made."""
+        before (the claim, not kept, then removes the lock file and the --out it made)."""
         if warehouse_new:
             for path in (warehouse, warehouse.with_name(warehouse.name + ".wal")):
                 with contextlib.suppress(OSError):
@@ -506,7 +501,6 @@ def _import_locked(
         if raw_new:
             with contextlib.suppress(OSError):
                 raw.rmdir()
-        give_up_out_dir(made)
 
     try:
         progress.line(f"import: writing run {run_id} to {raw}")
@@ -533,7 +527,7 @@ def _import_locked(
         # transaction: when it did not commit, the run is taken out of raw/ too, so that
         # the import did not happen at all (a later ingest of this --out would otherwise
         # bring it in). Whether it committed, the warehouse says.
-        landed = _imported(warehouse, run_id)
+        landed = claim.kept = _imported(warehouse, run_id)
         if not landed:
             _remove_run(raw / run_id, tmp)
             give_up()
@@ -549,4 +543,5 @@ def _import_locked(
             else f"nothing imported, no row of it in {warehouse} and no file of it in {raw}"
         )
         raise
+    claim.kept = True
     return run_id, warehouse, stats, errors

@@ -38,6 +38,7 @@ report) is at the top of --out, looked at every time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -67,6 +68,17 @@ ENVIRONMENT_ERRNOS = {
 }
 
 
+# how often a claim of --out starts over because a writer that gave it up removed the
+# lock file (or the --out) it had opened: each time needs another writer to give up
+CLAIM_TRIES = 8
+
+
+class LockGone(OutputBusy):
+    """The lock file `output_lock` opened was removed before it got the lock (a writer
+    that gave --out up removed it, and perhaps the --out too): `claim_out_dir` starts
+    over; to any other caller, --out is busy (exit 4)."""
+
+
 @contextmanager
 def output_lock(
     out_dir: Path, command: str = "iofleet local", made: list[Path] | None = None
@@ -75,8 +87,9 @@ def output_lock(
 
     A kernel lock: it goes when its last holder exits, however it exits, so a dead
     runner never leaves a stale lock. The agents inherit the fd, so a runner killed
-    while they unwind keeps --out busy until they are gone. Raises OutputBusy. When
-    this call creates the lock file, it is appended to `made` (give_up_out_dir).
+    while they unwind keeps --out busy until they are gone. Raises OutputBusy, LockGone
+    when the lock file (or --out) went before the lock was had. When this call creates
+    the lock file, it is appended to `made` (claim_out_dir).
     """
     lock_path = out_dir / LOCK_NAME
     flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -93,6 +106,8 @@ def output_lock(
             if made is not None:
                 made.append(lock_path)
             break
+    except FileNotFoundError:  # --out itself went: a writer gave up the --out it made
+        raise LockGone(f"--out {out_dir}: in use by another run") from None
     except OSError as exc:
         raise environment_problem(exc, lock_path) from None
     try:
@@ -105,8 +120,8 @@ def output_lock(
                 f"--out {out_dir}: in use by another run"
                 + (f" ({holder or 'iofleet local'} pid {pid})" if pid.isdigit() else "")
             ) from None
-        if not _same_file(fd, lock_path):  # a refused run removed the --out it made
-            raise OutputBusy(f"--out {out_dir}: in use by another run")
+        if not _same_file(fd, lock_path):  # a refused writer removed what it made
+            raise LockGone(f"--out {out_dir}: in use by another run")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         yield fd
@@ -125,17 +140,53 @@ def _same_file(fd: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
-def give_up_out_dir(made: list[Path]) -> None:
-    """Undo `make_out_dir` and `output_lock` for a writer refused before it wrote
-    anything in --out: what they made (`made`: the directories, parents first, then the
-    lock file) is removed, deepest first, while the lock is still held (a writer that
-    opened the lock file meanwhile finds it gone once it gets the lock, and stops:
-    `_same_file`). What was there before is left as it was."""
-    for path in made:
-        if path.name == LOCK_NAME:
-            with contextlib.suppress(OSError):
-                path.unlink()
-    remove_made([path for path in made if path.name != LOCK_NAME])
+@dataclasses.dataclass
+class OutClaim:
+    """An --out held by this command (`claim_out_dir`): the lock's fd, what the claim
+    made, and whether to keep it (the writer sets `kept` once what it writes is there)."""
+
+    fd: int
+    made: list[Path]
+    kept: bool = False
+
+
+@contextmanager
+def claim_out_dir(out_dir: Path, command: str = "iofleet local") -> Iterator[OutClaim]:
+    """Make --out (and its parents) if missing (`make_out_dir`) and hold its lock
+    (`output_lock`) for the block.
+
+    A writer that gave --out up may remove the lock file this one opened, and the --out
+    (below): the claim then starts over, making again what is missing, and locks the
+    file the path names. Unless the block set `kept` (its run began, or its import
+    landed), leaving it undoes the claim for a writer that wrote nothing there: the lock
+    file, when this claim created it, is removed while still held (a writer that opened
+    it meanwhile finds it gone once it gets the lock, and starts over), then the
+    directories made, deepest first, where empty. The same when the lock itself is
+    refused (no room for the lock file). What was there before is left as it was."""
+    claim = OutClaim(-1, [])
+    with contextlib.ExitStack() as stack:
+
+        @stack.callback
+        def _undo_dirs() -> None:  # last: once the lock is let go
+            if not claim.kept:
+                remove_made([path for path in claim.made if path.name != LOCK_NAME])
+
+        for tries_left in reversed(range(CLAIM_TRIES)):
+            claim.made += make_out_dir(out_dir)
+            try:
+                claim.fd = stack.enter_context(output_lock(out_dir, command, claim.made))
+                break
+            except LockGone:
+                if not tries_left:
+                    raise OutputBusy(f"--out {out_dir}: in use by another run") from None
+
+        @stack.callback
+        def _undo_lock() -> None:  # first: while the lock is still held
+            if not claim.kept and out_dir / LOCK_NAME in claim.made:
+                with contextlib.suppress(OSError):
+                    (out_dir / LOCK_NAME).unlink()
+
+        yield claim
 
 
 def environment_problem(exc: OSError, path: Path | str | None = None) -> Exception:

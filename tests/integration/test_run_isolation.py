@@ -304,28 +304,32 @@ CLAIM = """
 import sys
 from pathlib import Path
 from iofleet.errors import OutputBusy
-from iofleet.results.outdir import output_lock
+from iofleet.results.outdir import claim_out_dir, output_lock
 out = Path(sys.argv[1])
-try:
-    with output_lock(out, "writer B"):
-        (out / "claimed-by-b").write_text("B wrote here under the lock")
-except OutputBusy as exc:
-    print(exc)
-    sys.exit(4)
+with claim_out_dir(out, "writer B") as claim:
+    (out / "claimed-by-b").write_text("B wrote here under the lock")
+    try:  # a third writer, while B holds --out
+        with output_lock(out, "writer C"):
+            print("C: got the lock too")
+    except OutputBusy as exc:
+        print(f"C: {exc}")
+    claim.kept = True
 """
 
 
-def test_a_lock_file_removed_after_a_writer_opened_it_gives_that_writer_nothing(
-    tmp_path: Path,
+@pytest.mark.parametrize("out_was_there", [True, False], ids=["out-there", "out-made-by-A"])
+def test_a_lock_file_removed_after_a_writer_opened_it_makes_that_writer_start_over(
+    tmp_path: Path, out_was_there: bool
 ) -> None:
-    # given an --out that was there, whose lock file writer A creates and holds
-    from iofleet.results.outdir import LOCK_NAME, give_up_out_dir, output_lock
+    # given writer A holding an --out whose lock file it created (and the --out too,
+    # when it was not there)
+    from iofleet.results.outdir import LOCK_NAME, claim_out_dir
 
     out = tmp_path / "out"
-    out.mkdir()
-    made: list[Path] = []
-    with output_lock(out, "writer A", made=made):
-        assert made == [out / LOCK_NAME]
+    if out_was_there:
+        out.mkdir()
+    with claim_out_dir(out, "writer A") as claim:
+        assert claim.made == ([] if out_was_there else [out]) + [out / LOCK_NAME]
         # and writer B, which has opened that lock file and not yet locked it
         b = subprocess.Popen(
             [sys.executable, "-c", CLAIM, str(out)],
@@ -335,49 +339,74 @@ def test_a_lock_file_removed_after_a_writer_opened_it_gives_that_writer_nothing(
             text=True,
         )
         wait_for(lambda: stopped(b.pid), 60, "writer B at lock-opened")
-        # when: A is refused and gives up what it made (the lock file), then lets go
-        give_up_out_dir(made)
-    os.kill(b.pid, signal.SIGCONT)
+        # when: A is refused, and leaves without keeping its claim: what it made is
+        # removed (the lock file while A still holds the lock), then A lets go
+    assert not (out / LOCK_NAME).exists()
+    assert out.exists() == out_was_there
+    stops = 1
+    while True:  # B goes on; each lock file opened stops it once more (testhook)
+        os.kill(b.pid, signal.SIGCONT)
+        wait_for(lambda: b.poll() is not None or stopped(b.pid), 60, "writer B")
+        if b.poll() is not None:
+            break
+        stops += 1
     stdout, stderr = b.communicate(timeout=60)
-    # then: B's lock, on a file nobody else will open, is no lock: B stops in one line
-    # and writes nothing (a third writer would create a new lock file and lock it too)
-    assert b.returncode == 4, stderr
-    assert stdout.strip() == f"--out {out}: in use by another run"
-    assert sorted(p.name for p in out.iterdir()) == []
+    # then: B's first lock, on a file nobody else would open, was no lock: B started
+    # over (its second opening), made what was missing and locked the file the path
+    # names, so a third writer (its third opening) is refused while B holds --out
+    assert b.returncode == 0, stderr
+    assert stops == 3
+    assert stdout.strip() == f"C: --out {out}: in use by another run (writer B pid {b.pid})"
+    assert (out / "claimed-by-b").read_text() == "B wrote here under the lock"
+    assert (out / LOCK_NAME).read_text() == f"{b.pid} writer B\n"
+
+
+def _import_on_a_small_out(
+    tmp_path: Path, options: str, out: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """`iofleet import` of one ioping file into `out` below a tmpfs mounted at
+    tmp_path/mnt with `options`; with every entry it left on the mount."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], check=True)
+    try:
+        fixture = Path(__file__).resolve().parents[1] / "fixtures" / "ioping" / "read-c21.json"
+        result = subprocess.run(
+            [sys.executable, "-m", "iofleet", "import", str(fixture), "--out", f"mnt/{out}"]
+            + ["--label", "x"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return result, sorted({*files_under(mnt), *(p.name for p in mnt.iterdir())})
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 def test_an_import_refused_for_room_removes_the_out_it_made(tmp_path: Path) -> None:
     # given an --out not yet there (nor its parent), on a tmpfs with room for 5 inodes:
     # the mount, the two directories, the lock and raw/ (the import's folder cannot be made)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=5", "tmpfs", str(mnt)], check=True)
-    try:
-        fixture = Path(__file__).resolve().parents[1] / "fixtures" / "ioping" / "read-c21.json"
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iofleet",
-                "import",
-                str(fixture),
-                "--out",
-                "mnt/runs/out",
-                "--label",
-                "x",
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        left = sorted(p.name for p in mnt.iterdir())
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
+    result, left = _import_on_a_small_out(tmp_path, "nr_inodes=5", "runs/out")
     # then: exit 3 in one line, and the mount as empty as it was
     assert result.returncode == 3, result.stderr
     assert result.stderr.splitlines() == [
         "iofleet: --out mnt/runs/out: cannot write: No space left on device"
     ]
+    assert left == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+@pytest.mark.parametrize("command", ["local", "import"])
+def test_an_out_it_made_but_could_not_lock_is_removed_again(tmp_path: Path, command: str) -> None:
+    # given an --out not yet there (nor its parent), on a tmpfs with room for 3 inodes:
+    # the mount and the two directories (no inode is left for the lock file)
+    if command == "local":
+        result, left = _local_on_a_small_out(tmp_path, "nr_inodes=3", out="runs/out")
+    else:
+        result, left = _import_on_a_small_out(tmp_path, "nr_inodes=3", "runs/out")
+    # then: exit 3 in one line naming the lock file, and the mount as empty as it was
+    _no_space_in_one_line(result)
+    assert ".iofleet.lock" in result.stderr
     assert left == []
