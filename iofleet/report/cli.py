@@ -238,12 +238,9 @@ def report_command(
         parse_target(target)  # a bad target is refused before anything is read
     if html and warehouse is not None and _same_file(Path(html), Path(warehouse)):
         raise UsageError(f"--html {html}: is the warehouse being read (give another path)")
-    try:
-        text = _report_text(warehouse, run_id, fmt, html, target, view, opened, source)
-    except KeyboardInterrupt as exc:  # iofleet.local.stopping.Interrupted: one line says
-        if html and getattr(exc, "outcome", None) is None:  # (written: _write_whole says)
-            exc.outcome = f"--html {html} not written (left as it was)"  # type: ignore[attr-defined]
-        raise
+    # stopped by a signal, the command line says --html was not written, unless
+    # _write_whole says it was (the Interrupted's `outcome`)
+    text = _report_text(warehouse, run_id, fmt, html, target, view, opened, source)
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
