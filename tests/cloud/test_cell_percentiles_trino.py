@@ -107,3 +107,50 @@ def test_cell_percentiles_reads_fio_results_once(trino: TrinoClient) -> None:
     assert fio_scans(trino, "ref_cell_percentiles") == 8
     assert fio_scans(trino, "cell_percentiles") == 1
     assert fio_scans(trino, "slot_metrics") == 1
+
+
+def test_percentiles_equal_numpys_to_the_bit_on_trino(trino_server: Any) -> None:
+    # given three slots whose p90 lies at a fraction >= 0.5 between two neighbours, where
+    # numpy interpolates down from the upper one: as a DOUBLE column (iops) and a BIGINT
+    # one (ioping's lat_max_ns)
+    import numpy as np
+
+    from iofleet.results import sql as view_files
+    from iofleet.results.schema import FIO_RESULTS, IOPING_REQUESTS, SLOTS
+
+    values = [29965, 117385, 421007]
+    key = {"run_id": "r", "cell_id": "c000"}
+    data = {
+        SLOTS.name: [SLOTS.row(**key, slot_index=i, cell_index=0, fleet_size=3) for i in range(3)],
+        FIO_RESULTS.name: [
+            FIO_RESULTS.row(
+                **key,
+                slot_index=i,
+                workload="w",
+                job="j",
+                job_index=0,
+                direction="read",
+                error=0,
+                iops=float(v),
+            )
+            for i, v in enumerate(values)
+        ],
+        IOPING_REQUESTS.name: [
+            IOPING_REQUESTS.row(
+                **{**key, "workload_index": 1},
+                slot_index=i,
+                request=1,
+                operation="read",
+                size_bytes=4096,
+                time_ns=v,
+            )
+            for i, v in enumerate(values)
+        ],
+    }
+    client = load_planted(trino_server, f"pct_{uuid.uuid4().hex[:10]}", data, literal)
+    want = [float(np.percentile(values, p)) for p in view_files.PERCENTILES]
+    assert want[3] == 360282.60000000003  # the case: not the lower neighbour's 360282.6
+    for metric in ("iops", "lat_max_ns"):
+        (row,) = client.execute(f"SELECT * FROM cell_percentiles WHERE metric = '{metric}'").dicts()
+        # then: Athena's engine gives numpy's percentiles, every bit
+        assert [row[f"p{p}"] for p in view_files.PERCENTILES] == want, metric

@@ -2,8 +2,9 @@
 row the views gave before, on DuckDB.
 
 The reference is the views' text before the rewrite (tests/data/sql_reference/, from
-commit 50ca1ab), created beside the warehouse's own views as `ref_slot_metrics` and
-`ref_cell_percentiles` over the same planted rows. The planted rows cover what the
+commit 50ca1ab; its percentile interpolation since brought to numpy's two-sided form,
+as the view's was, decision 79), created beside the warehouse's own views as
+`ref_slot_metrics` and `ref_cell_percentiles` over the same planted rows. The planted rows cover what the
 views must get right: a job several times in one slot (summed / maxed), fio rows with
 an error or a NULL error, NULL and NaN measurements (left out, a metric NULL in every
 slot of a cell giving no row), ioping requests (odd and even counts, NULL times), app

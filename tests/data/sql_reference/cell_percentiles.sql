@@ -5,8 +5,9 @@
 --
 -- Exact, equal to numpy.percentile(values, p) (method "linear"): with the
 -- n values sorted ascending, v[rn] the value of 1-based rank rn,
--- h = (n - 1) * p / 100 and
--- P = v[floor(h) + 1] + (h - floor(h)) * (v[ceil(h) + 1] - v[floor(h) + 1]).
+-- h = (n - 1) * p / 100, g = h - floor(h), lo = v[floor(h) + 1], hi = v[ceil(h) + 1]:
+-- P = lo + (hi - lo) * g, or hi - (hi - lo) * (1 - g) when g >= 0.5 (numpy's two-sided
+-- lerp: the one-sided form alone was up to one unit in the last place off numpy's).
 -- p0 is the minimum and p100 the maximum. Which slots count: see slot_metrics
 -- (fio rows with error <> 0 and failed app runs are left out).
 --
@@ -43,30 +44,66 @@ pivoted AS (
     run_id, cell_id, metric_source, workload_index, workload, job, direction, metric,
     unit,
     n AS slots,
-    element_at(vals, CAST(floor(h0) AS BIGINT) + 1)
-      + (h0 - floor(h0))
-        * (element_at(vals, CAST(ceil(h0) AS BIGINT) + 1)
-           - element_at(vals, CAST(floor(h0) AS BIGINT) + 1)) AS p0,
-    element_at(vals, CAST(floor(h50) AS BIGINT) + 1)
-      + (h50 - floor(h50))
-        * (element_at(vals, CAST(ceil(h50) AS BIGINT) + 1)
-           - element_at(vals, CAST(floor(h50) AS BIGINT) + 1)) AS p50,
-    element_at(vals, CAST(floor(h75) AS BIGINT) + 1)
-      + (h75 - floor(h75))
-        * (element_at(vals, CAST(ceil(h75) AS BIGINT) + 1)
-           - element_at(vals, CAST(floor(h75) AS BIGINT) + 1)) AS p75,
-    element_at(vals, CAST(floor(h90) AS BIGINT) + 1)
-      + (h90 - floor(h90))
-        * (element_at(vals, CAST(ceil(h90) AS BIGINT) + 1)
-           - element_at(vals, CAST(floor(h90) AS BIGINT) + 1)) AS p90,
-    element_at(vals, CAST(floor(h98) AS BIGINT) + 1)
-      + (h98 - floor(h98))
-        * (element_at(vals, CAST(ceil(h98) AS BIGINT) + 1)
-           - element_at(vals, CAST(floor(h98) AS BIGINT) + 1)) AS p98,
-    element_at(vals, CAST(floor(h100) AS BIGINT) + 1)
-      + (h100 - floor(h100))
-        * (element_at(vals, CAST(ceil(h100) AS BIGINT) + 1)
-           - element_at(vals, CAST(floor(h100) AS BIGINT) + 1)) AS p100
+    CASE WHEN h0 - floor(h0) >= 0.5E0
+      THEN element_at(vals, CAST(ceil(h0) AS BIGINT) + 1)
+        - (element_at(vals, CAST(ceil(h0) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h0) AS BIGINT) + 1))
+          * (1.0E0 - (h0 - floor(h0)))
+      ELSE element_at(vals, CAST(floor(h0) AS BIGINT) + 1)
+        + (element_at(vals, CAST(ceil(h0) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h0) AS BIGINT) + 1))
+          * (h0 - floor(h0))
+    END AS p0,
+    CASE WHEN h50 - floor(h50) >= 0.5E0
+      THEN element_at(vals, CAST(ceil(h50) AS BIGINT) + 1)
+        - (element_at(vals, CAST(ceil(h50) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h50) AS BIGINT) + 1))
+          * (1.0E0 - (h50 - floor(h50)))
+      ELSE element_at(vals, CAST(floor(h50) AS BIGINT) + 1)
+        + (element_at(vals, CAST(ceil(h50) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h50) AS BIGINT) + 1))
+          * (h50 - floor(h50))
+    END AS p50,
+    CASE WHEN h75 - floor(h75) >= 0.5E0
+      THEN element_at(vals, CAST(ceil(h75) AS BIGINT) + 1)
+        - (element_at(vals, CAST(ceil(h75) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h75) AS BIGINT) + 1))
+          * (1.0E0 - (h75 - floor(h75)))
+      ELSE element_at(vals, CAST(floor(h75) AS BIGINT) + 1)
+        + (element_at(vals, CAST(ceil(h75) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h75) AS BIGINT) + 1))
+          * (h75 - floor(h75))
+    END AS p75,
+    CASE WHEN h90 - floor(h90) >= 0.5E0
+      THEN element_at(vals, CAST(ceil(h90) AS BIGINT) + 1)
+        - (element_at(vals, CAST(ceil(h90) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h90) AS BIGINT) + 1))
+          * (1.0E0 - (h90 - floor(h90)))
+      ELSE element_at(vals, CAST(floor(h90) AS BIGINT) + 1)
+        + (element_at(vals, CAST(ceil(h90) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h90) AS BIGINT) + 1))
+          * (h90 - floor(h90))
+    END AS p90,
+    CASE WHEN h98 - floor(h98) >= 0.5E0
+      THEN element_at(vals, CAST(ceil(h98) AS BIGINT) + 1)
+        - (element_at(vals, CAST(ceil(h98) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h98) AS BIGINT) + 1))
+          * (1.0E0 - (h98 - floor(h98)))
+      ELSE element_at(vals, CAST(floor(h98) AS BIGINT) + 1)
+        + (element_at(vals, CAST(ceil(h98) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h98) AS BIGINT) + 1))
+          * (h98 - floor(h98))
+    END AS p98,
+    CASE WHEN h100 - floor(h100) >= 0.5E0
+      THEN element_at(vals, CAST(ceil(h100) AS BIGINT) + 1)
+        - (element_at(vals, CAST(ceil(h100) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h100) AS BIGINT) + 1))
+          * (1.0E0 - (h100 - floor(h100)))
+      ELSE element_at(vals, CAST(floor(h100) AS BIGINT) + 1)
+        + (element_at(vals, CAST(ceil(h100) AS BIGINT) + 1)
+           - element_at(vals, CAST(floor(h100) AS BIGINT) + 1))
+          * (h100 - floor(h100))
+    END AS p100
   FROM positioned
 )
 SELECT
