@@ -276,7 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="percentile report from a warehouse or Athena")
     _add_source_args(p)
-    p.add_argument("--run", help="run id (default: the latest run)")
+    p.add_argument(
+        "--run",
+        help="run id (default: the run that started last; an import starts at its "
+        "earliest measurement)",
+    )
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("--html", help="also write an HTML report to this path")
     p.add_argument(

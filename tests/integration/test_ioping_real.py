@@ -222,6 +222,7 @@ def test_warnings_on_stderr_before_the_json_are_skipped(tmp_path: Path) -> None:
         (["-q"], "ioping human-readable output"),
         (["-J", "-q"], "ioping -J statistics only, no per-request times"),
         (["-J", "-R", "-w", "20ms"], "ioping -J statistics only, no per-request times"),
+        (["-J", "-B"], "ioping -J statistics only, no per-request times (ioping ran with -q, -B"),
     ],
 )
 def test_iofleet_parse_refuses_other_outputs_in_one_line(

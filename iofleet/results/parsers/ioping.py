@@ -282,7 +282,7 @@ def parse_ioping(text: str) -> IopingOutput:
     if not out.requests and not out.ignored:
         if out.stat is not None:
             raise ParseError(
-                "ioping -J statistics only, no per-request times (ioping ran with -q or -R)"
+                "ioping -J statistics only, no per-request times (ioping ran with -q, -B or -R)"
             )
         raise ParseError("no ioping requests in the output")
     return out
