@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from iofleet.agent.payload import CELL_FIELDS
 from iofleet.quote import quote
+from iofleet.results.parsers import FIO_DOCUMENT
 from iofleet.results.schema import (
     APP_RUNS,
     BY_NAME,
@@ -487,8 +488,10 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
 
     m = _FIO_RE.match(relpath)
     assert m
-    brace = text.find("{")  # fio prints it before its figures: in the text before them
-    cut = _FIO_TERMINATED.search(text, 0, brace if brace >= 0 else len(text))
+    # fio prints it before its figures: in the text before its JSON document (not before
+    # the first "{", which may be a job name's in fio's normal report: "x{1}: (g=0)")
+    doc = FIO_DOCUMENT.search(text)
+    cut = _FIO_TERMINATED.search(text, 0, doc.start() if doc else len(text))
     if cut:  # a shortened run's figures are not the workload's: not beside full runs
         raise _Bad(
             f"fio was stopped by signal {cut[1]} before its run ended (the slot's time "

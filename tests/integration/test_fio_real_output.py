@@ -15,6 +15,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -504,3 +505,81 @@ def test_terse_output_beside_the_json_is_one_note_of_its_lines(
     notes = [w for w in out.warnings if "percentile" not in w]
     assert notes == ["fio's terse output beside the JSON (2 lines) not read"]
     assert [r["job"] for r in out.records] == ["one", "two"]
+
+
+def _io_done(root: int) -> int:
+    """Bytes read or written so far by the processes below `root` (fio's job workers)."""
+    from tests.integration.proctable import tree
+
+    total = 0
+    for pid in tree(root):
+        if pid == root:
+            continue
+        try:
+            fields = dict(
+                line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+            )
+        except OSError:
+            continue
+        total += int(fields["rchar"]) + int(fields["wchar"])
+    return total
+
+
+@pytest.mark.parametrize("name", ["plain", "x{1}", "{y}", "[4k]"])
+def test_a_run_stopped_by_a_signal_is_kept_out_of_the_tables_whatever_its_job_is_named(
+    tmp_path: Path, name: str
+) -> None:
+    # given fio's report beside its JSON (json+,normal), whose lines start with the job's
+    # name, ahead of "fio: terminating on signal": a name with "{" or "[" in it too
+    from tests.integration.proctable import wait_for
+
+    argv = ["fio", f"--name={name}", f"--filename={tmp_path / 'data.bin'}", "--size=4M"]
+    argv += ["--rw=randread", "--bs=4k", "--time_based", "--runtime=60"]
+    argv += ["--output-format=json+,normal"]
+    fio = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # when: SIGINT once its job is doing I/O
+        wait_for(lambda: _io_done(fio.pid) > 8 << 20, 60, "fio's job reading")
+        fio.send_signal(signal.SIGINT)
+        stdout, _ = fio.communicate(timeout=60)
+    finally:
+        fio.kill()
+        fio.wait()
+    text = stdout.decode()
+    assert "fio: terminating on signal 2" in text and text.startswith(name), text[:300]
+    path = tmp_path / "cut.json"
+    path.write_bytes(stdout)
+    # then: iofleet reads it as fio's (not ioping's), and the ingest keeps its partial
+    # figures out of fio_results, with the reason in ingest_errors
+    result = _import([path], tmp_path / "out", "cut")
+    assert result.returncode == 1, result.stderr
+    db = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    assert db.execute("SELECT count(*) FROM fio_results").fetchone() == (0,)
+    [(reason,)] = db.execute("SELECT reason FROM ingest_errors").fetchall()
+    assert reason.startswith("fio was stopped by signal 2 before its run ended"), reason
+
+
+def test_a_job_named_in_brackets_is_read_as_fio_output(tmp_path: Path) -> None:
+    # given fio's report beside its JSON, whose first line is the job's "[4k]: (g=0)"
+    argv = ["fio", "--name=[4k]", f"--filename={tmp_path / 'data.bin'}", *SMALL]
+    argv += ["--rw=randread", "--output-format=json+,normal"]
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert text.startswith("[4k]: (g=0)"), text[:200]
+    path = tmp_path / "fio.json"
+    path.write_text(text)
+    # when: parsed and imported without --kind
+    parsed = subprocess.run(
+        [sys.executable, "-m", "iofleet.cli", "parse", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    result = _import([path], tmp_path / "out", "brackets")
+    # then: fio's figures, not "invalid ioping JSON"
+    assert parsed.returncode == 0, parsed.stderr
+    assert [json.loads(line)["job"] for line in parsed.stdout.splitlines()] == ["[4k]"]
+    assert result.returncode == 0, result.stderr
+    db = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    iops = fio_document(text[text.index("\n{") + 1 :])["jobs"][0]["read"]["iops"]
+    assert db.execute("SELECT job, iops FROM fio_results").fetchall() == [("[4k]", iops)]

@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
 class ParseError(Exception):
     """A raw artifact that cannot be parsed; the message is one line."""
+
+
+# Where fio's JSON document starts: fio's printer writes "{" on a line of its own and
+# "fio version" as its first key (a carriage return ends the last --eta progress line
+# before it). A job's name starts the lines of fio's normal report and layout messages,
+# which may come first, so a "{" or "[" earlier in the text says nothing: a job named
+# "x{1}" or "[4k]".
+FIO_DOCUMENT = re.compile(r'(?:^|(?<=\r))\{\s*"fio version"', re.MULTILINE)
 
 
 # a byte-order mark names the encoding: fio's output saved by Windows PowerShell 5.1
@@ -41,6 +50,8 @@ def decode_text(raw: bytes, errors: str = "strict") -> str:
 def detect_kind(text: str) -> str:
     """Guess the artifact kind from its content: fio, ioping or app."""
     stripped = text.lstrip()
+    if FIO_DOCUMENT.search(text):  # first: fio's report may start "[4k]: (g=0)"
+        return "fio"
     if stripped.startswith("["):
         return "ioping"
     if '"fio version"' in text:
