@@ -10,9 +10,9 @@ so `iofleet report` and `iofleet compare` read it like any run.
 Slots. A slot is one instance: by default each file is one slot
 (`--slot-per file`); `--slot-per dir` makes each directory one slot (its fio
 and ioping files are that instance's workloads). fio client/server output
-(`fio --client`, a `client_stats` array) is split by host: one slot per host
-(its "All clients" aggregate is left out; the slot's fio artifact holds that
-host's entries as a `jobs` document).
+(`fio --client`, a `client_stats` array) is split by server: one slot per
+hostname:port (its "All clients" aggregate is left out; the slot's fio artifact
+holds that server's entries as a client document, so its rows keep their `host`).
 
 Workloads. Files measuring the same thing share a workload: a fio workload is
 named by its job names (sorted, joined by '+'), ioping is `ioping`. A slot
@@ -65,8 +65,9 @@ class Piece:
     path: Path
     kind: str  # fio | ioping
     name: str  # workload name: fio job names; "ioping"
-    text: str  # the artifact written (the file verbatim, or one host's jobs document)
-    host: str | None = None
+    text: str  # the artifact written (the file verbatim, or one server's client document)
+    host: str | None = None  # fio --client output: the server, hostname:port (a slot each)
+    hostname: str | None = None  # that server's hostname alone (the slot's manifest)
     fio_version: str | None = None
     started: datetime | None = None
     note: str | None = None  # a warning on the file, printed as `PATH: note`
@@ -85,7 +86,7 @@ def _workload_name(jobnames: Sequence[str]) -> str:
 
 def _fio_pieces(path: Path, text: str) -> list[Piece]:
     from iofleet.results.parsers import ParseError
-    from iofleet.results.parsers.fio import _decode, _global_options, parse_fio
+    from iofleet.results.parsers.fio import _client_host, _decode, _global_options, parse_fio
 
     documents = len(_FIO_DOCUMENT.findall(text))
     if documents > 1:
@@ -104,28 +105,36 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
         if isinstance(stamp, int | float) and not isinstance(stamp, bool) and stamp > 0
         else None
     )
+    hostnames: dict[str | None, str] = {}
     if "jobs" not in doc and isinstance(doc.get("client_stats"), list):
-        hosts: dict[str, list[Any]] = {}
+        # one slot per server, as the parser names it (hostname:port: two servers on one
+        # machine are two fio instances), each written as a client document of its own
+        # entries, so that its rows keep their `host`
+        hosts: dict[str | None, list[Any]] = {}
         for i, entry in enumerate(doc["client_stats"]):
             if not isinstance(entry, dict):
                 raise ValueError(f"client_stats[{i}]: expected an object")
             if entry.get("jobname") == ALL_CLIENTS:
                 continue
-            host = entry.get("hostname")
-            hosts.setdefault(host if isinstance(host, str) and host else "?", []).append(entry)
+            try:
+                server = _client_host(entry, str(entry.get("jobname")), f"client_stats[{i}]")
+            except ParseError as exc:
+                raise ValueError(str(exc)) from None
+            hosts.setdefault(server, []).append(entry)
+            hostnames.setdefault(server, entry["hostname"])
         if not hosts:
             raise ValueError("client_stats holds no per-host entries")
         # global options stay beside the jobs (the parser reads options from both): one
-        # object, or with several servers one per server (client.c), that host's
+        # object, or with several servers one per server (client.c), that server's
         texts = {}
         for host, entries in hosts.items():
             piece: dict[str, Any] = {"fio version": version, "timestamp": stamp}
             options = _global_options(entries[0], doc)
             if options:
                 piece["global options"] = options
-            texts[host] = json.dumps({**piece, "jobs": entries})
+            texts[host] = json.dumps({**piece, "client_stats": entries})
     else:
-        texts = {None: text}  # type: ignore[dict-item]
+        texts = {None: text}
     pieces = []
     for host, piece_text in texts.items():
         try:
@@ -142,6 +151,7 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
                 name=_workload_name([str(r["job"]) for r in out.records]),
                 text=piece_text,
                 host=host,
+                hostname=hostnames.get(host),
                 fio_version=version,
                 started=started,
             )
@@ -331,7 +341,7 @@ def write_run(
                 "cell": cell,
                 "platform": "import",
                 "started_at": slot_started,
-                "hostname": slot.key[1],
+                "hostname": next((p.hostname for _, p in slot.pieces if p.hostname), None),
                 "fio_version": versions[0] if versions else None,
                 "workloads": workload_docs,
                 "source_files": sorted({str(p.path.resolve()) for _, p in slot.pieces}),

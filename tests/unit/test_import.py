@@ -138,28 +138,36 @@ def test_slot_per_dir_refuses_a_second_copy_of_a_workload(
 def test_fio_client_server_output_is_one_slot_per_host(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # given the real one-host client output, with a second host and the "All clients"
-    # aggregate added by hand (fio 3.33 printed one host for two --client)
+    # given the real one-host client output, with a second host, a second server on the
+    # first host (another port) and the "All clients" aggregate added by hand (fio 3.33
+    # printed one host for two --client)
     doc = json.loads(CLIENT.read_text())
     [entry] = doc["client_stats"]
+    assert (entry["hostname"], entry["port"]) == ("127.0.0.2", 8766)
     other = json.loads(json.dumps(entry))
     other["hostname"] = "10.0.0.9"
     other["read"]["iops"] = 1234.5
+    second = json.loads(json.dumps(entry))
+    second["port"] = 8767
+    second["read"]["iops"] = 777.25
     total = json.loads(json.dumps(entry))
     total["jobname"] = "All clients"
-    doc["client_stats"] = [entry, other, total]
+    doc["client_stats"] = [entry, other, second, total]
     path = tmp_path / "clients.json"
     path.write_text(json.dumps(doc))
     rc, _, err = _import(capsys, str(path), "--out", str(tmp_path / "o"), "--label", "fsx")
     assert rc == 0, err
+    # then one slot per server, each row naming its server as fio does (hostname:port),
+    # and a second server on one host is a slot of its own, not summed into the first's
     db = _db(tmp_path / "o")
     rows = db.execute(
-        "SELECT s.hostname, f.job, f.iops FROM slots s JOIN fio_results f USING (run_id, cell_id, slot_index) "
-        "ORDER BY s.hostname"
+        "SELECT s.hostname, f.host, f.job, f.iops FROM slots s "
+        "JOIN fio_results f USING (run_id, cell_id, slot_index) ORDER BY f.host"
     ).fetchall()
     assert rows == [
-        ("10.0.0.9", "rr", 1234.5),
-        ("127.0.0.2", "rr", entry["read"]["iops"]),
+        ("10.0.0.9", "10.0.0.9:8766", "rr", 1234.5),
+        ("127.0.0.2", "127.0.0.2:8766", "rr", entry["read"]["iops"]),
+        ("127.0.0.2", "127.0.0.2:8767", "rr", 777.25),
     ]
 
 
