@@ -27,6 +27,7 @@ rest are imported), 2 when none could be (nothing is written).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -80,8 +81,18 @@ class Slot:
 
 
 def _workload_name(jobnames: Sequence[str]) -> str:
-    joined = "+".join(sorted(set(jobnames))) or "fio"
-    return _NAME_UNSAFE.sub("_", joined).strip("_.")[:80] or "fio"
+    """The workload of a file's fio jobs: their names, sorted and joined by '+', when
+    that is a safe file name part that tells the set apart; otherwise (a character
+    outside A-Z a-z 0-9 . _ + -, a '+' inside a name, over 80 characters) its safe form
+    and 8 hex digits of the names' SHA-256, so that distinct sets of jobs ('読み' and
+    '書き', 'a b' and 'a_b', 'a+b' and the jobs a and b) are distinct workloads."""
+    names = sorted(set(jobnames))
+    joined = "+".join(names)
+    safe = _NAME_UNSAFE.sub("_", joined).strip("_.")[:80] or "fio"
+    if safe == joined and not any("+" in name for name in names):
+        return safe
+    digest = hashlib.sha256(json.dumps(names).encode()).hexdigest()[:8]
+    return f"{safe[:71]}-{digest}"
 
 
 def _fio_pieces(path: Path, text: str) -> list[Piece]:

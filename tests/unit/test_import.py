@@ -302,3 +302,76 @@ def test_fio_output_saved_by_windows_powershell_is_read_like_utf8(
 def _parse_cli(capsys: pytest.CaptureFixture[str], path: Path) -> list[str]:
     assert main(["parse", str(path)]) == 0
     return capsys.readouterr().out.splitlines()
+
+
+def _renamed(tmp_path: Path, where: str, *names: str) -> Path:
+    """The real fio output json-randread.json, saved at `where`, with its one job renamed
+    (or repeated under several names)."""
+    doc = json.loads((FIO / "json-randread.json").read_text())
+    [job] = doc["jobs"]
+    doc["jobs"] = [{**job, "jobname": name} for name in names]
+    path = tmp_path / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("読み",), ("書き",)),  # no safe character at all
+        (("a b",), ("a_b",)),  # the same once made safe
+        (("a+b",), ("a", "b")),  # the same once joined
+        (("x" * 90,), ("x" * 90 + "y",)),  # the same in their first 80 characters
+    ],
+    ids=["non-ascii", "space", "plus", "long"],
+)
+@pytest.mark.parametrize("slot_per", ["file", "dir"])
+def test_distinct_job_names_are_distinct_workloads(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    first: tuple[str, ...],
+    second: tuple[str, ...],
+    slot_per: str,
+) -> None:
+    # given two files of one slot's directory whose jobs have names that a file name
+    # part would make the same
+    one = _renamed(tmp_path, "d1/one.json", *first)
+    two = _renamed(tmp_path, "d1/two.json", *second)
+    # when both are imported, as two slots or as one
+    rc, _, err = _import(
+        capsys,
+        str(one),
+        str(two),
+        "--out",
+        str(tmp_path / "o"),
+        "--label",
+        "x",
+        "--slot-per",
+        slot_per,
+    )
+    # then: both are imported, as two workloads, neither pooled with the other
+    assert rc == 0, err
+    rows = (
+        _db(tmp_path / "o")
+        .execute(
+            "SELECT workload, list(DISTINCT job ORDER BY job), count(DISTINCT slot_index) "
+            "FROM fio_results GROUP BY workload"
+        )
+        .fetchall()
+    )
+    assert sorted(tuple(jobs) for _, jobs, _ in rows) == sorted([first, second])
+    assert len({workload for workload, _, _ in rows}) == 2
+    assert all(slots == 1 for _, _, slots in rows)
+
+
+def test_a_safe_job_name_is_its_workloads_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given jobs whose names are safe as they are
+    path = _renamed(tmp_path, "f.json", "rand-4k", "seq.1m")
+    rc, _, err = _import(capsys, str(path), "--out", str(tmp_path / "o"), "--label", "x")
+    assert rc == 0, err
+    # then their workload is named by them, sorted and joined by "+", nothing added
+    workloads = _db(tmp_path / "o").execute("SELECT DISTINCT workload FROM fio_results")
+    assert workloads.fetchall() == [("rand-4k+seq.1m",)]
