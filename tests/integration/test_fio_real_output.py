@@ -583,3 +583,41 @@ def test_a_job_named_in_brackets_is_read_as_fio_output(tmp_path: Path) -> None:
     db = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
     iops = fio_document(text[text.index("\n{") + 1 :])["jobs"][0]["read"]["iops"]
     assert db.execute("SELECT job, iops FROM fio_results").fetchall() == [("[4k]", iops)]
+
+
+def test_same_named_jobs_a_stonewall_ran_one_after_the_other_are_not_added_up(
+    tmp_path: Path,
+) -> None:
+    # given a block-size sweep: one job name, 4k then 64k, a stonewall between them (fio's
+    # groups 0 and 1), beside a numjobs=2 job whose clones share a group
+    stdout = _run_fio(
+        tmp_path,
+        ["--rw=randread", "--name=job", "--bs=64k", "--stonewall", "--output-format=json+"]
+        + ["--name=clones", "--numjobs=2", "--rw=randread", "--stonewall"],
+    )
+    doc = fio_document(stdout)
+    assert [(j["jobname"], j["groupid"]) for j in doc["jobs"]] == [
+        ("job", 0),
+        ("job", 1),
+        ("clones", 2),
+        ("clones", 2),
+    ]
+    path = tmp_path / "sweep.json"
+    path.write_text(stdout)
+    # when imported
+    result = _import([path], tmp_path / "out", "sweep")
+    assert result.returncode == 0, result.stderr
+    # then each group of the sweep is a job of its own with fio's own IOPS, while the
+    # clones are one job whose IOPS are their sum (as fio's group_reporting would say)
+    db = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    got = dict(
+        db.execute(
+            "SELECT job, p50 FROM cell_percentiles WHERE metric = 'iops' ORDER BY job"
+        ).fetchall()
+    )
+    iops = [j["read"]["iops"] for j in doc["jobs"]]
+    assert got == {
+        "clones": iops[2] + iops[3],
+        "job (group 0)": iops[0],
+        "job (group 1)": iops[1],
+    }

@@ -688,10 +688,13 @@ def parse_fio(text: str) -> FioOutput:
     release = _release(out.fio_version)
     if not jobs:
         out.warnings.append("fio reported no jobs")
+    grouped = _names_in_several_groups(jobs, out)
     for index, entry in enumerate(jobs):
         if not isinstance(entry, Mapping):
             raise ParseError(f"{key}[{index}]: expected an object")
         name = entry.get("jobname")
+        if name in grouped:
+            name = f"{name} (group {entry.get('groupid')})"
         if _unused_slot(entry):
             out.warnings.append(
                 f"{key}[{index}]: fio's empty entry (no jobname, groupid -1, no I/O) left out: "
@@ -749,6 +752,29 @@ def parse_fio(text: str) -> FioOutput:
 # fio's groupid of a thread_stat no job was summed into (init_thread_stat sets -1; fio
 # prints the uint32 as 4294967295)
 _NO_GROUP = (-1, 2**32 - 1)
+
+
+def _names_in_several_groups(jobs: Sequence[object], out: FioOutput) -> set[str]:
+    """Job names fio reports in more than one group (its `groupid`): same-named jobs a
+    `stonewall` ran one after the other (a block-size sweep), or `new_group` set apart.
+
+    The warehouse adds up a slot's entries of one job name (fio_slot_metrics: the
+    clones of `numjobs`, which share their job's group); entries of one name in
+    separate groups are not those, so each such entry is named `NAME (group N)`."""
+    groups: dict[str, set[int]] = {}
+    for entry in jobs:
+        if isinstance(entry, Mapping) and not _unused_slot(entry):
+            name, group = entry.get("jobname"), entry.get("groupid")
+            if isinstance(name, str) and isinstance(group, int) and not isinstance(group, bool):
+                groups.setdefault(name, set()).add(group)
+    several = {name for name, ids in groups.items() if len(ids) > 1}
+    for name in sorted(several):
+        ids = ", ".join(map(str, sorted(groups[name])))
+        out.warnings.append(
+            f"jobs named {quote(name)} ran in fio groups {ids} (stonewall or new_group): each "
+            f"is reported as {quote(name + ' (group N)')}, not added to the others"
+        )
+    return several
 
 
 def _unused_slot(entry: Mapping) -> bool:
