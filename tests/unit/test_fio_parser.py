@@ -499,3 +499,38 @@ def test_a_bad_percentile_list_is_refused_beside_json_plus_bins(value: object, r
     )
     del clat["percentile"][key]
     assert parse_fio(json.dumps(doc)).records
+
+
+# --- fio's own inconsistent output ------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonplus"])
+def test_fios_inconsistent_entry_gives_no_percentile_and_says_why(fmt: str) -> None:
+    # given fio 3.33's entry for group_reporting over a job with clat_percentiles=0 and
+    # one without: its json+ bins hold half the samples its N counts, and its percentile
+    # list falls after p50 (p90 = 0)
+    text = (
+        FIXTURES / "inconsistent" / f"{fmt}-group-reporting-clat-percentiles-off.json"
+    ).read_text()
+    clat = _doc_after_notes(text)["jobs"][0]["read"]["clat_ns"]
+    listed = [clat["percentile"][k] for k in ("50.000000", "90.000000")]
+    assert listed[1] < listed[0]
+    if fmt == "jsonplus":
+        assert sum(clat["bins"].values()) * 2 == clat["N"]
+    # when
+    out = parse_fio(text)
+    # then: no percentile read from either, no histogram, and a warning for each
+    [record] = out.records
+    assert [record[key] for key, _ in PERCENTILES] == [None] * len(PERCENTILES)
+    assert out.histograms == []
+    said = " | ".join(out.warnings)
+    assert "fio's percentile list falls as the percentile rises" in said
+    assert ("json+ bins hold 4096 completion-latency samples, its N says 8192" in said) == (
+        fmt == "jsonplus"
+    )
+    # and the figures that do not depend on them are fio's
+    assert record["iops"] == _doc_after_notes(text)["jobs"][0]["read"]["iops"]
+
+
+def _doc_after_notes(text: str) -> dict:
+    return json.loads(text[text.index("\n{") + 1 :])

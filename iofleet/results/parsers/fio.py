@@ -576,6 +576,13 @@ def _plain_listed(raw: Mapping, scale: int) -> dict[float, int] | None:
     return dict(zip(ps, values, strict=True))
 
 
+def _falls(listed: Mapping[float, int]) -> bool:
+    """Whether a percentile list has a value below that of a lower percentile (fio's
+    values are a histogram's: they never fall as the percentile rises)."""
+    values = [listed[p] for p in sorted(listed)]
+    return any(map(operator.gt, values, values[1:]))
+
+
 def _has_samples(clat: Mapping, bins: Bins, where: str) -> bool:
     """Did fio record completion-latency samples? (It writes zeros when it has none.)"""
     if "N" in clat:  # fio 3.18+
@@ -609,8 +616,28 @@ def _direction_record(
     where = where or f"jobs[{index}].{direction}"
     clat, scale, clat_where = _clat(stats, where)
     bins = _bins(clat, scale, clat_where)
+    if (
+        bins
+        and "N" in clat
+        and _bins_fit(bins)  # (else refused for the value no column holds: _check_columns)
+        and sum(bins.counts) != _int(clat["N"], f"{clat_where}.N")
+    ):
+        # fio 3.33 writes this for group_reporting over jobs with and without
+        # clat_percentiles: the bins hold some of the samples N counts
+        out.warnings.append(
+            f"job {quote(job)} (jobs[{index}]) {direction}: fio's json+ bins hold "
+            f"{sum(bins.counts)} completion-latency samples, its N says {clat['N']}: the "
+            "bins are not read (no percentile from them, no histogram)"
+        )
+        bins = Bins([], [])
     # fio's percentile list is read only without bins; with bins it is still checked
     listed = _listed(clat, scale, clat_where) if not bins else _check_listed(clat, clat_where)
+    if listed and _falls(listed):
+        out.warnings.append(
+            f"job {quote(job)} (jobs[{index}]) {direction}: fio's percentile list falls "
+            "as the percentile rises (fio's own inconsistent output): not read"
+        )
+        listed = {}
     if "io_bytes" in stats and "io_kbytes" in stats:  # fio 2.21+: bytes
         io_bytes = _int(stats["io_bytes"], f"{where}.io_bytes")
     elif "io_bytes" in stats:  # fio before 2.21: io_bytes is in KiB
@@ -814,13 +841,9 @@ def _check_columns(out: FioOutput) -> None:
     for job, index, direction, hist in out.histograms:
         # a histogram's values are sorted ascending: its first and last are min and max;
         # its counts are integers >= 1: if their sum fits a bigint, every count does
-        low, high = hist.values[0], hist.values[-1]
-        if (
-            _plainly_fits(_BIN_TYPES["bin_ns"], low)
-            and _plainly_fits(_BIN_TYPES["bin_ns"], high)
-            and _plainly_fits(_BIN_TYPES["count"], sum(hist.counts))
-        ):
+        if _bins_fit(hist):
             continue
+        low, high = hist.values[0], hist.values[-1]
         firsts_lasts = (
             ("bin_ns", (low, high)),
             ("count", (min(hist.counts), max(hist.counts))),
@@ -843,6 +866,16 @@ def _check_columns(out: FioOutput) -> None:
                     f"job {_quote(ascii(record['job']))} (jobs[{record['job_index']}]) "
                     f"{record['direction']}: {key}: {problem}"
                 )
+
+
+def _bins_fit(hist: Bins) -> bool:
+    """A quick yes for bins whose values and counts fit their columns (ascending values:
+    the first and last are min and max; counts >= 1: if their sum fits, each does)."""
+    return (
+        _plainly_fits(_BIN_TYPES["bin_ns"], hist.values[0])
+        and _plainly_fits(_BIN_TYPES["bin_ns"], hist.values[-1])
+        and _plainly_fits(_BIN_TYPES["count"], sum(hist.counts))
+    )
 
 
 def _plainly_fits(type_: str, value: object) -> bool:
