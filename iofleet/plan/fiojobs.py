@@ -256,6 +256,13 @@ def load_job_file(path: Path) -> JobFile:
             raise JobFileError(f"{where}: gtod_reduce is not allowed (it drops latencies)")
         if key == "filename":
             raise JobFileError(f"{where}: use directory=${{TARGET}}, never filename=")
+        if key in _OUTSIDE_IO:
+            raise JobFileError(f"{where}: {key} is not allowed ({_OUTSIDE_IO[key]})")
+        if key in _PATH_OPTIONS and not _stays_inside(value or ""):
+            raise JobFileError(
+                f"{where}: {key}={quote(value)} must be a relative path without '..' or "
+                "${...} (fio would read or write outside the slot's target)"
+            )
         if key == "directory":
             if value != "${TARGET}":
                 raise JobFileError(
@@ -356,6 +363,37 @@ def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[st
                 )
             )
     return problems
+
+
+# Options whose value is a path fio writes or reads, relative to the job's directory
+# (${TARGET}) or working directory (the slot's): an absolute one or a '..' would reach
+# outside the slot's target, and a ${VAR} could bring either in
+_PATH_OPTIONS = (
+    "filename_format",
+    "opendir",
+    "write_bw_log",
+    "write_lat_log",
+    "write_iops_log",
+    "write_hist_log",
+    "write_iolog",
+    "read_iolog",
+    "verify_state_save",
+)
+# Options that do I/O or run programs beyond the job's own files
+_OUTSIDE_IO = {
+    "replay_redirect": "it sends a replayed log's I/O to another device",
+    "exec_prerun": "it runs a command on the host",
+    "exec_postrun": "it runs a command on the host",
+}
+
+
+def _stays_inside(value: str) -> bool:
+    """A path option's value that stays below the directory fio resolves it against."""
+    return (
+        not value.startswith("/")
+        and "${" not in value
+        and ".." not in value.replace("\\", "/").split("/")
+    )
 
 
 # Options that would move a job's I/O off the region the agent gives it on a raw device

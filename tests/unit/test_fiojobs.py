@@ -535,3 +535,37 @@ def test_an_option_only_in_a_comment_is_not_an_option(library: Path) -> None:
     # fio cuts a line at ';' or '#': the words after it are not read
     job = load_job_file(_write(library, "x", GOOD + "rw=read ; gtod_reduce=1 filename=x\n"))
     assert job.name == "x"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "filename_format=../../../../escape.$jobnum",
+        "filename_format=/var/tmp/x.$jobnum",
+        "filename_format=a/../../x",
+        "write_bw_log=/root/bw",
+        "write_lat_log=../lat",
+        "write_iolog=/etc/iolog",
+        "read_iolog=../../trace",
+        "opendir=/home",
+        "verify_state_save=../state",
+        "write_iops_log=${RUNTIME}",
+        "replay_redirect=/dev/sdb",
+        "exec_prerun=rm -rf /",
+        "exec_postrun=touch /x",
+    ],
+)
+def test_options_reaching_outside_the_target_are_rejected(library: Path, line: str) -> None:
+    # given a custom job with an option whose path (or command) leaves the slot's target
+    key = line.split("=")[0]
+    # then it is refused when the library is read, naming the line and the option
+    with pytest.raises(JobFileError, match=rf"x\.fio:\d+: {key}"):
+        load_job_file(_write(library, "x", GOOD + line + "\n"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["filename_format=data.$jobnum.$filenum", "write_bw_log=logs/bw", "write_lat_log", "opendir=d"],
+)
+def test_paths_below_the_target_are_accepted(library: Path, line: str) -> None:
+    load_job_file(_write(library, "x", GOOD + line + "\n"))
