@@ -285,21 +285,39 @@ def load_job_file(path: Path) -> JobFile:
 
 
 def list_jobs() -> list[JobFile]:
-    """Every job file in the library, sorted by name."""
+    """Every job file in the library, sorted by name; JobFileError for a file whose
+    name a matrix cannot give (`_job_name_problem`)."""
     directory = jobs_dir()
     if not directory.is_dir():
         raise JobFileError(f"{directory}: the fio job library is not a directory")
-    return [load_job_file(p) for p in sorted(directory.glob(f"*{SUFFIX}"))]
+    paths = sorted(directory.glob(f"*{SUFFIX}"))
+    for path in paths:
+        problem = _job_name_problem(path.stem)
+        if problem:
+            raise JobFileError(f"{path}: {problem}")
+    return [load_job_file(p) for p in paths]
 
 
 def job_names() -> list[str]:
+    """The names a matrix can give: of the library's files, those named as a job may be."""
     directory = jobs_dir()
-    return sorted(p.stem for p in directory.glob(f"*{SUFFIX}")) if directory.is_dir() else []
+    if not directory.is_dir():
+        return []
+    return sorted(p.stem for p in directory.glob(f"*{SUFFIX}") if not _job_name_problem(p.stem))
+
+
+def _job_name_problem(name: str) -> str | None:
+    if _FILENAME_RE.fullmatch(name) and not name.startswith("."):
+        return None
+    return (
+        "a job's name (its file name without .fio) is letters, digits and . _ + - only, "
+        "not starting with '.'"
+    )
 
 
 def get_job(name: str) -> JobFile:
     """The named job file; KeyError if the library has none by that name."""
-    if not _FILENAME_RE.fullmatch(name) or name.startswith("."):
+    if _job_name_problem(name):
         raise KeyError(name)
     path = jobs_dir() / f"{name}{SUFFIX}"
     if not path.is_file():
@@ -313,6 +331,9 @@ def _unknown_job(name: str) -> str:
         where = " (IOFLEET_FIO_JOBS)" if os.environ.get("IOFLEET_FIO_JOBS") else ""
         return f"unknown fio job {quote(name)}: the fio job library {directory}{where} is not a directory"
     known = ", ".join(job_names()) or "none"
+    problem = _job_name_problem(name)
+    if problem and (directory / f"{name}{SUFFIX}").is_file():  # a file, not a job name
+        return f"fio job {quote(name)}: {problem} (known: {known})"
     return f"unknown fio job {quote(name)} (known: {known})"
 
 

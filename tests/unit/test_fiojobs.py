@@ -569,3 +569,16 @@ def test_options_reaching_outside_the_target_are_rejected(library: Path, line: s
 )
 def test_paths_below_the_target_are_accepted(library: Path, line: str) -> None:
     load_job_file(_write(library, "x", GOOD + line + "\n"))
+
+
+def test_a_job_file_whose_name_no_matrix_can_give_is_named_with_the_rule(library: Path) -> None:
+    # given a library with a good job, and one whose file name has a space
+    _write(library, "good", GOOD)
+    _write(library, "sp ace", GOOD)
+    # then a matrix naming it learns why, and the known jobs do not list it
+    [problem] = check_params("sp ace", {})
+    assert problem.startswith("fio job 'sp ace': a job's name (its file name without .fio) is")
+    assert problem.endswith("(known: good)")
+    # and listing the library names the file (before, it was listed, then refused as unknown)
+    with pytest.raises(JobFileError, match=r"sp ace\.fio: a job's name"):
+        fiojobs.list_jobs()
