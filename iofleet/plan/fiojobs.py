@@ -332,7 +332,8 @@ def _unknown_job(name: str) -> str:
         return f"unknown fio job {quote(name)}: the fio job library {directory}{where} is not a directory"
     known = ", ".join(job_names()) or "none"
     problem = _job_name_problem(name)
-    if problem and (directory / f"{name}{SUFFIX}").is_file():  # a file, not a job name
+    in_library = "/" not in name and "\0" not in name and name not in (".", "..")
+    if problem and in_library and (directory / f"{name}{SUFFIX}").is_file():  # a file there
         return f"fio job {quote(name)}: {problem} (known: {known})"
     return f"unknown fio job {quote(name)} (known: {known})"
 
