@@ -800,6 +800,17 @@ def _raw_device_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
 
     problems: list[tuple[Loc, str]] = []
     for si, storage in enumerate(matrix.storage):
+        if getattr(storage, "filesystem", None) == "raw":  # an app builds in a directory
+            problems += [
+                (
+                    ("workloads", wi, "app"),
+                    f"app {quote(w.app)} cannot run on storage[{si}] "
+                    f"({quote(storage.label)}, a raw device): an app needs a filesystem "
+                    "(filesystem xfs or ext4)",
+                )
+                for wi, w in enumerate(matrix.workloads)
+                if isinstance(w, AppWorkload)
+            ]
         if not (isinstance(storage, EbsStorage) and storage.filesystem == "raw"):
             continue
         for wi, w in enumerate(matrix.workloads):
