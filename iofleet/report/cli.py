@@ -236,6 +236,8 @@ def report_command(
         from iofleet.results.decide import parse_target
 
         parse_target(target)  # a bad target is refused before anything is read
+    if html == "":  # not "no --html": a path left empty
+        raise UsageError("--html: empty path (give the file to write)")
     if html and warehouse is not None and _same_file(Path(html), Path(warehouse)):
         raise UsageError(f"--html {html}: is the warehouse being read (give another path)")
     # stopped by a signal, the command line says --html was not written, unless

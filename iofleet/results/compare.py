@@ -550,6 +550,16 @@ def compare_command(
     a = Side("a", run_a, sel_a, a_selector or "")
     b = Side("b", run_b, sel_b, b_selector or "")
     result = compare_rows(rows, a, b)
+    if not result:  # nothing measured by both: no comparison, and no empty table
+        raise ValidationFailed(
+            [
+                Problem(
+                    "--b" if len(runs) == 1 else "RUN_B",
+                    "measured no workload, job, direction and metric that the A side "
+                    "measured: nothing to compare",
+                )
+            ]
+        )
     if fmt == "json":
         text = render_json(result)
     elif fmt == "csv":

@@ -681,6 +681,17 @@ def test_html_over_the_warehouse_being_read_is_refused(box: Sandbox, warehouse: 
         )
 
 
+def test_an_empty_html_path_is_refused(box: Sandbox, warehouse: Path) -> None:
+    # given a warehouse, and --html given but left empty (a shell variable not set)
+    path = box.inputs / "warehouse.duckdb"
+    path.write_bytes(warehouse.read_bytes())
+    # then it is refused in one line, exit 2, nothing written (it was ignored: exit 0,
+    # no file, the user told nothing)
+    assert box.refused("report", "--warehouse", str(path), "--html", "") == (
+        "iofleet: --html: empty path (give the file to write)"
+    )
+
+
 def test_a_read_only_warehouse_is_reported_without_a_write(box: Sandbox, warehouse: Path) -> None:
     # given a warehouse file of mode 0444, read by root without its override capability
     path = box.inputs / "warehouse.duckdb"

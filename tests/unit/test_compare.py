@@ -201,3 +201,37 @@ def test_an_ambiguous_side_is_refused() -> None:
         "--b: selects 2 configurations that differ only in fleet_size; pin fleet_size in --b "
         "(e.g. fleet_size=4)"
     ]
+
+
+def test_runs_with_nothing_in_common_are_refused_in_one_line(
+    tmp_path: Path, warehouse, capsys
+) -> None:
+    # given a third run that measured another fio job (nothing the others measured)
+    wh, run_a, _ = warehouse
+    doc = json.loads(FIO.read_text())
+    doc["jobs"][0]["jobname"] = "other"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    assert main(["import", str(path), "--out", str(out), "--label", "other"]) == 0
+    assert main(["import", *_files(tmp_path / "a", IOPS_A), "--out", str(out), "--label", "a"]) == 0
+    db = duckdb.connect(str(out / "warehouse.duckdb"), read_only=True)
+    runs = dict(db.execute("SELECT matrix_name, run_id FROM runs").fetchall())
+    db.close()
+    # when they are compared, in each format
+    for fmt in ("table", "json", "csv"):
+        rc, stdout, err = _compare(
+            capsys,
+            "--warehouse",
+            str(out / "warehouse.duckdb"),
+            runs["a"],
+            runs["other"],
+            "--format",
+            fmt,
+        )
+        # then one line says why, exit 2, and no empty table ("0 comparisons: ")
+        assert (rc, stdout) == (2, ""), (fmt, stdout)
+        assert err.splitlines() == [
+            "RUN_B: measured no workload, job, direction and metric that the A side measured: "
+            "nothing to compare"
+        ]
