@@ -45,6 +45,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from iofleet.errors import UsageError
@@ -171,7 +172,11 @@ class Condition:
     stat: str
     name: str
     op: str
-    value: float  # in the metric's warehouse unit (ns, B/s, s, IOPS)
+    # in the metric's warehouse unit (ns, B/s, s, IOPS): the double nearest the decimal as
+    # written times its unit (1.001 us is 1001.0 ns, where the float product is
+    # 1000.9999999999999), so a measured value equal to the target, as the report prints
+    # it, meets it
+    value: float
 
     @property
     def spec(self) -> TargetMetric:
@@ -221,13 +226,15 @@ def parse_target(text: str) -> list[Condition]:
         if spec.units is None:
             if unit is not None:
                 raise bad(f"{said}: {name} takes no unit (its unit is in its name)")
-            value = number * (spec.scale or 1.0)
+            factor = spec.scale or 1.0
         else:
             if unit is None or unit not in spec.units:
                 raise bad(f"{said}: {name} needs a unit, one of {', '.join(spec.units)}")
-            value = number * spec.units[unit]
-        if not math.isfinite(value):
+            factor = spec.units[unit]
+        if not math.isfinite(number * factor):
             raise bad(f"{said}: the number is too large")
+        # every factor is a whole number: the product is exact, then rounded once
+        value = float(Fraction(m["num"]) * Fraction(factor))
         out.append(Condition(part, stat, name, op, value))
     return out
 

@@ -202,3 +202,23 @@ def test_percentile_is_numpys_to_the_bit() -> None:
                 # then: the plain-Python percentile (the Lambda has no numpy) equals numpy's
                 assert stat_value(values, name) == float(np.percentile(values, STATS[name]))
             assert stat_value(values, "mean") == pytest.approx(float(np.mean(values)), rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("text", "measured", "holds"),
+    [
+        ("p50_ioping_median<=1.001us", 1001.0, True),  # the float product: 1000.9999999999999
+        ("p50_ioping_median>=1.001us", 1001.0, True),
+        ("p50_ioping_median<1.001us", 1001.0, False),
+        ("p100_build_minutes<=0.00834275", 0.500565, True),  # 0.00834275 x 60, exactly
+        ("p50_throughput>=0.3MB/s", 300000.0, True),  # 0.3 x 1e6 = 300000.00000000006
+        ("p50_ioping_median<=1.001us", 1001.0000000000001, False),  # just above, still seen
+    ],
+)
+def test_a_target_at_a_unit_converted_boundary_is_exact(
+    text: str, measured: float, holds: bool
+) -> None:
+    # given a target written in another unit than the warehouse's, at the measured value
+    [condition] = parse_target(text)
+    # then the comparison is with the decimal as written, not its rounded float product
+    assert condition.holds(measured) is holds
