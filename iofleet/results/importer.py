@@ -35,7 +35,7 @@ import secrets
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +69,7 @@ class Piece:
     text: str  # the artifact written (the file verbatim, or one server's client document)
     host: str | None = None  # fio --client output: the server, hostname:port (a slot each)
     hostname: str | None = None  # that server's hostname alone (the slot's manifest)
+    failed: str | None = None  # a fio job's error: the workload FAILED, as an agent says it
     fio_version: str | None = None
     started: datetime | None = None
     note: str | None = None  # a warning on the file, printed as `PATH: note`
@@ -163,11 +164,21 @@ def _fio_pieces(path: Path, text: str) -> list[Piece]:
                 text=piece_text,
                 host=host,
                 hostname=hostnames.get(host),
+                failed=_job_errors(out.records),
                 fio_version=version,
                 started=started,
             )
         )
     return pieces
+
+
+def _job_errors(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """What an agent's slot.json says of fio jobs with an error (iofleet.agent.slot), for
+    each job once; None when every job ran without one."""
+    failed = {str(r["job"]): r["error"] for r in records if r.get("error")}
+    return (
+        "; ".join(f"fio job {quote(job)} reported error {e}" for job, e in failed.items()) or None
+    )
 
 
 def _ioping_piece(path: Path, text: str) -> Piece:
@@ -297,6 +308,7 @@ def write_run(
     """The raw layout of one imported run under `tmp` (which becomes raw/RUN_ID)."""
     now = datetime.now(UTC)
     starts = [p.started for s in slots for _, p in s.pieces if p.started]
+    failed_slots = sum(1 for s in slots if any(p.failed for _, p in s.pieces))
     started = min(starts) if starts else now
     cell_id = f"c000-{label}"
     n_files = len({p.path for s in slots for _, p in s.pieces})
@@ -323,7 +335,14 @@ def write_run(
             "description": f"iofleet import of {n_files} files",
             "started_at": _iso(started),
             "finished_at": _iso(now),
-            "status": "SUCCEEDED",
+            # as a local run's (iofleet.local.finish.RunSummary.status)
+            "status": (
+                "SUCCEEDED"
+                if not failed_slots
+                else "FAILED"
+                if failed_slots == len(slots)
+                else "PARTIAL"
+            ),
             "total_instances": len(slots),
             "plan": {"cells": [cell], "total_instances": len(slots)},
             "imported": [
@@ -359,6 +378,7 @@ def write_run(
             },
         )
         entries = []
+        failed = [p.failed for _, p in sorted(slot.pieces, key=lambda x: x[0]) if p.failed]
         for wi, piece in sorted(slot.pieces, key=lambda x: x[0]):
             if piece.kind == "fio":
                 artifact = f"w{wi:02d}-fio-{piece.name}.json"
@@ -370,8 +390,8 @@ def write_run(
                     "index": wi,
                     "kind": piece.kind,
                     "name": piece.name,
-                    "status": "SUCCEEDED",
-                    "error": None,
+                    "status": "FAILED" if piece.failed else "SUCCEEDED",
+                    "error": piece.failed,
                     "artifact": f"{cell_id}/slot-{index:04d}/{artifact}",
                     "source_file": str(piece.path.resolve()),
                 }
@@ -383,9 +403,9 @@ def write_run(
                 "run_id": run_id,
                 "cell_id": cell_id,
                 "slot_index": index,
-                "status": "SUCCEEDED",
-                "exit_code": 0,
-                "error": None,
+                "status": "FAILED" if failed else "SUCCEEDED",
+                "exit_code": 1 if failed else 0,  # iofleet.agent.slot's EXIT_FAILED
+                "error": failed[0] if failed else None,
                 "started_at": slot_started,
                 "finished_at": slot_started,
                 "workloads": entries,

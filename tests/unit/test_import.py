@@ -375,3 +375,24 @@ def test_a_safe_job_name_is_its_workloads_name(
     # then their workload is named by them, sorted and joined by "+", nothing added
     workloads = _db(tmp_path / "o").execute("SELECT DISTINCT workload FROM fio_results")
     assert workloads.fetchall() == [("rand-4k+seq.1m",)]
+
+
+def test_a_fio_job_that_failed_makes_its_slot_failed_as_a_local_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given real fio output with a job that failed (error 2, no I/O) beside one that ran,
+    # and a file whose jobs all ran
+    failing, good = FIO / "jsonplus-failing-job.json", FIO / "json-randread.json"
+    rc, _, err = _import(
+        capsys, str(failing), str(good), "--out", str(tmp_path / "o"), "--label", "x"
+    )
+    assert rc == 0, err
+    # then the failing file's slot is FAILED with fio's error, as an agent records it,
+    # the other SUCCEEDED, and the run PARTIAL (it was SUCCEEDED throughout)
+    db = _db(tmp_path / "o")
+    slots = db.execute("SELECT status, exit_code, error FROM slots ORDER BY slot_index").fetchall()
+    assert slots == [
+        ("FAILED", 1, "fio job 'missing' reported error 2"),
+        ("SUCCEEDED", 0, None),
+    ]
+    assert db.execute("SELECT status FROM runs").fetchall() == [("PARTIAL",)]
