@@ -169,6 +169,7 @@ class JobProfile:
     numjobs: int = 1
     runtime_s: float | None = None
     time_based: bool = False
+    startdelay_s: float = 0.0  # fio waits this long before the section starts
     size_bytes: int | None = None  # per clone
     rate_bytes: dict[str, float] = field(default_factory=dict)  # direction -> per clone
     rate_iops: dict[str, float] = field(default_factory=dict)  # direction -> per clone
@@ -323,6 +324,7 @@ def _profile(job: Job, group: int) -> JobProfile:
         numjobs=max(numjobs, 1),
         runtime_s=job.seconds("runtime"),
         time_based=job.flag("time_based"),
+        startdelay_s=job.seconds("startdelay") or 0.0,
         size_bytes=size,
         rate_bytes=rate_bytes,
         rate_iops=rate_iops,

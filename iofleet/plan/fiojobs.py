@@ -533,14 +533,21 @@ def check_params(name: str, params: Mapping[str, object]) -> list[str]:
     return lines
 
 
-def param_seconds(name: str, params: Mapping[str, object]) -> dict[str, float]:
-    """The given duration parameters of job `name` in seconds (valid values only)."""
+def param_seconds(
+    name: str, params: Mapping[str, object], defaults: bool = False
+) -> dict[str, float]:
+    """The given duration parameters of job `name` in seconds (valid values only); with
+    `defaults`, also those the workload leaves at the job's default (by their name)."""
     try:
         job = get_job(name)
     except (KeyError, JobFileError):
         return {}
     out: dict[str, float] = {}
-    for key, value in params.items():
+    items: list[tuple[object, object]] = list(params.items())
+    if defaults:
+        given = {str(key).upper() for key in params}
+        items += [(k, v) for k, v in job.params.items() if k != TARGET_PARAM and k not in given]
+    for key, value in items:
         ptype = job.param_types.get(str(key).upper())
         if ptype is not None and ptype.kind == "duration":
             seconds = ptype.parse(_value_text(value))

@@ -658,30 +658,71 @@ def _ioping_seconds(item: IopingWorkload) -> float:
 
 
 def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, str]]:
-    """Workloads that cannot finish inside slot_timeout_s."""
+    """Workloads that cannot finish inside slot_timeout_s: one whose duration (a given
+    parameter, or one left at the job's default) reaches it, or all of them together (the
+    slot runs them one after the other) when what they last at the least reaches it."""
+    from iofleet.plan.fiojobs import param_seconds
+
     problems: list[tuple[Loc, str]] = []
     limit = matrix.slot_timeout_s
+    least: list[tuple[int, float]] = []  # (workload, seconds it lasts at the least)
     for index, item in enumerate(matrix.workloads):
-        if isinstance(item, IopingWorkload) and _ioping_seconds(item) > limit:
-            problems.append(
-                (
-                    ("workloads", index, "ioping"),
-                    f"count x interval_ms is {_ioping_seconds(item):.0f} s, longer than "
-                    f"slot_timeout_s ({limit} s)",
-                )
-            )
-        elif isinstance(item, FioWorkload):
-            from iofleet.plan.fiojobs import param_seconds
-
-            for name, seconds in param_seconds(item.fio, item.params).items():
-                if seconds > limit:
-                    problems.append(
-                        (
-                            ("workloads", index, "params", name),
-                            f"{seconds:g} s is longer than slot_timeout_s ({limit} s)",
-                        )
+        if isinstance(item, IopingWorkload):
+            least.append((index, _ioping_seconds(item)))
+            if _ioping_seconds(item) > limit:
+                problems.append(
+                    (
+                        ("workloads", index, "ioping"),
+                        f"count x interval_ms is {_ioping_seconds(item):.0f} s, longer than "
+                        f"slot_timeout_s ({limit} s)",
                     )
+                )
+        elif isinstance(item, FioWorkload):
+            given = {str(key).upper() for key in item.params}
+            for name, seconds in param_seconds(item.fio, item.params, defaults=True).items():
+                if seconds < limit:
+                    continue
+                default = str(name).upper() not in given
+                problems.append(
+                    (
+                        ("workloads", index, "params", name),
+                        f"{seconds:g} s{' (the job default)' if default else ''} is "
+                        f"{'longer than' if seconds > limit else 'as long as'} "
+                        f"slot_timeout_s ({limit} s)"
+                        + (": fio needs time beyond it to start" if seconds == limit else ""),
+                    )
+                )
+            least.append((index, _fio_least_seconds(item)))
+    total = sum(seconds for _, seconds in least)
+    lasting = [(i, s) for i, s in least if s > 0]
+    if not problems and total >= limit:
+        if len(lasting) == 1:
+            what = f"workloads[{lasting[0][0]}] lasts at least {total:g} s (its start delays"
+            what += " and time_based runtimes)"
+        else:
+            parts = ", ".join(f"workloads[{i}] {s:g} s" for i, s in lasting)
+            what = f"the workloads run one after the other and last at least {total:g} s "
+            what += f"({parts})"
+        problems.append((("slot_timeout_s",), f"{what}, not less than slot_timeout_s ({limit} s)"))
     return problems
+
+
+def _fio_least_seconds(item: FioWorkload) -> float:
+    """What a fio workload lasts at the least: per stonewall group, its longest
+    time_based section's start delay and runtime, summed over the groups (0 when
+    unknown)."""
+    from iofleet.plan.expect import job_profiles
+
+    try:
+        profiles = job_profiles(item.fio, item.params)
+    except (KeyError, OSError, ValueError):
+        return 0.0
+    groups: dict[int, float] = {}
+    for profile in profiles:
+        if profile.time_based and profile.runtime_s:
+            lasts = profile.startdelay_s + profile.runtime_s
+            groups[profile.group] = max(groups.get(profile.group, 0.0), lasts)
+    return sum(groups.values())
 
 
 def _workload_problems(item: Any) -> list[tuple[str, str]]:
@@ -804,7 +845,8 @@ def _raw_device_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
             problems += [
                 (
                     ("workloads", wi, "app"),
-                    f"app {quote(w.app)} cannot run on storage[{si}] "
+                    f"app {quote(w.app if isinstance(w.app, str) else w.app.name)} cannot run "
+                    f"on storage[{si}] "
                     f"({quote(storage.label)}, a raw device): an app needs a filesystem "
                     "(filesystem xfs or ext4)",
                 )
