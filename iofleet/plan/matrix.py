@@ -829,6 +829,7 @@ def _collect_problems(raw: dict[str, Any]) -> tuple[Matrix | None, list[tuple[Lo
         problems += matrix_problems(matrix)
         problems += _raw_device_problems(matrix)
         problems += _job_reading_problems(matrix)
+        problems += _size_below_block_problems(matrix)
     problems.sort(key=_sort_key)
     return (matrix if not problems else None), problems
 
@@ -887,6 +888,41 @@ def _job_reading_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
         except (KeyError, JobFileError):
             continue  # reported by the matrix validation
         problems += [(("workloads", i, *where.split(".", 1)), msg) for where, msg in found]
+    return problems
+
+
+def _size_below_block_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Fio workloads with a job whose size (per clone) is below its block size: fio
+    refuses them as it starts ("size too small, must not be less than minimum block
+    size"), after the slot has been set up."""
+    from iofleet.plan.expect import job_profiles
+    from iofleet.plan.fiojobs import JobFileError
+
+    problems: list[tuple[Loc, str]] = []
+    for i, w in enumerate(matrix.workloads):
+        if not isinstance(w, FioWorkload):
+            continue
+        try:
+            profiles = job_profiles(w.fio, w.params)
+        except (KeyError, OSError, ValueError, JobFileError):
+            continue  # reported by the matrix validation
+        for profile in profiles:
+            block = min(profile.block_sizes.values(), default=0)  # fio's td_min_bs
+            if profile.size_bytes is None or not 0 <= profile.size_bytes < block:
+                continue
+            size_key = next((k for k in w.params if str(k).upper() == "SIZE"), None)
+            where: Loc = (
+                ("workloads", i, "params", size_key) if size_key else ("workloads", i, "fio")
+            )
+            problems.append(
+                (
+                    where,
+                    f"job {quote(w.fio)} section {quote(profile.job)}: its size "
+                    f"({profile.size_bytes} bytes) is below its smallest block size ({block} bytes): "
+                    "fio refuses it",
+                )
+            )
+            break
     return problems
 
 
