@@ -308,7 +308,13 @@ def write_run(
     """The raw layout of one imported run under `tmp` (which becomes raw/RUN_ID)."""
     now = datetime.now(UTC)
     starts = [p.started for s in slots for _, p in s.pieces if p.started]
-    failed_slots = sum(1 for s in slots if any(p.failed for _, p in s.pieces))
+    from iofleet.local.finish import RunSummary  # a run's status from its failed slots
+
+    summary = RunSummary(
+        run_id,
+        slots=len(slots),
+        failed=[str(i) for i, s in enumerate(slots) if any(p.failed for _, p in s.pieces)],
+    )
     started = min(starts) if starts else now
     cell_id = f"c000-{label}"
     n_files = len({p.path for s in slots for _, p in s.pieces})
@@ -335,14 +341,7 @@ def write_run(
             "description": f"iofleet import of {n_files} files",
             "started_at": _iso(started),
             "finished_at": _iso(now),
-            # as a local run's (iofleet.local.finish.RunSummary.status)
-            "status": (
-                "SUCCEEDED"
-                if not failed_slots
-                else "FAILED"
-                if failed_slots == len(slots)
-                else "PARTIAL"
-            ),
+            "status": summary.status,  # as a local run's
             "total_instances": len(slots),
             "plan": {"cells": [cell], "total_instances": len(slots)},
             "imported": [
