@@ -37,6 +37,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     plan = plan_matrix_file(args.matrix, target=args.target)
     matrix = plan.matrix
+    if args.target == "local":  # what `iofleet local` refuses before it makes anything
+        from iofleet.local.runner import preflight
+        from iofleet.plan.matrix import matrix_file_name
+
+        preflight(plan, Path.cwd().resolve(), matrix_file_name(args.matrix))
     host = None
     if args.target == "aws":  # the OS the instances run and what their bootstrap adds
         from iofleet.plan.hosts import describe, for_matrix

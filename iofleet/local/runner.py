@@ -279,6 +279,29 @@ def check_room(plan: Any, base: Path, file: str) -> None:
         raise EnvironmentProblem(f"{file}: storage[{index}].path: {why}")
 
 
+def check_paths(plan: Any, base: Path, file: str) -> None:
+    """ValidationFailed (exit 2, `FILE: storage[i].path: why`) for each `local` storage
+    path that can never be a directory here; nothing is created."""
+    from iofleet.errors import Problem, ValidationFailed
+
+    problems = [
+        Problem(f"storage[{i}].path", why)
+        for i, s in enumerate(plan.matrix.storage)
+        if (why := not_a_directory(resolve_local_path(s.path, base))) is not None
+    ]
+    if problems:
+        raise ValidationFailed(problems, file=file)
+
+
+def preflight(plan: Any, base: Path, file: str) -> None:
+    """What `iofleet local` refuses before it makes anything, for `plan --target local`:
+    the tools (exit 3), the storage paths (exit 2), the room on each target (exit 3).
+    Read-only: what `local` would sweep of a dead run's leftovers still counts as used."""
+    check_tools(plan.matrix, file)
+    check_paths(plan, base, file)
+    check_room(plan, base, file)
+
+
 def make_targets(plan: Any, base: Path, file: str) -> list[Path]:
     """Create every `local` storage path of the plan (and missing parents) before the run
     creates anything else; returns the directories made, parents first.
@@ -290,14 +313,8 @@ def make_targets(plan: Any, base: Path, file: str) -> list[Path]:
     """
     from iofleet.errors import Problem, ValidationFailed
 
+    check_paths(plan, base, file)
     targets = [(i, resolve_local_path(s.path, base)) for i, s in enumerate(plan.matrix.storage)]
-    problems = [
-        Problem(f"storage[{i}].path", why)
-        for i, target in targets
-        if (why := not_a_directory(target)) is not None
-    ]
-    if problems:
-        raise ValidationFailed(problems, file=file)
     made: list[Path] = []
     try:
         for i, target in targets:

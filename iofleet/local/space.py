@@ -75,13 +75,16 @@ def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
         if need + KEEP_FREE <= free:
             continue
         besides = f"; not counted: {', '.join(uncounted)}" if uncounted else ""
+        if st.f_blocks == 0:  # procfs, sysfs: "0.0 MiB free" would send one looking for room
+            has = "has no capacity (0 blocks: a kernel file system such as /proc or /sys)"
+        else:
+            has = f"has {_gib(free)} free (iofleet keeps {_gib(KEEP_FREE)} free)"
         problems.append(
             (
                 i,
                 f"cell {cell.cell_id} lays out ~{_gib(need)} of files at once "
-                f"({cell.fleet_size} slots x {_gib(per_slot)}{besides}), and the file system of {target} has "
-                f"{_gib(free)} free (iofleet keeps {_gib(KEEP_FREE)} free): use smaller SIZE "
-                "or parallelism, or a target with room",
+                f"({cell.fleet_size} slots x {_gib(per_slot)}{besides}), and the file system of "
+                f"{target} {has}: use smaller SIZE or parallelism, or a target with room",
             )
         )
     return problems

@@ -233,11 +233,19 @@ def _with_paths(box: Sandbox, *paths: str) -> Path:
     return box.matrix(dict(GOOD, storage=storage))
 
 
+def _path_refused(box: Sandbox, matrix: Path) -> str:
+    """The one line `local` refuses a storage path with; `plan --target local` gives the
+    same line (it runs local's path checks, creating nothing)."""
+    line = _local(box, matrix)
+    assert box.refused("plan", str(matrix), "--target", "local") == line
+    return line
+
+
 def test_a_local_path_that_is_a_file(box: Sandbox) -> None:
     afile = box.inputs / "afile"
     afile.write_text("x")
     matrix = _with_paths(box, str(afile))
-    assert _local(box, matrix) == (
+    assert _path_refused(box, matrix) == (
         f"{matrix}: storage[0].path: {afile} exists and is not a directory"
     )
 
@@ -246,7 +254,7 @@ def test_a_local_path_under_a_file(box: Sandbox) -> None:
     afile = box.inputs / "afile"
     afile.write_text("x")
     matrix = _with_paths(box, f"{afile}/deeper/target")
-    assert _local(box, matrix) == (
+    assert _path_refused(box, matrix) == (
         f"{matrix}: storage[0].path: {afile} exists and is not a directory"
     )
 
@@ -263,6 +271,7 @@ def test_a_local_path_that_is_a_block_device_is_refused_untouched(box: Sandbox) 
         matrix = _with_paths(box, device)
         # when
         result = box.run("local", str(matrix), "--out", "out", "-q")
+        planned = box.run("plan", str(matrix), "--target", "local")
         with open(device, "rb") as dev:
             after = dev.read()
     finally:
@@ -277,13 +286,15 @@ def test_a_local_path_that_is_a_block_device_is_refused_untouched(box: Sandbox) 
     ]
     assert after == bytes(range(256)) * 4096
     assert sorted(p.name for p in box.work.iterdir()) == [] and list(box.tmp.iterdir()) == []
+    # and `plan --target local` refuses it with the same line
+    assert (planned.returncode, planned.stderr) == (2, result.stderr)
 
 
 def test_a_local_path_through_a_dangling_link(box: Sandbox) -> None:
     link = box.inputs / "link"
     link.symlink_to(box.root / "gone")
     matrix = _with_paths(box, f"{link}/target")
-    assert _local(box, matrix) == (
+    assert _path_refused(box, matrix) == (
         f"{matrix}: storage[0].path: {link} is a symbolic link to nothing"
     )
 
@@ -294,7 +305,7 @@ def test_a_second_bad_local_path_leaves_the_first_uncreated(box: Sandbox) -> Non
     afile.write_text("x")
     matrix = _with_paths(box, "new/a", str(afile))
     # then the refusal names storage[1] and work/new was never made (state compared)
-    assert _local(box, matrix) == (
+    assert _path_refused(box, matrix) == (
         f"{matrix}: storage[1].path: {afile} exists and is not a directory"
     )
 

@@ -30,9 +30,15 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 
 def _local(
-    tmp_path: Path, path: Path, size: str, fleets: list[int], out: str = "out"
+    tmp_path: Path,
+    path: Path,
+    size: str,
+    fleets: list[int],
+    out: str = "out",
+    plan: bool = False,
 ) -> tuple[int, str]:
-    """`iofleet local` of fio (SIZE) and ioping on the storage path `path`."""
+    """`iofleet local` of fio (SIZE) and ioping on the storage path `path`; with `plan`,
+    `iofleet plan --target local` of the same matrix."""
     matrix = tmp_path / "m.json"
     doc = {
         "name": "room",
@@ -44,8 +50,13 @@ def _local(
         "parallelism": fleets,
     }
     matrix.write_text(json.dumps(doc))
+    command = (
+        ("plan", str(matrix), "--target", "local")
+        if plan
+        else ("local", str(matrix), "--out", out, "-q")
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "iofleet.cli", "local", str(matrix), "--out", out, "-q"],
+        [sys.executable, "-m", "iofleet.cli", *command],
         capture_output=True,
         text=True,
         timeout=600,
@@ -62,7 +73,8 @@ def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written
     # given a 1,280 MiB file system, and a matrix whose second cell lays out 4 x 64 MiB
     # of fio files (and ioping's 1 MiB each) while 1 GiB is kept free
     before = os.statvfs(small_fs)
-    # when it is run
+    # when it is planned for a local run, then run
+    planned = _local(tmp_path, small_fs / "t", "64m", [1, 4], plan=True)
     code, err = _local(tmp_path, small_fs / "t", "64m", [1, 4])
     # then it is refused in one line naming the file, the storage, the cell and the room
     assert code == 3, err
@@ -75,6 +87,25 @@ def test_a_cell_that_would_fill_the_target_is_refused_before_anything_is_written
     assert not (tmp_path / "out").exists()
     after = os.statvfs(small_fs)
     assert (after.f_bfree, after.f_ffree) == (before.f_bfree, before.f_ffree)
+    # and the plan refused it first, with the same line
+    assert planned == (3, err)
+
+
+def test_a_target_on_a_file_system_with_no_capacity_says_so(tmp_path: Path) -> None:
+    # given a directory of sysfs (statvfs: 0 blocks) as the storage path
+    target = Path("/sys/fs")
+    # when it is planned for a local run, then run
+    planned = _local(tmp_path, target, "4m", [1], plan=True)
+    code, err = _local(tmp_path, target, "4m", [1])
+    # then both refuse it in one line that says why, not that it has "0.0 MiB free"
+    assert code == 3, err
+    [line] = err.splitlines()
+    assert line.endswith(
+        f"and the file system of {target} has no capacity (0 blocks: a kernel file "
+        "system such as /proc or /sys): use smaller SIZE or parallelism, or a target with room"
+    ), line
+    assert planned == (3, err)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_cell_that_fits_runs_and_leaves_the_room_it_found(small_fs: Path, tmp_path: Path) -> None:
