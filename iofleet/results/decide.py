@@ -207,8 +207,11 @@ def parse_target(text: str) -> list[Condition]:
     if not text or not text.strip():
         raise bad("empty; expected e.g. 'p98_build_minutes<=105'")
     out = []
-    for part in re.split(r"[ ]+and[ ]+", text.strip()):
+    # `and` in any case, between blanks or at either end: a dangling one leaves an empty part
+    for part in re.split(r"(?:^|[ ]+)and(?=[ ]|$)", text.strip(), flags=re.IGNORECASE):
         part = part.strip()
+        if not part:
+            raise bad(f"{quote(text)}: 'and' needs a condition on each side")
         said = quote(part)  # the condition as each refusal below quotes it
         m = _COND.fullmatch(part)
         if not m:
