@@ -391,7 +391,7 @@ def _too_few_note(row: Mapping[str, Any]) -> str:
         return f"{have}; too few slots to estimate the spread"
     return (
         f"{have}; to detect a 5% difference: {row['slots_needed']} slots per side "
-        f"({row['repeats_needed']} repeats at this fleet size) [{POWER_METHOD}]"
+        f"({row['repeats_needed']} repeats at these fleet sizes) [{POWER_METHOD}]"
     )
 
 

@@ -47,9 +47,13 @@ MANN_WHITNEY_ARE = 3 / math.pi  # asymptotic efficiency vs the t test, normal da
 POWER_METHOD = (
     "two-sample normal approximation (alpha 0.05 two-sided, power 0.8) on the pooled "
     "CV across slots, divided by the Mann-Whitney efficiency 3/pi, at least the smallest "
-    "n whose exact Mann-Whitney test can reach alpha, times the repeats' design effect; "
-    "repeats = slots / slots per repeat"
+    "n whose exact Mann-Whitney test can reach alpha, times the repeats' design effect, "
+    "rounded up once; repeats = slots / slots per repeat of the side with fewer, rounded up"
 )
+# The design effect is an ANOVA in doubles: a product or quotient that is a whole number
+# exactly comes out a few units in the last place off (6 x 5/3 = 10.000000000000002).
+# Within this relative distance of a whole number, it is that number before rounding.
+WHOLE_TOLERANCE = 1e-9
 
 Groups = Sequence[Any]
 """One sequence of slot values per repeat."""
@@ -192,10 +196,29 @@ def design_effect(groups: Groups) -> float:
 
 
 def min_attainable_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided p-value an exact Mann-Whitney test can give (no ties)."""
+    """The smallest two-sided p-value an exact Mann-Whitney test can give (no ties).
+    Integer division, correctly rounded: C(1030, 515) is beyond a double, 2 / it is not."""
     if n_a < 1 or n_b < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+def _whole(x: float) -> int | None:
+    """The whole number `x` is, within WHOLE_TOLERANCE (relative); else None."""
+    nearest = round(x)
+    return nearest if abs(x - nearest) <= WHOLE_TOLERANCE * max(1.0, abs(x)) else None
+
+
+def ceil_whole(x: float) -> int:
+    """math.ceil, where `x` a hair above a whole number (float error) is that number."""
+    whole = _whole(x)
+    return whole if whole is not None else math.ceil(x)
+
+
+def floor_whole(x: float) -> int:
+    """math.floor, where `x` a hair below a whole number (float error) is that number."""
+    whole = _whole(x)
+    return whole if whole is not None else math.floor(x)
 
 
 def hodges_lehmann(a: np.ndarray, b: np.ndarray) -> float:
@@ -203,19 +226,30 @@ def hodges_lehmann(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.median(np.subtract.outer(b, a)))
 
 
-def slots_needed(cv: float | None) -> int | None:
+def slots_needed(cv: float | None, deff: float = 1.0) -> int | None:
     """Slots per side for a two-sided test at ALPHA to detect a TARGET_DIFFERENCE
-    change of the mean with POWER, given the CV across slots (POWER_METHOD)."""
+    change of the mean with POWER, given the CV across slots and the repeats' design
+    effect (POWER_METHOD): max(smallest, n_t / ARE) x deff, rounded up once."""
     if cv is None or not math.isfinite(cv):
         return None
     smallest = 2
     while min_attainable_p(smallest, smallest) > ALPHA:
         smallest += 1
-    if cv == 0:
-        return smallest
-    z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER)
-    n_t = 2 * (z * cv / TARGET_DIFFERENCE) ** 2
-    return max(smallest, math.ceil(n_t / MANN_WHITNEY_ARE))
+    n = float(smallest)
+    if cv != 0:
+        z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER)
+        n_t = 2 * (z * cv / TARGET_DIFFERENCE) ** 2
+        n = max(n, n_t / MANN_WHITNEY_ARE)
+    product = n * deff
+    if not math.isfinite(product):
+        return None
+    return ceil_whole(product)
+
+
+def repeats_needed(needed: int, sizes: Sequence[tuple[int, int]]) -> int:
+    """Repeats for `needed` slots a side at each side's slots per repeat: (slots,
+    repeats) per side; the side with fewer slots per repeat needs the most. Integers."""
+    return max(-(-needed * repeats // slots) for slots, repeats in sizes)
 
 
 def compare(a: Groups, b: Groups, rng: np.random.Generator | None = None) -> Comparison:
@@ -248,7 +282,7 @@ def _compare(a: Groups, b: Groups, rng: np.random.Generator | None) -> Compariso
     # samples count as n / design effect for the too-few rule.
     deff = max(design_effect(arrays_a), design_effect(arrays_b))
     n_a_eff, n_b_eff = pooled_a.size / deff, pooled_b.size / deff
-    too_few = min_attainable_p(math.floor(n_a_eff), math.floor(n_b_eff)) > ALPHA
+    too_few = min_attainable_p(floor_whole(n_a_eff), floor_whole(n_b_eff)) > ALPHA
     p_value = None
     if not too_few:
         both = np.concatenate([pooled_a, pooled_b])
@@ -268,13 +302,8 @@ def _compare(a: Groups, b: Groups, rng: np.random.Generator | None) -> Compariso
             p_value = min(1.0, p_raw)
     cvs = [c for c in (_cv(pooled_a), _cv(pooled_b)) if c is not None]
     cv = math.sqrt(sum(c * c for c in cvs) / len(cvs)) if cvs else None
-    needed = slots_needed(cv)
-    if needed is not None:
-        needed = math.ceil(needed * deff)
-    per_repeat = max(
-        pooled_a.size / len(arrays_a),
-        pooled_b.size / len(arrays_b),
-    )
+    needed = slots_needed(cv, deff)
+    sizes = [(pooled_a.size, len(arrays_a)), (pooled_b.size, len(arrays_b))]
     return Comparison(
         ratio=ratio,
         ci_low=ci_low,
@@ -284,7 +313,7 @@ def _compare(a: Groups, b: Groups, rng: np.random.Generator | None) -> Compariso
         too_few=too_few,
         design_effect=deff,
         slots_needed=needed,
-        repeats_needed=math.ceil(needed / per_repeat) if needed is not None else None,
+        repeats_needed=repeats_needed(needed, sizes) if needed is not None else None,
     )
 
 

@@ -163,6 +163,56 @@ def test_slots_needed_from_the_cv() -> None:
     assert comp.slots_needed is not None and comp.repeats_needed == math.ceil(comp.slots_needed / 2)
 
 
+def test_slots_needed_rounds_up_once_after_the_design_effect() -> None:
+    # given a design effect of 5/3 (6 slots in repeats of 1 and 5) and a CV whose
+    # n_t / (3/pi) is 5.06: 5.06 x 5/3 = 8.43 slots a side, so 9. Rounding up first
+    # (6 x 5/3) gave 10, and the float 1.666666666666667 x 6 = 10.000000000000002 gave 11
+    comp = stats.compare([[99.0], [100.0] * 5], [[100.0, 103.9, 96.1]])
+    assert comp.design_effect == pytest.approx(5 / 3)
+    assert comp.slots_needed == 9
+    # a product that is a whole number exactly is that number: 2.7 x 90 = 243
+    assert stats.slots_needed(0.0, 2.7 * 90 / 4) == 243 and 4 * (2.7 * 90 / 4) > 243
+    assert stats.ceil_whole(10.000000000000002) == 10 and stats.ceil_whole(10.01) == 11
+    assert stats.floor_whole(3.9999999999999982) == 4 and stats.floor_whole(3.99) == 3
+
+
+def test_repeats_needed_is_whole_and_enough_for_each_side() -> None:
+    # 65 slots at 13 slots per 3 repeats: 65 x 3 / 13 = 15 repeats exactly (the float
+    # 65 / (13 / 3) is 15.000000000000002, which gave 16)
+    def side(s: float) -> list[list[float]]:
+        return [
+            [100 - s, 100 + s, 100 - s, 100 + s],
+            [100 - s, 100 + s, 100 + s, 100 - s],
+            [100 - s, 100 + s, 100, 100 - s, 100 + s],
+        ]
+
+    a = side(9.87)
+    comp = stats.compare(a, [[v * 1.01 for v in g] for g in a])
+    assert (comp.slots_needed, comp.repeats_needed) == (65, 15)
+    # a fleet of 1 against a fleet of 2: the side with 1 slot a repeat needs 10 repeats
+    # for 10 slots, not the 5 the other side's 2 slots a repeat would give
+    assert stats.repeats_needed(10, [(3, 3), (6, 3)]) == 10
+
+
+def test_too_few_counts_a_whole_effective_size_as_whole() -> None:
+    # design effect 2 exactly (2.000000000000001 in doubles): 8 slots a side count as
+    # 4 and 4, whose exact test can reach 0.05 (2 / C(8, 4) = 0.029); 8 / deff was
+    # 3.9999999999999982, rounded down to 3, and the row was called too few
+    comp = stats.compare(
+        [[8.0, 10.0, 7.0], [8.0, 1.0, 7.0, 7.0, 3.0, 6.0]], [[20.0 + i for i in range(8)]]
+    )
+    assert comp.design_effect == pytest.approx(2.0)
+    assert not comp.too_few and comp.p_value is not None
+
+
+def test_large_samples_are_compared_without_overflow() -> None:
+    # C(1030, 515) is beyond a double: 2.0 / it raised OverflowError
+    rng = np.random.default_rng(0)
+    comp = stats.compare([list(100 + rng.normal(0, 5, 515))], [list(101 + rng.normal(0, 5, 515))])
+    assert not comp.too_few and comp.p_value is not None and comp.p_value < 0.05
+    assert 0 < stats.min_attainable_p(515, 515) < 1e-300
+
+
 def test_a_side_of_zeros_has_no_ratio_but_the_test_still_decides() -> None:
     comp = stats.compare([[0.0] * 6], [[1.0, 1.1, 0.9, 1.0, 1.2, 0.95]])
     assert comp.ratio is None and comp.ci_low is None
