@@ -6,45 +6,24 @@ bytes its workloads lay out. Without this check a matrix planned for AWS (seed 0
 parallelism of 200 with 4 GiB jobs: 800 GiB) fills the file system the target is on,
 every other program writing there included, before its slots fail with ENOSPC.
 
-Counted per slot: each fio section's size x numjobs (fio divides a job's size between
-its nrfiles files), every workload's sections, and 1 MiB per ioping workload (its
-working-set file). App workloads bring their own sources and build trees: not counted,
-and the message says so. One GiB is left free.
+Counted per slot (iofleet.plan.expect.slot_file_bytes, which the AWS plan uses too):
+each fio section's size x numjobs (fio divides a job's size between its nrfiles
+files), a section that a later workload runs again once, at its largest, and 1 MiB per
+ioping workload (its working-set file). App workloads bring their own sources and
+build trees: not counted, and the message says so. One GiB is left free.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iofleet.plan.expect import slot_file_bytes as slot_bytes
+
 GIB = 1024**3
 KEEP_FREE = GIB
-
-
-def slot_bytes(payloads: Sequence[Mapping[str, Any]]) -> tuple[int, list[str]]:
-    """(bytes one slot lays out, what is not counted)."""
-    from iofleet.plan.expect import IOPING_WORKING_SET, job_profiles
-
-    total, uncounted = 0, []
-    for p in payloads:
-        if p["kind"] == "ioping":
-            total += IOPING_WORKING_SET
-        elif p["kind"] == "app":
-            uncounted.append(f"app {p.get('name', '?')}")
-        elif p["kind"] == "fio":
-            try:
-                profiles = job_profiles(str(p["name"]), p.get("params") or {})
-            except (KeyError, OSError, ValueError):
-                uncounted.append(f"fio job {p['name']}")
-                continue
-            for profile in profiles:
-                if profile.file_bytes is None:
-                    uncounted.append(f"fio job {p['name']} [{profile.job}] (size unknown)")
-                else:
-                    total += profile.file_bytes
-    return total, uncounted
 
 
 def _existing(path: Path) -> Path:

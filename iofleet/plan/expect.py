@@ -211,6 +211,39 @@ class JobProfile:
 IOPING_WORKING_SET = 1024**2
 
 
+def slot_file_bytes(payloads: Sequence[Mapping[str, Any]]) -> tuple[int, list[str]]:
+    """(bytes of the files one slot lays out, what is not counted), from its workload
+    payloads. A slot keeps every workload's fio files until it ends
+    (iofleet/agent/target.py cleanup_target), all in one directory, where fio names a
+    section's files after it and its clone (`randrw.0.0`): a later workload with a
+    section of the same name reuses that clone's file, growing it to its own size. So
+    each (section, clone) counts once, at its largest size over the workloads; plus
+    IOPING_WORKING_SET per ioping workload. Apps bring their own trees: not counted,
+    nor a section whose size is not known."""
+    total, uncounted = 0, []
+    clones: dict[tuple[str, int], int] = {}  # (section, clone) -> its largest bytes
+    for p in payloads:
+        if p["kind"] == "ioping":
+            total += IOPING_WORKING_SET
+        elif p["kind"] == "app":
+            uncounted.append(f"app {p.get('name', '?')}")
+        elif p["kind"] == "fio":
+            try:
+                profiles = job_profiles(str(p["name"]), p.get("params") or {})
+            except (KeyError, OSError, ValueError):
+                uncounted.append(f"fio job {p['name']}")
+                continue
+            for profile in profiles:
+                if profile.file_bytes is None:
+                    uncounted.append(f"fio job {p['name']} [{profile.job}] (size unknown)")
+                    continue
+                per_clone = profile.file_bytes // max(1, profile.numjobs)
+                for clone in range(profile.numjobs):
+                    key = (profile.job, clone)
+                    clones[key] = max(clones.get(key, 0), per_clone)
+    return total + sum(clones.values()), uncounted
+
+
 # ----------------------------------------------------------------- fio job files
 
 _DIRECTIONS = {

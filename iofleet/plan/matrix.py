@@ -1284,6 +1284,66 @@ class Plan:
         }
 
 
+# The share of a new EBS volume a file system leaves for files, a lower bound by volume
+# size: measured with mkfs.xfs (xfsprogs 6.1) and mkfs.ext4 (e2fsprogs 1.47) on empty
+# images (free blocks after mkfs; ext4's root-reserved 5% counted as free, the agent runs
+# fio as root): 1 GiB xfs 93.7%, ext4 95.1%; 4 GiB 98.4% / 96.5%; 16 GiB 99.6% / 97.4%
+# (docs/decisions.md #84). (smallest size in GiB, share) from the largest size down.
+FORMATTED_SHARE = ((16, 0.97), (4, 0.96), (1, 0.93))
+# OpenZFS keeps 1/32 of a pool back (spa_slop_shift 5) from every writer
+ZFS_SHARE = 1 - 1 / 32
+
+
+def _capacity_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Storage whose files will not fit: a formatted EBS volume (each slot its own) that
+    the slot's fio files and ioping's working set do not fit, and an FSx file system the
+    stack creates (a cell's slots share it) that the largest fleet's files do not fit.
+    Raw volumes are checked per job (_raw_device_problems); EFS, S3 and an existing
+    file_system_id have no size the plan knows; instance store sizes are not tabled."""
+    from iofleet.plan.expect import slot_file_bytes
+
+    per_slot, uncounted = slot_file_bytes([workload_payload(w) for w in matrix.workloads])
+    if per_slot == 0:
+        return []
+    besides = f"; not counted: {', '.join(uncounted)}" if uncounted else ""
+    fleet = max(matrix.parallelism)
+    problems: list[tuple[Loc, str]] = []
+    for i, s in enumerate(matrix.storage):
+        if isinstance(s, EbsStorage) and s.filesystem != "raw":
+            share = next((f for gib, f in FORMATTED_SHARE if s.size_gib >= gib), 0.93)
+            room = int(s.size_gib * 2**30 * share)
+            if per_slot > room:
+                problems.append(
+                    (
+                        ("storage", i, "size_gib"),
+                        f"each slot lays out ~{_gib(per_slot)} of files{besides}, and a "
+                        f"{s.size_gib} GiB volume formatted {s.filesystem} leaves about "
+                        f"{_gib(room)} for them: use a larger size_gib or a smaller SIZE",
+                    )
+                )
+        elif isinstance(s, FsxOpenZfsStorage | FsxLustreStorage) and not s.file_system_id:
+            if s.storage_capacity_gib is None:
+                continue  # refused by the FSx settings check
+            share = ZFS_SHARE if isinstance(s, FsxOpenZfsStorage) else 1.0
+            room = int(s.storage_capacity_gib * 2**30 * share)
+            if per_slot * fleet > room:
+                keeps = " (OpenZFS keeps 1/32 back)" if share < 1 else ""
+                problems.append(
+                    (
+                        ("storage", i, "storage_capacity_gib"),
+                        f"a cell of {fleet} slots lays out ~{_gib(per_slot * fleet)} of files "
+                        f"at once ({fleet} x {_gib(per_slot)}{besides}) on the file system "
+                        f"it shares, which holds about {_gib(room)}{keeps}: use a larger "
+                        "storage_capacity_gib, a smaller SIZE or parallelism",
+                    )
+                )
+    return problems
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
 def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
     problems: list[tuple[Loc, str]] = []
     if target == "aws":
@@ -1300,6 +1360,7 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                         "'local' storage is for local runs only (iofleet local)",
                     )
                 )
+        problems += _capacity_problems(matrix)
         for i, w in enumerate(matrix.workloads):
             if isinstance(w, IopingWorkload) and w.ioping.count > AWS_IOPING_MAX_COUNT:
                 problems.append(

@@ -169,3 +169,38 @@ def test_a_run_refused_for_room_still_removes_a_dead_runs_leftovers_and_says_so(
         assert list(target.iterdir()) == []
         assert os.statvfs(target).f_bfree == empty
     assert not (tmp_path / "out2").exists()
+
+
+def test_the_bytes_a_slot_lays_out_are_what_fio_leaves_in_its_directory(tmp_path: Path) -> None:
+    # given a slot's workloads as the agent runs them: one directory, one after the other;
+    # randwrite (4 clones of 4 MiB, then 1 clone of 12 MiB) and a 6 MiB sequential write
+    from iofleet.plan.expect import slot_file_bytes
+    from iofleet.plan.fiojobs import render_command
+
+    payloads = [
+        {
+            "kind": "fio",
+            "name": "randwrite-16k-psync-16jobs",
+            "params": {"SIZE": "4m", "NUM_JOBS": 4},
+        },
+        {
+            "kind": "fio",
+            "name": "randwrite-16k-psync-16jobs",
+            "params": {"SIZE": "12m", "NUM_JOBS": 1},
+        },
+        {"kind": "fio", "name": "seq-write-1m-qd32", "params": {"SIZE": "6m"}},
+    ]
+    workdir = tmp_path / "slot"
+    workdir.mkdir()
+    for p in payloads:
+        params = {**p["params"], "RUNTIME": 1, "DIRECT": 0}
+        argv, env = render_command(p["name"], params, str(workdir))
+        subprocess.run(
+            argv, cwd=workdir, env={**os.environ, **env}, check=True, capture_output=True
+        )
+    # when the files fio left are summed (apparent sizes: what the file system must hold)
+    on_disk = sum(f.stat().st_size for f in workdir.iterdir() if f.is_file())
+    # then the plan's count is that: clone 0 grew to 12 MiB, clones 1-3 kept 4 MiB, and
+    # the sequential file 6 MiB (30 MiB; adding the workloads up would say 34 MiB)
+    assert on_disk == 30 * 2**20, sorted((f.name, f.stat().st_size) for f in workdir.iterdir())
+    assert slot_file_bytes(payloads) == (on_disk, [])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from iofleet.errors import ValidationFailed
 from iofleet.plan.cost import Estimate
 from iofleet.plan.expect import StorageSpec, storage_ceilings, storage_spec
 from iofleet.plan.fsx import add_cost, lustre_capacity_ok
@@ -19,7 +20,8 @@ def _doc(storage: list[dict[str, Any]]) -> dict[str, Any]:
         "name": "fsx",
         "instance_types": ["m6i.4xlarge"],
         "storage": storage,
-        "workloads": [{"fio": "seq-read-1m-qd32", "params": {"RUNTIME": 60}}],
+        # 200 slots x 256 MiB fit the smallest file system below (64 GiB, 1/32 kept back)
+        "workloads": [{"fio": "seq-read-1m-qd32", "params": {"RUNTIME": 60, "SIZE": "256m"}}],
         "parallelism": [1, 200],
         "limits": {"max_instances": 2000},
     }
@@ -323,3 +325,25 @@ def test_multi_az_figures_are_those_of_the_documented_regions(region: str, warne
             "us-east-2, us-west-1, ...) that do not include sa-east-1: AWS documents lower "
             "ones for some other Regions, so these may be too high"
         ]
+
+
+def test_a_created_file_system_must_hold_the_largest_cells_files() -> None:
+    # 248 GiB of a 256 GiB OpenZFS (1/32 kept back): 200 slots x 1.24 GiB do not fit,
+    # 200 x 1.2 GiB do; an existing file system (file_system_id) has no size to check
+    def plan(size: str, storage: dict[str, Any]) -> None:
+        doc = _doc([storage])
+        doc["workloads"] = [{"fio": "seq-read-1m-qd32", "params": {"RUNTIME": 60, "SIZE": size}}]
+        build_plan(validate_matrix_dict(doc))
+
+    created = {
+        "type": "fsx-openzfs",
+        "label": "z",
+        "storage_capacity_gib": 256,
+        "throughput_capacity": 4096,
+    }
+    plan("1228m", created)
+    with pytest.raises(ValidationFailed) as caught:
+        plan("1270m", created)
+    assert [p.path for p in caught.value.problems] == ["storage[0].storage_capacity_gib"]
+    assert "a cell of 200 slots lays out ~248.0 GiB" in caught.value.problems[0].message
+    plan("64g", {"type": "fsx-openzfs", "label": "z", "file_system_id": "fs-0123456789abcdef0"})

@@ -42,7 +42,10 @@ def run(cloud: Cloud, context: FakeLambdaContext) -> dict[str, Any]:
             {"type": "ebs", "label": "gp3-100g", "volume_type": "gp3", "size_gib": 100},
             {"type": "efs", "label": "efs-bursting", "throughput_mode": "bursting"},
         ],
-        "workloads": [{"fio": "randread-16k-psync-16jobs", "params": {"RUNTIME": 60}}],
+        # 16 jobs x 256 MiB: their files fit the 8 GiB gp2 (the default 1 GiB each would not)
+        "workloads": [
+            {"fio": "randread-16k-psync-16jobs", "params": {"RUNTIME": 60, "SIZE": "256m"}}
+        ],
         "parallelism": [1],
     }
     out = plan.handler({"matrix": matrix, "started_at": "2026-11-21T05:12:00Z"}, context)

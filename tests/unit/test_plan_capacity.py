@@ -1,0 +1,66 @@
+"""The plan refuses storage that a slot's (EBS) or a cell's (FSx) fio files do not fit
+(iofleet/plan/matrix.py _capacity_problems; docs/decisions.md #84). The FSx side is in
+tests/unit/test_fsx_plan.py; what fio leaves in a slot's directory, which the count
+follows, is checked against real fio in tests/integration/test_local_room.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from iofleet.errors import ValidationFailed
+from iofleet.plan.matrix import build_plan, validate_matrix_dict
+
+
+def _plan(size_gib: int, filesystem: str, *sizes: str) -> None:
+    doc: dict[str, Any] = {
+        "name": "room",
+        "instance_types": ["m6a.xlarge"],
+        "storage": [
+            {
+                "type": "ebs",
+                "label": "v",
+                "volume_type": "gp3",
+                "size_gib": size_gib,
+                "filesystem": filesystem,
+            }
+        ],
+        "workloads": [{"fio": "seq-write-1m-qd32", "params": {"SIZE": s}} for s in sizes],
+        "parallelism": [1, 4],
+    }
+    build_plan(validate_matrix_dict(doc))
+
+
+@pytest.mark.parametrize(
+    ("size_gib", "fits", "too_big"),
+    [
+        (1, "950m", "955m"),  # 93% of 1 GiB: xfs left 93.7%, ext4 95.1% (mkfs, measured)
+        (4, "3932m", "3933m"),  # 96%
+        (100, "99328m", "99329m"),  # 97%
+    ],
+)
+@pytest.mark.parametrize("filesystem", ["xfs", "ext4"])
+def test_a_slots_files_must_fit_its_formatted_volume(
+    size_gib: int, fits: str, too_big: str, filesystem: str
+) -> None:
+    # each slot has its own volume: the fleet size (up to 4) does not multiply the files
+    _plan(size_gib, filesystem, fits)
+    with pytest.raises(ValidationFailed) as caught:
+        _plan(size_gib, filesystem, too_big)
+    [problem] = caught.value.problems
+    assert problem.path == "storage[0].size_gib"
+    assert f"a {size_gib} GiB volume formatted {filesystem} leaves about" in problem.message
+    assert problem.message.endswith("use a larger size_gib or a smaller SIZE")
+
+
+def test_a_section_run_twice_counts_once_at_its_larger_size() -> None:
+    # seq-write 600m then 900m: one file (seqwrite.0.0) grown to 900m, not 1.5 GiB
+    _plan(1, "xfs", "600m", "900m")
+    with pytest.raises(ValidationFailed):
+        _plan(1, "xfs", "900m", "600m", "960m")
+
+
+def test_a_raw_volume_is_left_to_the_raw_device_check() -> None:
+    # no file system takes a share: 1 GiB of regions on a 1 GiB raw volume plans
+    _plan(1, "raw", "1g")
