@@ -125,7 +125,7 @@ def ioping_specs(rows: Iterable[Mapping[str, Any]]) -> list[Spec]:
 
 
 def slot_ladder_specs(groups: Iterable[Group]) -> list[Spec]:
-    """IOPS, throughput and wall time: P0..P100 across slots, a line per configuration."""
+    """IOPS, throughput and wall time: P0..P100 across slots, a line per cell."""
     out = []
     for group in groups:
         if group.metric not in LADDER_METRICS:

@@ -476,3 +476,24 @@ def test_agent_fails_an_ioping_stopped_from_outside(tmp_path: Path) -> None:
         errors = wh.con.execute("SELECT object_key FROM ingest_errors").fetchall()
     assert requests == (0,)
     assert [key.rsplit("/", 1)[1] for (key,) in errors] == ["void-w00-ioping.json"]
+
+
+def test_iofleet_parse_of_a_warm_up_only_output_warns_as_import_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given real ioping -c 1 output: its one request is the warm-up, ignored by ioping
+    target = tmp_path / "t"
+    target.mkdir()
+    path = tmp_path / "warm.json"
+    path.write_text(_ioping("-J", "-c", "1", target))
+    # when parsed
+    rc = main(["parse", str(path)])
+    # then the record says 0 requests, and one warning line says why, in the words
+    # `iofleet import` refuses the same file with
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert json.loads(out)["requests"] == 0
+    assert err.splitlines() == [
+        f"warning: {path}: no timed request, 1 ignored by ioping (1 warm-up or outside "
+        "-t/-T): ioping ignores its first request, use -c 2 or more"
+    ]

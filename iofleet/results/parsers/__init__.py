@@ -97,9 +97,12 @@ def parse_file(
                     warn(warning)
             yield from parsed.records
         elif kind == "ioping":
-            from iofleet.results.parsers.ioping import parse_ioping
+            from iofleet.results.parsers.ioping import no_timed_request, parse_ioping
 
-            yield parse_ioping(text).summary()
+            parsed_ioping = parse_ioping(text)
+            if not parsed_ioping.requests and warn:  # `import` refuses such a file
+                warn(f"{path}: {no_timed_request(parsed_ioping)}")
+            yield parsed_ioping.summary()
         elif kind == "app":
             from iofleet.results.parsers.app import parse_app
 
