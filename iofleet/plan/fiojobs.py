@@ -29,8 +29,10 @@ import iofleet
 from iofleet.plan.fioopts import canonical_names
 from iofleet.plan.jobtext import (
     Assignment,
+    Job,
     JobTextError,
     Percent,
+    fio_int,
     fio_size,
     has_keyword,
     read_jobs,
@@ -248,6 +250,13 @@ def load_job_file(path: Path) -> JobFile:
     except JobTextError as exc:
         raise JobFileError(str(exc)) from None
     names = canonical_names()
+    for section in sections:
+        if "/" in section.name or "${" in section.name:
+            raise JobFileError(
+                f"{section.path}:{section.line}: section [{section.name}]: a job name without "
+                "'/' or ${...} (fio names the job's files after it: they would land outside "
+                "the slot's target)"
+            )
     for opt in (o for section in sections for o in section.options):
         where = f"{opt.path}:{opt.number}"
         key, value = split_option(opt.text)
@@ -263,6 +272,9 @@ def load_job_file(path: Path) -> JobFile:
                 f"{where}: {key}={quote(value)} must be a relative path without '..' or "
                 "${...} (fio would read or write outside the slot's target)"
             )
+        why = _option_problem(key, value)
+        if why:
+            raise JobFileError(f"{where}: {why}")
         if key == "directory":
             if value != "${TARGET}":
                 raise JobFileError(
@@ -391,6 +403,8 @@ def _param_problems(job: JobFile, params: Mapping[str, object]) -> list[tuple[st
 # (${TARGET}) or working directory (the slot's): an absolute one or a '..' would reach
 # outside the slot's target, and a ${VAR} could bring either in
 _PATH_OPTIONS = (
+    "merge_blktrace_file",
+    "donorname",
     "filename_format",
     "opendir",
     "write_bw_log",
@@ -401,12 +415,75 @@ _PATH_OPTIONS = (
     "read_iolog",
     "verify_state_save",
 )
-# Options that do I/O or run programs beyond the job's own files
+# Options that do I/O or run programs beyond the job's own files, change the host for
+# every other process, or hang fio where the host differs
 _OUTSIDE_IO = {
     "replay_redirect": "it sends a replayed log's I/O to another device",
     "exec_prerun": "it runs a command on the host",
     "exec_postrun": "it runs a command on the host",
+    "cgroup": "it makes a cgroup on the host, and a path in it makes a directory anywhere",
+    "ioscheduler": "it switches the device's I/O scheduler for every process on the host",
+    "gtod_cpu": "fio spins waiting for that CPU's time thread: on a host without the CPU "
+    "it hangs until the slot times out",
 }
+# The I/O engines iofleet runs: ones that read and write the job's files in the target.
+# Others run programs (exec), load a library as root (external:PATH), delete or create
+# files as their I/O (filedelete, filecreate, filestat), send the data over a network
+# (net, rdma, nbd, rados, rbd, http, gfapi, libiscsi) or to a SCSI or DAX device (sg,
+# dev-dax, libpmem), or measure nothing on the storage (null, cpuio): the plan refuses them.
+ENGINES = (
+    "psync",
+    "sync",
+    "vsync",
+    "pvsync",
+    "pvsync2",
+    "libaio",
+    "io_uring",
+    "posixaio",
+    "mmap",
+    "splice",
+)
+# Options that leave the report without what it measures (as gtod_reduce would):
+# (option, the value that does it, why)
+_RESULTS = {
+    "disable_clat": (True, "it drops the completion latencies the report is built on"),
+    "clat_percentiles": (False, "it drops the completion-latency percentiles and histogram"),
+    "create_only": (True, "fio lays the files out and measures nothing"),
+}
+
+
+def _option_problem(key: str, value: str | None) -> str | None:
+    """Why option `key` with `value` (as written, before ${VAR}) is not allowed; None if it
+    is. The engine, the memory files and the result options are checked here."""
+    if key == "ioengine":
+        engine = (value or "").strip()
+        if engine not in ENGINES:
+            return (
+                f"ioengine={quote(value)} is not an engine iofleet runs (one of "
+                f"{', '.join(ENGINES)}, written out: others run programs, load libraries, "
+                "delete files, or measure a network or nothing)"
+            )
+    if key == "name" and value is not None and ("/" in value or "${" in value):
+        return (
+            f"name={quote(value)}: a job name without '/' or ${{...}} (fio names the job's "
+            "files after it: they would land outside the slot's target)"
+        )
+    if key in ("mem", "iomem") and value and ":" in value:
+        kind, file = value.split(":", 1)
+        if not _stays_inside(file):
+            return (
+                f"{key}={quote(value)}: the file after ':' must be a relative path without "
+                "'..' or ${...} (fio maps and truncates it: it would change a file outside "
+                "the slot's target)"
+            )
+    if key in _RESULTS:
+        bad, why = _RESULTS[key]
+        if value is not None and "${" in value:
+            return f"{key}={quote(value)}: write the value out ({key} {why} when set so)"
+        on = True if value is None else bool(fio_int(value))
+        if on is bad:
+            return f"{key}{'' if value is None else '=' + value} is not allowed ({why})"
+    return None
 
 
 def _stays_inside(value: str) -> bool:
@@ -916,4 +993,73 @@ def reading_problems(
                         "iofleet's targets hold new files (fio fails: 'Invalid argument'); "
                         "write a size (a percentage is for raw devices only)",
                     )
+        for a, message in _refused_by_fio(section, raw_only):
+            add(a, message)
+        if not raw_only and section.last("size") is None and section.last("filesize") is None:
+            sec = section.section
+            text = f"{_shown(sec.path)}:{sec.line}: [{sec.name}]: "
+            out.append(
+                (
+                    "fio",
+                    f"job {quote(name)}: {text}no size= or filesize=: fio needs one to lay out "
+                    "a new file ('you need to specify size=') and iofleet's targets start "
+                    "empty",
+                )
+            )
+    return out
+
+
+def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
+    """Options of one job (with the values it runs with) that fio refuses as the job
+    starts, after the slot has been set up: (the line, why)."""
+    out: list[tuple[Assignment, str]] = []
+    numjobs = job.last("numjobs")
+    if numjobs is not None and job.number("numjobs", 1) == 0:
+        out.append((numjobs, "numjobs=0 runs no job (fio fails: 'maximum number of jobs reached')"))
+    # fio (fixup_options): a rate in any direction and a rate_iops in any direction
+    for by_bytes, by_ios in (("rate", "rate_iops"), ("rate_min", "rate_iops_min")):
+        second = job.last(by_ios)
+        if (
+            second is not None
+            and any(job.numbers(by_bytes, (0, 0, 0)))
+            and any(job.numbers(by_ios, (0, 0, 0)))
+        ):
+            out.append(
+                (
+                    second,
+                    f"{by_bytes} and {by_ios} together: fio refuses them ('rate and "
+                    "rate_iops are mutually exclusive'), whatever the directions",
+                )
+            )
+    rw = job.last("rw")
+    if rw is not None and rw.value and "trim" in rw.value and not raw_only:
+        out.append((rw, "trims are for raw devices: on a file fio fails (error 25)"))
+    zonemode = job.last("zonemode")
+    if zonemode is not None and (zonemode.value or "").strip() == "zbd":
+        out.append(
+            (zonemode, "zonemode=zbd is for zoned block devices, which iofleet's targets are not")
+        )
+    direct = job.last("direct")
+    if direct is not None and job.flag("direct"):
+        from iofleet.plan.expect import _DIRECTIONS, _MIXED, _SLOTS
+
+        kind = (rw.value if rw is not None and rw.value else "read").split(":", 1)[0].strip()
+        used = {"read", "write"} if kind in _MIXED else set(_DIRECTIONS.get(kind, _SLOTS))
+        sizes = [
+            b
+            for d, b in zip(
+                ("read", "write", "trim"), job.numbers("bs", (4096, 4096, 4096)), strict=True
+            )
+            if b is not None and d in used
+        ]
+        odd = next((b for b in sizes if b % 512), None)
+        if odd is not None:
+            where = job.last("bs") or direct
+            out.append(
+                (
+                    where,
+                    f"direct I/O of {odd} bytes: O_DIRECT needs multiples of the device's "
+                    "logical block (512 bytes at least; fio fails: 'Invalid argument')",
+                )
+            )
     return out

@@ -447,20 +447,72 @@ def test_a_bad_fio_option_in_a_job_file_is_the_matrix_problem(box: Sandbox, name
     assert box.refused("local", str(matrix), "--out", "out", "-q", env=env) == expected
 
 
+# Job files that reached outside the slot's target when they ran (an audit of custom jobs,
+# docs/decisions.md #85): {ABS} is a directory outside every target, {REL} the same path
+# climbing from any slot directory up to / first. Each is refused before anything runs.
+ESCAPING_JOBS = {
+    "section-name": ("[{REL}/sec]\nrw=write\nbs=4k\n", "a job name without '/'"),
+    "name-option": ("[x]\nname={REL}/nm\nrw=write\nbs=4k\n", "a job name without '/'"),
+    "exec-engine": (
+        "[x]\nioengine=exec\nprogram=/usr/bin/touch\narguments={ABS}/exec\n",
+        "ioengine='exec' is not an engine iofleet runs",
+    ),
+    "filedelete-engine": (
+        "[x]\nioengine=filedelete\nrw=write\nbs=4k\n",
+        "ioengine='filedelete' is not an engine iofleet runs",
+    ),
+    "mem-file": (
+        "[x]\nmem=mmap:{ABS}/victim\nrw=write\nbs=4k\n",
+        "the file after ':' must be a relative path",
+    ),
+    "iomem-file": (
+        "[x]\niomem=mmapshared:{REL}/victim\nrw=write\nbs=4k\n",
+        "the file after ':' must be a relative path",
+    ),
+    "cgroup": ("[x]\ncgroup={REL}/cg\nrw=write\nbs=4k\n", "cgroup is not allowed"),
+    "ioscheduler": ("[x]\nioscheduler=none\nrw=write\nbs=4k\n", "ioscheduler is not allowed"),
+    "merge-blktrace": (
+        "[x]\nmerge_blktrace_file={ABS}/merged\nrw=write\nbs=4k\n",
+        "merge_blktrace_file='",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPING_JOBS))
+def test_a_job_file_that_would_reach_outside_the_target_is_refused(box: Sandbox, name: str) -> None:
+    # given a job file that, run, created, truncated or deleted files outside the target
+    # (or ran a program, or changed the host); a file it would have truncated is there
+    outside = box.root / "outside"
+    outside.mkdir()
+    (outside / "victim").write_bytes(b"data to keep\n" * 100)
+    body, why = ESCAPING_JOBS[name]
+    body = body.replace("{REL}", "../" * 40 + str(outside).lstrip("/"))
+    body = body.replace("{ABS}", str(outside))
+    text = f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nsize=64k\n{body}"
+    library = _library(box, name, text.encode())
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": name}]))
+    # when planned and run here: refused in one line, exit 2, nothing made (box.refused)
+    line = box.refused("plan", str(matrix), "--target", "local", env=env)
+    assert box.refused("local", str(matrix), "--out", "out", "-q", env=env) == line
+    assert line.startswith(f"{matrix}: workloads[0].fio: job {name!r} cannot be used: "), line
+    assert why in line, line
+    # then nothing outside the target changed: no new file, the victim's bytes as they were
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"]
+    assert (outside / "victim").read_bytes() == b"data to keep\n" * 100
+
+
 @pytest.mark.skipif(shutil.which("fio") is None, reason="the second check needs fio")
 def test_what_only_the_installed_fio_refuses_is_refused_by_its_parse_only(box: Sandbox) -> None:
-    # an external engine's path is not in fio's option table: the table check passes it,
-    # the local fio's --parse-only does not (the file is not there)
-    text = (
-        "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nsize=64k\n"
-        "ioengine=external:/nonexistent/engine.so\n"
-    )
-    library = _library(box, "ext", text.encode())
+    # a buffer pattern's digits are not in fio's option table (a string): the table check
+    # passes it, the local fio's --parse-only does not
+    text = "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nsize=64k\nbuffer_pattern=0xzz\n"
+    library = _library(box, "bp", text.encode())
     env = {"IOFLEET_FIO_JOBS": str(library)}
-    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "ext"}]))
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "bp"}]))
     line = box.refused("plan", str(matrix), "--target", "local", env=env)
-    assert line.startswith(f"{matrix}: workloads[0].fio: job 'ext': fio --parse-only refuses it: ")
-    assert "/nonexistent/engine.so" in line
+    assert line.startswith(f"{matrix}: workloads[0].fio: job 'bp': fio --parse-only refuses it: ")
+    assert "buffer_pattern=0xzz" in line
 
 
 def test_a_missing_job_library(box: Sandbox) -> None:

@@ -582,3 +582,110 @@ def test_a_job_file_whose_name_no_matrix_can_give_is_named_with_the_rule(library
     # and listing the library names the file (before, it was listed, then refused as unknown)
     with pytest.raises(JobFileError, match=r"sp ace\.fio: a job's name"):
         fiojobs.list_jobs()
+
+
+# --- what fio refuses as the job starts, seen at plan (docs/decisions.md #85) -----------
+
+_HEAD = "; d\n; @param TARGET=.\n[global]\ndirectory=${TARGET}\nioengine=psync\n"
+
+
+# (job body, raw devices only, why); tests/integration/test_fio_refusals_real.py runs
+# each through the real fio, where each fails
+REFUSED_BODIES = [
+    ("[x]\nsize=1m\nnumjobs=0\n", False, "numjobs=0: numjobs=0 runs no job"),
+    (
+        "[x]\nsize=1m\nrw=randwrite\nrate=1m\nrate_iops=100\n",
+        False,
+        "rate_iops=100: rate and rate_iops together",
+    ),
+    (  # fio refuses them even in different directions
+        "[x]\nsize=1m\nrw=randrw\nrate=1m,\nrate_iops=,100\n",
+        False,
+        "rate_iops=,100: rate and rate_iops together",
+    ),
+    (
+        "[x]\nsize=1m\nrw=randrw\nrate_min=1k\nrate_iops_min=1\n",
+        False,
+        "rate_iops_min=1: rate_min and rate_iops_min together",
+    ),
+    ("[x]\nsize=1m\nrw=randtrim\n", False, "rw=randtrim: trims are for raw devices"),
+    ("[x]\nsize=1m\nzonemode=zbd\n", False, "zonemode=zbd: zonemode=zbd is for zoned"),
+    ("[x]\nsize=1m\ndirect=1\nbs=1000\n", False, "bs=1000: direct I/O of 1000 bytes"),
+    ("[x]\nsize=1m\nrw=rw\ndirect=1\nbs=4k,1100\n", False, "bs=4k,1100: direct I/O of 1100 bytes"),
+    ("[x]\nrw=read\n", False, "[x]: no size= or filesize="),
+]
+
+
+@pytest.mark.parametrize(("body", "raw_only", "why"), REFUSED_BODIES)
+def test_what_fio_refuses_as_a_job_starts_is_a_plan_problem(
+    library: Path, body: str, raw_only: bool, why: str
+) -> None:
+    _write(library, "j", _HEAD + body)
+    [(where, message)] = fiojobs.reading_problems("j", {}, raw_only)
+    assert where == "fio"
+    assert why in message, message
+
+
+# and look-alikes fio runs (the real-fio test runs them too)
+ACCEPTED_BODIES = [
+    "[x]\nsize=1m\nrate=1m\nrate_iops_min=1\n",  # a cap in bytes/s, a floor in IOPS
+    "[x]\nsize=1m\ndirect=1\nbs=4k,1m\n",
+    "[x]\nsize=1m\nrw=read\ndirect=1\nbs=4k,1100\n",  # reads only: 1100 is never used
+    "[x]\nsize=1m\ndirect=0\nbs=1000\n",  # buffered: any size
+    "[x]\nfilesize=1m\n",
+    "[x]\nsize=1m\nzonemode=strided\nzonesize=256k\nzonerange=512k\n",  # files: fine
+    "[x]\nsize=1m\nnumjobs=2\n",
+]
+
+
+@pytest.mark.parametrize("body", ACCEPTED_BODIES)
+def test_what_fio_runs_is_not_refused(library: Path, body: str) -> None:
+    _write(library, "j", _HEAD + body)
+    assert fiojobs.reading_problems("j", {}) == []
+
+
+def test_on_raw_devices_only_trims_and_a_missing_size_are_fine(library: Path) -> None:
+    # a device has a size of its own and takes trims
+    _write(library, "j", _HEAD + "[x]\nrw=randtrim\n")
+    assert fiojobs.reading_problems("j", {}, raw_only=True) == []
+    assert len(fiojobs.reading_problems("j", {}, raw_only=False)) == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("ioengine=null", "ioengine='null' is not an engine iofleet runs"),
+        ("ioengine=external:x.so", "ioengine='external:x.so' is not an engine iofleet runs"),
+        ("mem=mmap:../x", "the file after ':' must be a relative path"),
+        ("gtod_cpu=1", "gtod_cpu is not allowed"),
+        ("disable_clat", "disable_clat is not allowed"),
+        ("clat_percentiles=0", "clat_percentiles=0 is not allowed"),
+        ("create_only=1", "create_only=1 is not allowed"),
+        ("create_only=${X}", "write the value out"),
+        ("donorname=/etc/x", "donorname='/etc/x' must be a relative path"),
+    ],
+)
+def test_options_that_reach_past_the_job_or_its_results_are_refused(
+    library: Path, line: str, why: str
+) -> None:
+    params = "; @param ENGINE=psync\n; @param X:bool=0\n" if "${" in line else ""
+    text = (
+        f"; d\n; @param TARGET=.\n{params}[global]\ndirectory=${{TARGET}}\n{line}\n[x]\nsize=1m\n"
+    )
+    if "${ENGINE}" in line:
+        text = text.replace("; @param ENGINE=psync\n; @param X:bool=0\n", "; @param ENGINE=psync\n")
+    elif "${X}" in line:
+        text = text.replace("; @param ENGINE=psync\n", "")
+    path = _write(library, "j", text)
+    with pytest.raises(fiojobs.JobFileError) as caught:
+        fiojobs.load_job_file(path)
+    assert why in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["mem=mmap:buf", "mem=malloc", "clat_percentiles=1", "disable_slat=1", "ioengine=libaio"],
+)
+def test_options_that_stay_in_the_target_are_accepted(library: Path, line: str) -> None:
+    text = f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\n{line}\n[x]\nsize=1m\n"
+    fiojobs.load_job_file(_write(library, "j", text))

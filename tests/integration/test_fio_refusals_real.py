@@ -1,0 +1,62 @@
+"""The job options `plan` refuses because fio refuses them as the job starts
+(iofleet/plan/fiojobs.py _refused_by_fio and the missing size; docs/decisions.md #85),
+run through the real fio in a new, empty directory as a slot's: each one fails there,
+and each look-alike the plan accepts runs. The cases are the unit test's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_fiojobs import _HEAD, ACCEPTED_BODIES, REFUSED_BODIES
+
+pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+
+def _direct_io_works(directory: Path) -> bool:
+    try:
+        fd = os.open(directory / "probe", os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    (directory / "probe").unlink()
+    return True
+
+
+def _fio(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    target = tmp_path / "slot"
+    target.mkdir()
+    if "direct=1" in body and not _direct_io_works(target):
+        pytest.skip("this file system takes no O_DIRECT")
+    job = tmp_path / "j.fio"
+    job.write_text(_HEAD + body + "runtime=1\n")
+    return subprocess.run(
+        ["fio", "--output-format=json", str(job)],
+        cwd=target,
+        env={**os.environ, "TARGET": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(("body", "raw_only", "why"), REFUSED_BODIES)
+def test_what_the_plan_refuses_fails_in_fio(
+    tmp_path: Path, body: str, raw_only: bool, why: str
+) -> None:
+    result = _fio(tmp_path, body)
+    # fio exits non-zero, or its job reports an error
+    failed = result.returncode != 0 or '"error" : 0' not in result.stdout
+    assert failed, (result.returncode, result.stdout[-500:], result.stderr[-500:])
+
+
+@pytest.mark.parametrize("body", ACCEPTED_BODIES)
+def test_what_the_plan_accepts_runs_in_fio(tmp_path: Path, body: str) -> None:
+    result = _fio(tmp_path, body)
+    assert result.returncode == 0, result.stderr[-800:]
+    assert '"error" : 0' in result.stdout
