@@ -199,6 +199,7 @@ def run_local(
         stop_parse_only_checks()
     matrix = plan.matrix
     check_tools(matrix, matrix_file_name(matrix_path))
+    check_cpus(matrix, matrix_file_name(matrix_path))
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
@@ -298,8 +299,29 @@ def preflight(plan: Any, base: Path, file: str) -> None:
     the tools (exit 3), the storage paths (exit 2), the room on each target (exit 3).
     Read-only: what `local` would sweep of a dead run's leftovers still counts as used."""
     check_tools(plan.matrix, file)
+    check_cpus(plan.matrix, file)
     check_paths(plan, base, file)
     check_room(plan, base, file)
+
+
+def check_cpus(matrix: Any, file: str) -> None:
+    """ValidationFailed (exit 2) for a fio workload pinned to a CPU this machine lacks
+    (fio drops the job as it starts): before anything is made."""
+    from iofleet.errors import Problem, ValidationFailed
+    from iofleet.plan.fiojobs import JobFileError, cpu_problems
+    from iofleet.plan.matrix import FioWorkload
+
+    cpus = os.sysconf("SC_NPROCESSORS_CONF")  # fio's cpus_configured(), which it checks
+    problems = []
+    for i, w in enumerate(matrix.workloads):
+        if isinstance(w, FioWorkload):
+            try:
+                lines = cpu_problems(w.fio, w.params, cpus, "this machine")
+            except (KeyError, JobFileError):
+                continue
+            problems += [Problem(f"workloads[{i}].fio", line) for line in lines]
+    if problems:
+        raise ValidationFailed(problems, file=file)
 
 
 def make_targets(plan: Any, base: Path, file: str) -> list[Path]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from iofleet.plan.jobtext import (
     Job,
+    fio_lines,
     fio_size,
     fio_time_us,
     read_jobs,
@@ -282,7 +283,8 @@ def parse_seconds(text: str) -> float | None:
 def parse_job_text(text: str, env: Mapping[str, str], path: Path | None = None) -> list[JobProfile]:
     """The job sections of a fio job file, `${VAR}`s taken from `env` (`path`: the file the
     text is, for its includes). ValueError (one line) for what cannot be read."""
-    return _profiles(read_jobs(path or Path("job.fio"), env, text.splitlines()))
+    where = str(path or Path("job.fio"))
+    return _profiles(read_jobs(path or Path("job.fio"), env, fio_lines(text, where)))
 
 
 def _profiles(jobs: list[Job]) -> list[JobProfile]:

@@ -33,12 +33,14 @@ from iofleet.plan.jobtext import (
     JobTextError,
     Percent,
     fio_int,
+    fio_lines,
     fio_size,
     has_keyword,
     read_jobs,
     read_sections,
     size_bytes,
     split_option,
+    strip_line,
     value_pieces,
 )
 from iofleet.quote import clip, quote
@@ -186,7 +188,9 @@ def jobs_dir() -> Path:
 def load_job_file(path: Path) -> JobFile:
     """Parse and validate one job file's header against the `${VAR}`s it uses."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = fio_lines(path.read_bytes().decode("utf-8"), str(path))  # '\r' kept
+    except JobTextError as exc:
+        raise JobFileError(str(exc)) from None
     except OSError as exc:
         raise JobFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
@@ -244,13 +248,32 @@ def load_job_file(path: Path) -> JobFile:
             params[name] = default
             param_help[name] = (match["help"] or "").strip()
             continue
-    # the options as fio reads them (jobtext: comments, includes, `key = value` spacing)
+    for number, raw in enumerate(lines, start=1):
+        if strip_line(raw).startswith("include"):
+            raise JobFileError(
+                f"{path}:{number}: include is not allowed: fio looks for the file in its "
+                "working directory (the slot's target, which a workload writes) before "
+                "the job file's: write the options in the job file"
+            )
+    # the options as fio reads them (jobtext: comments, `key = value` spacing)
     try:
         sections = read_sections(path, lines)
     except JobTextError as exc:
         raise JobFileError(str(exc)) from None
     names = canonical_names()
+    in_force = False  # a [global] before the section sets directory=${TARGET}
     for section in sections:
+        own = any(
+            names.get(k, k) == "directory"
+            for k, _ in (split_option(o.text) for o in section.options)
+        )
+        if section.is_global:
+            in_force = in_force or own
+        elif not (own or in_force):
+            raise JobFileError(
+                f"{section.path}:{section.line}: section [{section.name}] has no "
+                "directory=${TARGET} in force (in it, or in a [global] before it)"
+            )
         if "/" in section.name or "${" in section.name:
             raise JobFileError(
                 f"{section.path}:{section.line}: section [{section.name}]: a job name without "
@@ -425,6 +448,9 @@ _OUTSIDE_IO = {
     "ioscheduler": "it switches the device's I/O scheduler for every process on the host",
     "gtod_cpu": "fio spins waiting for that CPU's time thread: on a host without the CPU "
     "it hangs until the slot times out",
+    "read_iolog": "fio replays the I/O a log lists on the files the log names, and the log "
+    "is data a workload can write: nothing can check it before the run",
+    "merge_blktrace_file": "it merges blktrace logs, which iofleet does not replay",
 }
 # The I/O engines iofleet runs: ones that read and write the job's files in the target.
 # Others run programs (exec), load a library as root (external:PATH), delete or create
@@ -1007,6 +1033,47 @@ def reading_problems(
                 )
             )
     return out
+
+
+def _highest_cpu(option: str, value: str) -> int | None:
+    """The highest CPU number a `cpus_allowed` list (`0-3,6`) or `cpumask` (a number) names;
+    None when it cannot be read here (fio says what is wrong with it)."""
+    try:
+        if option == "cpumask":
+            mask = int(value.strip(), 0)
+            return mask.bit_length() - 1 if mask > 0 else None
+        highest = -1
+        for piece in value.split(","):
+            ends = [int(p.strip(), 10) for p in piece.split("-", 1) if p.strip()]
+            highest = max([highest, *ends])
+        return highest if highest >= 0 else None
+    except ValueError:
+        return None
+
+
+def cpu_problems(name: str, params: Mapping[str, object], cpus: int, host: str) -> list[str]:
+    """Lines for job `name`'s sections that pin to a CPU beyond the `cpus` the host has
+    (`host` names it): fio drops such a job as it starts ('job global dropped'), after
+    the slot has been set up. KeyError / JobFileError as get_job."""
+    job = get_job(name)
+    try:
+        jobs = read_jobs(job.path, plan_env(job, params))
+    except JobTextError:
+        return []  # reading_problems says what is wrong
+    out: list[str] = []
+    for section in jobs:
+        for option in ("cpus_allowed", "cpumask"):
+            a = section.last(option)
+            if a is None or a.value is None or not a.known:
+                continue
+            highest = _highest_cpu(option, a.value)
+            if highest is not None and highest >= cpus:
+                out.append(
+                    f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
+                    f"{a.line.text.strip()}: CPU {highest} is beyond {host}'s {cpus} CPUs "
+                    "(0 to {last}): fio drops the job as it starts".replace("{last}", str(cpus - 1))
+                )
+    return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
 
 
 def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:

@@ -101,9 +101,45 @@ def strip_line(raw: str) -> str:
     return text.rstrip(_C_SPACE + "".join(map(chr, range(32))) + "\x7f")
 
 
+# fio reads a job file with fgets(buf, 8192): a longer line is read as two, and its tail
+# as an option line of its own that a reader splitting the file otherwise never sees. A
+# job line is at most this many bytes (with its line break), well inside fio's buffer.
+MAX_LINE_BYTES = 4096
+# Characters Python's str.splitlines() breaks a line at and fio does not (fio breaks only
+# at '\n'): one reader must see the lines the other sees, so they are refused
+_OTHER_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def fio_lines(text: str, where: str) -> list[str]:
+    """`text` split into lines as fio reads it (at '\n' only, a '\r' before it dropped);
+    JobTextError (`WHERE:LINE: why`) for a line fio would read differently: longer than
+    MAX_LINE_BYTES, a NUL (fio's strings end there) or another line-break character."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the file's last line break
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if len(line.encode("utf-8")) + 1 > MAX_LINE_BYTES:
+            raise JobTextError(
+                f"{where}:{number}: a line of over {MAX_LINE_BYTES} bytes (fio reads a line "
+                "in 8 KiB pieces: the rest would be read as a line of its own)"
+            )
+        bad = next((c for c in line if c == "\x00" or c in _OTHER_BREAKS), None)
+        if bad is not None:
+            raise JobTextError(
+                f"{where}:{number}: character {bad!r} in a line (fio reads lines up to "
+                "'\\n' and strings up to a NUL: write one option per line)"
+            )
+        out.append(line)
+    return out
+
+
 def _read(path: Path) -> list[str]:
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        # bytes, not read_text: its universal newlines would turn a '\r' into a line break
+        return fio_lines(path.read_bytes().decode("utf-8"), str(path))
     except OSError as exc:
         raise JobTextError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

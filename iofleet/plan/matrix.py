@@ -1340,6 +1340,29 @@ def _capacity_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     return problems
 
 
+def _cpu_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Fio workloads pinned (cpus_allowed, cpumask) to a CPU that the instance type with
+    the fewest vCPUs lacks (iofleet.plan.fiojobs.cpu_problems)."""
+    from iofleet.plan.expect import instance_catalogue
+    from iofleet.plan.fiojobs import JobFileError, cpu_problems
+
+    types = instance_catalogue()["types"]
+    known = [(types[t]["vcpus"], t) for t in matrix.instance_types if t in types]
+    if not known:
+        return []  # an unknown instance type is reported by the matrix validation
+    cpus, smallest = min(known)
+    problems: list[tuple[Loc, str]] = []
+    for i, w in enumerate(matrix.workloads):
+        if not isinstance(w, FioWorkload):
+            continue
+        try:
+            lines = cpu_problems(w.fio, w.params, cpus, smallest)
+        except (KeyError, JobFileError):
+            continue
+        problems += [(("workloads", i, "fio"), line) for line in lines]
+    return problems
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
 
@@ -1361,6 +1384,7 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                     )
                 )
         problems += _capacity_problems(matrix)
+        problems += _cpu_problems(matrix)
         for i, w in enumerate(matrix.workloads):
             if isinstance(w, IopingWorkload) and w.ioping.count > AWS_IOPING_MAX_COUNT:
                 problems.append(

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from iofleet.plan.jobtext import Job, JobTextError, Percent, read_jobs
+from iofleet.plan.jobtext import Job, JobTextError, Percent, fio_lines, read_jobs
 from iofleet.quote import quote
 
 # The matrix storage types served through Mountpoint (iofleet/plan/matrix.py).
@@ -203,7 +203,8 @@ def fio_job_problems(text: str, env: Mapping[str, str], path: Path | None = None
     """Problems of a job file's text (its `${VAR}`s from `env`) on Mountpoint; `path` is the
     file the text is (its includes are relative to it)."""
     try:
-        jobs = read_jobs(path or Path("job.fio"), env, text.splitlines())
+        where = str(path or Path("job.fio"))
+        jobs = read_jobs(path or Path("job.fio"), env, fio_lines(text, where))
     except JobTextError as exc:
         return [str(exc)]
     return fio_section_problems(jobs)
@@ -216,7 +217,7 @@ def fio_workload_problems(job_name: str, params: Mapping[str, object]) -> list[s
     job = get_job(job_name)
     env = plan_env(job, params)
     env[TARGET_PARAM] = "/mnt/iofleet"
-    return fio_job_problems(job.path.read_text(encoding="utf-8"), env, job.path)
+    return fio_job_problems(job.path.read_bytes().decode("utf-8"), env, job.path)
 
 
 IOPING_PROBLEM = (

@@ -471,9 +471,18 @@ ESCAPING_JOBS = {
     ),
     "cgroup": ("[x]\ncgroup={REL}/cg\nrw=write\nbs=4k\n", "cgroup is not allowed"),
     "ioscheduler": ("[x]\nioscheduler=none\nrw=write\nbs=4k\n", "ioscheduler is not allowed"),
+    # fio reads a line in 8 KiB pieces: the tail of this one is an option line to fio
+    "long-line": (
+        "[x]\nrw=write\nbs=4k\ndescription=" + "A" * (8191 - 12) + "exec_prerun=touch {ABS}/ran\n",
+        "a line of over 4096 bytes",
+    ),
+    # fio looks for an include in its working directory, the target, first
+    "include": ("[x]\nrw=write\nbs=4k\ninclude more.inc\n", "include is not allowed"),
+    # a log a workload can write, naming files anywhere
+    "read-iolog": ("[x]\nrw=write\nbs=4k\nread_iolog=evil.log\n", "read_iolog is not allowed"),
     "merge-blktrace": (
         "[x]\nmerge_blktrace_file={ABS}/merged\nrw=write\nbs=4k\n",
-        "merge_blktrace_file='",
+        "merge_blktrace_file is not allowed",
     ),
 }
 
@@ -1019,3 +1028,19 @@ def test_a_read_only_warehouse_of_the_per_bin_layout_is_reported_as_migrated(
         assert json.loads(result.stdout) == json.loads(want.stdout)
         assert json.loads(result.stdout)
     assert box.state() == before
+
+
+def test_a_job_pinned_to_a_cpu_this_machine_lacks_is_refused_before_anything_is_made(
+    box: Sandbox,
+) -> None:
+    cpus = os.sysconf("SC_NPROCESSORS_CONF")
+    text = f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nsize=64k\ncpus_allowed={cpus}\n"
+    library = _library(box, "pin", text.encode())
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "pin"}]))
+    line = box.refused("local", str(matrix), "--out", "out", "-q", env=env)
+    assert line == (
+        f"{matrix}: workloads[0].fio: job 'pin': pin.fio:6: cpus_allowed={cpus}: CPU {cpus} "
+        f"is beyond this machine's {cpus} CPUs (0 to {cpus - 1}): fio drops the job as it starts"
+    )
+    assert box.refused("plan", str(matrix), "--target", "local", env=env) == line

@@ -60,3 +60,31 @@ def test_what_the_plan_accepts_runs_in_fio(tmp_path: Path, body: str) -> None:
     result = _fio(tmp_path, body)
     assert result.returncode == 0, result.stderr[-800:]
     assert '"error" : 0' in result.stdout
+
+
+@pytest.mark.parametrize("option", ["cpus_allowed", "cpumask"])
+def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    from iofleet.plan.fiojobs import cpu_problems
+
+    cpus = os.sysconf("SC_NPROCESSORS_CONF")
+    last, beyond = (
+        (str(cpus - 1), str(cpus))
+        if option == "cpus_allowed"
+        else (hex(1 << (cpus - 1)), hex(1 << cpus))
+    )
+    library = tmp_path / "jobs"
+    library.mkdir()
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    for value, fails in ((last, False), (beyond, True)):
+        body = f"[x]\nsize=1m\n{option}={value}\n"
+        (library / "pin.fio").write_text(_HEAD + body)
+        run = tmp_path / value
+        run.mkdir()
+        result = _fio(run, body)
+        failed = result.returncode != 0 or '"error" : 0' not in result.stdout
+        # fio drops the job pinned to a CPU the machine lacks, and runs the other
+        assert failed is fails, (value, result.stderr[-400:])
+        lines = cpu_problems("pin", {}, cpus, "this machine")
+        assert bool(lines) is fails, lines

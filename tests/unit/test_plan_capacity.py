@@ -5,6 +5,7 @@ follows, is checked against real fio in tests/integration/test_local_room.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,3 +65,33 @@ def test_a_section_run_twice_counts_once_at_its_larger_size() -> None:
 def test_a_raw_volume_is_left_to_the_raw_device_check() -> None:
     # no file system takes a share: 1 GiB of regions on a 1 GiB raw volume plans
     _plan(1, "raw", "1g")
+
+
+def test_a_job_pinned_past_the_smallest_instance_types_vcpus_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a job pinned to CPUs 0 and 3, planned on c6a.large (2 vCPUs) and m6a.xlarge (4)
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "pin.fio").write_text(
+        "; d\n; @param TARGET=.\n[global]\ndirectory=${TARGET}\nsize=1m\n"
+        "cpus_allowed=0,3\n[x]\nrw=read\n[y]\nrw=read\n"
+    )
+    doc: dict[str, Any] = {
+        "name": "pin",
+        "instance_types": ["c6a.large", "m6a.xlarge"],
+        "storage": [{"type": "ebs", "label": "v", "volume_type": "gp3", "size_gib": 10}],
+        "workloads": [{"fio": "pin"}],
+        "parallelism": [1],
+    }
+    with pytest.raises(ValidationFailed) as caught:
+        build_plan(validate_matrix_dict(doc))
+    # then one line (the [global] line both sections inherit), naming the smaller type
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        (
+            "workloads[0].fio",
+            "job 'pin': pin.fio:6: cpus_allowed=0,3: CPU 3 is beyond c6a.large's 2 CPUs "
+            "(0 to 1): fio drops the job as it starts",
+        )
+    ]
+    doc["instance_types"] = ["m6a.xlarge"]
+    build_plan(validate_matrix_dict(doc))
