@@ -58,6 +58,25 @@ _PARAM_RE = re.compile(
     r"=(?P<default>\S*)(?:\s+(?P<help>.*))?"
 )
 _NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
+# fio gets a job's parameters as its environment (render_command): a parameter may not be
+# a variable something in fio's process reads. The dynamic loader's and glibc's (glibc's
+# "unsecure" list, which it drops for setuid programs, and the locale's), the shell's and
+# the system's, and fio's and iofleet's own (by prefix).
+_ENVIRONMENT_PREFIXES = ("LD_", "LC_", "MALLOC_", "GLIBC_", "FIO", "IOFLEET", "PYTHON")
+_ENVIRONMENT_NAMES = frozenset(
+    {
+        "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH",
+        "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZ", "TZDIR", "LANG",
+        "LANGUAGE", "PATH", "HOME", "SHELL", "ENV", "BASH_ENV", "IFS", "CDPATH", "USER",
+        "LOGNAME", "PWD", "OLDPWD", "TERM", "POSIXLY_CORRECT", "TMP", "TEMP",
+    }
+)  # fmt: skip
+
+
+def _environment_name(name: str) -> bool:
+    return name in _ENVIRONMENT_NAMES or name.startswith(_ENVIRONMENT_PREFIXES)
+
+
 _VAR_RE = re.compile(r"\$\{([^}]*)\}")
 
 
@@ -218,6 +237,12 @@ def load_job_file(path: Path) -> JobFile:
             name, default, kind = match["name"], match["default"], match["type"]
             if not _NAME_RE.fullmatch(name):
                 raise JobFileError(f"{path}:{number}: parameter {quote(name)} must be UPPER_CASE")
+            if _environment_name(name):
+                raise JobFileError(
+                    f"{path}:{number}: parameter {name} is an environment variable the C "
+                    "library, the dynamic loader or fio reads (fio gets parameters as its "
+                    "environment): choose another name"
+                )
             if name in params:
                 raise JobFileError(f"{path}:{number}: parameter {name} declared twice")
             if not _VALUE_RE.fullmatch(default):
@@ -274,11 +299,11 @@ def load_job_file(path: Path) -> JobFile:
                 f"{section.path}:{section.line}: section [{section.name}] has no "
                 "directory=${TARGET} in force (in it, or in a [global] before it)"
             )
-        if "/" in section.name or "${" in section.name:
+        if "/" in section.name or "${" in section.name or not section.name.strip("."):
             raise JobFileError(
                 f"{section.path}:{section.line}: section [{section.name}]: a job name without "
-                "'/' or ${...} (fio names the job's files after it: they would land outside "
-                "the slot's target)"
+                "'/' or ${...}, and not only dots (fio names the job's files after it, and "
+                "$jobname in filename_format: they would land outside the slot's target)"
             )
     for opt in (o for section in sections for o in section.options):
         where = f"{opt.path}:{opt.number}"
@@ -451,6 +476,7 @@ _OUTSIDE_IO = {
     "read_iolog": "fio replays the I/O a log lists on the files the log names, and the log "
     "is data a workload can write: nothing can check it before the run",
     "merge_blktrace_file": "it merges blktrace logs, which iofleet does not replay",
+    "profile": "a fio profile writes its own jobs, with their own files and devices",
 }
 # The I/O engines iofleet runs: ones that read and write the job's files in the target.
 # Others run programs (exec), load a library as root (external:PATH), delete or create
@@ -489,10 +515,19 @@ def _option_problem(key: str, value: str | None) -> str | None:
                 f"{', '.join(ENGINES)}, written out: others run programs, load libraries, "
                 "delete files, or measure a network or nothing)"
             )
-    if key == "name" and value is not None and ("/" in value or "${" in value):
+    if (
+        key == "name"
+        and value is not None
+        and ("/" in value or "${" in value or not value.strip("."))
+    ):
         return (
-            f"name={quote(value)}: a job name without '/' or ${{...}} (fio names the job's "
-            "files after it: they would land outside the slot's target)"
+            f"name={quote(value)}: a job name without '/' or ${{...}}, and not only dots "
+            "(fio names the job's files after it: they would land outside the slot's target)"
+        )
+    if key in ("buffer_pattern", "verify_pattern") and value and value.lstrip().startswith("'"):
+        return (
+            f"{key}={quote(value)}: a pattern read from a file ('NAME') is not allowed (fio "
+            'opens the file as root, wherever it is): write the pattern (0x..., "text")'
         )
     if key in ("mem", "iomem") and value and ":" in value:
         kind, file = value.split(":", 1)

@@ -480,6 +480,16 @@ ESCAPING_JOBS = {
     "include": ("[x]\nrw=write\nbs=4k\ninclude more.inc\n", "include is not allowed"),
     # a log a workload can write, naming files anywhere
     "read-iolog": ("[x]\nrw=write\nbs=4k\nread_iolog=evil.log\n", "read_iolog is not allowed"),
+    # $jobname in filename_format is the section name: '..' climbs as a '../' would
+    "dots-section": (
+        "[..]\nrw=write\nbs=4k\nnrfiles=2\nfilename_format={DOTS}/esc$filenum\n",
+        "and not only dots",
+    ),
+    # fio reads a quoted pattern from that file, as root
+    "pattern-file": (
+        "[x]\nrw=write\nbs=4k\nbuffer_pattern='{ABS}/victim'\n",
+        "a pattern read from a file",
+    ),
     "merge-blktrace": (
         "[x]\nmerge_blktrace_file={ABS}/merged\nrw=write\nbs=4k\n",
         "merge_blktrace_file is not allowed",
@@ -497,6 +507,7 @@ def test_a_job_file_that_would_reach_outside_the_target_is_refused(box: Sandbox,
     body, why = ESCAPING_JOBS[name]
     body = body.replace("{REL}", "../" * 40 + str(outside).lstrip("/"))
     body = body.replace("{ABS}", str(outside))
+    body = body.replace("{DOTS}", "$jobname/" * 40 + str(outside).lstrip("/"))
     text = f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nsize=64k\n{body}"
     library = _library(box, name, text.encode())
     env = {"IOFLEET_FIO_JOBS": str(library)}

@@ -717,3 +717,40 @@ def test_a_line_just_inside_the_limit_and_crlf_endings_are_read() -> None:
 
     line = "description=" + "a" * (4095 - 12)  # 4095 bytes and its line break
     assert fio_lines(f"[x]\r\n{line}\r\n", "j") == ["[x]", line]
+
+
+@pytest.mark.parametrize(
+    "name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "TMPDIR", "GCONV_PATH", "FIO_X"]
+)
+def test_a_parameter_may_not_be_an_environment_variable_fio_s_process_reads(
+    library: Path, name: str
+) -> None:
+    # fio gets parameters as its environment: LD_PRELOAD=1 loaded ./1/1, a file an earlier
+    # workload wrote, into fio as root (docs/decisions.md #87)
+    text = GOOD.replace("; @param TARGET=.", f"; @param TARGET=.\n; @param {name}:int=1")
+    text += f"bs=${{{name}}}k\n"
+    with pytest.raises(JobFileError, match=f"parameter {name} is an environment variable"):
+        load_job_file(_write(library, "x", text))
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("buffer_pattern='/etc/shadow'", "a pattern read from a file"),
+        ("verify_pattern= 'x'", "a pattern read from a file"),
+        ("profile=tiobench", "profile is not allowed"),
+        ("name=..", "and not only dots"),
+    ],
+)
+def test_patterns_from_files_profiles_and_dot_names_are_refused(
+    library: Path, line: str, why: str
+) -> None:
+    with pytest.raises(JobFileError, match=re.escape(why)):
+        load_job_file(_write(library, "x", GOOD + line + "\n"))
+
+
+def test_a_section_named_only_dots_is_refused(library: Path) -> None:
+    text = GOOD + "[...]\nrw=read\n"
+    with pytest.raises(JobFileError, match=r"section \[\.\.\.\]: a job name"):
+        load_job_file(_write(library, "x", text))
+    assert load_job_file(_write(library, "y", GOOD + "[a.b]\nrw=read\n")).name == "y"
