@@ -656,7 +656,9 @@ def test_on_raw_devices_only_trims_and_a_missing_size_are_fine(library: Path) ->
     [
         ("ioengine=null", "ioengine='null' is not an engine iofleet runs"),
         ("ioengine=external:x.so", "ioengine='external:x.so' is not an engine iofleet runs"),
-        ("mem=mmap:../x", "the file after ':' must be a relative path"),
+        ("mem=mmap:../x", "a file behind the I/O buffers is not allowed"),
+        ("mem=mmap: /etc/x", "a file behind the I/O buffers is not allowed"),  # blank stripped
+        ("iomem=mmapshared:buf", "a file behind the I/O buffers is not allowed"),
         ("gtod_cpu=1", "gtod_cpu is not allowed"),
         ("disable_clat", "disable_clat is not allowed"),
         ("clat_percentiles=0", "clat_percentiles=0 is not allowed"),
@@ -684,7 +686,7 @@ def test_options_that_reach_past_the_job_or_its_results_are_refused(
 
 @pytest.mark.parametrize(
     "line",
-    ["mem=mmap:buf", "mem=malloc", "clat_percentiles=1", "disable_slat=1", "ioengine=libaio"],
+    ["mem=mmap", "mem=malloc", "clat_percentiles=1", "disable_slat=1", "ioengine=libaio"],
 )
 def test_options_that_stay_in_the_target_are_accepted(library: Path, line: str) -> None:
     text = f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\n{line}\n[x]\nsize=1m\n"
