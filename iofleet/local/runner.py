@@ -308,18 +308,13 @@ def check_cpus(matrix: Any, file: str) -> None:
     """ValidationFailed (exit 2) for a fio workload pinned to a CPU this machine lacks
     (fio drops the job as it starts): before anything is made."""
     from iofleet.errors import Problem, ValidationFailed
-    from iofleet.plan.fiojobs import JobFileError, cpu_problems
-    from iofleet.plan.matrix import FioWorkload
+    from iofleet.plan.matrix import workload_cpu_problems
 
     cpus = os.sysconf("SC_NPROCESSORS_CONF")  # fio's cpus_configured(), which it checks
-    problems = []
-    for i, w in enumerate(matrix.workloads):
-        if isinstance(w, FioWorkload):
-            try:
-                lines = cpu_problems(w.fio, w.params, cpus, "this machine")
-            except (KeyError, JobFileError):
-                continue
-            problems += [Problem(f"workloads[{i}].fio", line) for line in lines]
+    problems = [
+        Problem(f"workloads[{i}].fio", line)
+        for i, line in workload_cpu_problems(matrix, cpus, "this machine")
+    ]
     if problems:
         raise ValidationFailed(problems, file=file)
 

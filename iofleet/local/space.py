@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iofleet.plan.expect import slot_file_bytes as slot_bytes
+from iofleet.plan.expect import slot_file_bytes
 
 GIB = 1024**3
 KEEP_FREE = GIB
@@ -43,7 +43,7 @@ def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
             continue
         needs = []
         for cell in cells:
-            per_slot, uncounted = slot_bytes(cell.workload_payloads())
+            per_slot, uncounted = slot_file_bytes(cell.workload_payloads())
             needs.append((per_slot * cell.fleet_size, per_slot, cell, uncounted))
         need, per_slot, cell, uncounted = max(needs, key=lambda n: n[0])
         try:

@@ -40,7 +40,6 @@ from iofleet.plan.jobtext import (
     read_sections,
     size_bytes,
     split_option,
-    strip_line,
     value_pieces,
 )
 from iofleet.quote import clip, quote
@@ -78,6 +77,12 @@ _ENVIRONMENT_NAMES = frozenset(
 
 def _environment_name(name: str) -> bool:
     return name in _ENVIRONMENT_NAMES or name.startswith(_ENVIRONMENT_PREFIXES)
+
+
+def _unsafe_job_name(name: str) -> bool:
+    """A job name (a section's, or `name=`) fio would put files outside the target with:
+    fio names a job's files after it, and `$jobname` in filename_format is it."""
+    return "/" in name or "${" in name or not name.strip(".")
 
 
 _VAR_RE = re.compile(r"\$\{([^}]*)\}")
@@ -276,16 +281,9 @@ def load_job_file(path: Path) -> JobFile:
             params[name] = default
             param_help[name] = (match["help"] or "").strip()
             continue
-    for number, raw in enumerate(lines, start=1):
-        if strip_line(raw).startswith("include"):
-            raise JobFileError(
-                f"{path}:{number}: include is not allowed: fio looks for the file in its "
-                "working directory (the slot's target, which a workload writes) before "
-                "the job file's: write the options in the job file"
-            )
-    # the options as fio reads them (jobtext: comments, `key = value` spacing)
+    # the options as fio reads them (jobtext: comments, `key = value` spacing), no include
     try:
-        sections = read_sections(path, lines)
+        sections = read_sections(path, lines, includes=False)
     except JobTextError as exc:
         raise JobFileError(str(exc)) from None
     names = canonical_names()
@@ -302,7 +300,7 @@ def load_job_file(path: Path) -> JobFile:
                 f"{section.path}:{section.line}: section [{section.name}] has no "
                 "directory=${TARGET} in force (in it, or in a [global] before it)"
             )
-        if "/" in section.name or "${" in section.name or not section.name.strip("."):
+        if _unsafe_job_name(section.name):
             raise JobFileError(
                 f"{section.path}:{section.line}: section [{section.name}]: a job name without "
                 "'/' or ${...}, and not only dots (fio names the job's files after it, and "
@@ -518,11 +516,7 @@ def _option_problem(key: str, value: str | None) -> str | None:
                 f"{', '.join(ENGINES)}, written out: others run programs, load libraries, "
                 "delete files, or measure a network or nothing)"
             )
-    if (
-        key == "name"
-        and value is not None
-        and ("/" in value or "${" in value or not value.strip("."))
-    ):
+    if key == "name" and value is not None and _unsafe_job_name(value):
         return (
             f"name={quote(value)}: a job name without '/' or ${{...}}, and not only dots "
             "(fio names the job's files after it: they would land outside the slot's target)"
@@ -1108,7 +1102,7 @@ def cpu_problems(name: str, params: Mapping[str, object], cpus: int, host: str) 
                 out.append(
                     f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
                     f"{a.line.text.strip()}: CPU {highest} is beyond {host}'s {cpus} CPUs "
-                    "(0 to {last}): fio drops the job as it starts".replace("{last}", str(cpus - 1))
+                    f"(0 to {cpus - 1}): fio drops the job as it starts"
                 )
     return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
 

@@ -153,9 +153,19 @@ def _include_path(including: Path, name: str) -> Path:
     return including.parent / target
 
 
-def read_sections(path: Path, lines: list[str] | None = None) -> list[Section]:
+# Why a job file iofleet runs may not include another (read_sections `includes=False`)
+NO_INCLUDE = (
+    "include is not allowed: fio looks for the file in its working directory (the slot's "
+    "target, which a workload writes) before the job file's: write the options in the job file"
+)
+
+
+def read_sections(
+    path: Path, lines: list[str] | None = None, includes: bool = True
+) -> list[Section]:
     """The sections of job file `path` (or of `lines`, read as that file) with their option
-    lines, includes expanded. JobTextError for what fio refuses to read."""
+    lines, includes expanded. JobTextError for what fio refuses to read, and, without
+    `includes`, for an include line (NO_INCLUDE), before the file is looked for."""
     sections: list[Section] = []
 
     def walk(file: Path, text_lines: list[str], depth: int, into: Section | None) -> None:
@@ -172,6 +182,8 @@ def read_sections(path: Path, lines: list[str] | None = None) -> list[Section]:
                 into = Section(text[1:256][:-1], str(file), number, [])
                 sections.append(into)
                 continue
+            if not includes and text.startswith("include"):
+                raise JobTextError(f"{file}:{number}: {NO_INCLUDE}")
             if into is None:
                 raise JobTextError(
                     f"{file}:{number}: option {quote(text)} outside of a [section] (fio refuses it)"

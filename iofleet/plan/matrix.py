@@ -1340,27 +1340,36 @@ def _capacity_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     return problems
 
 
-def _cpu_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
-    """Fio workloads pinned (cpus_allowed, cpumask) to a CPU that the instance type with
-    the fewest vCPUs lacks (iofleet.plan.fiojobs.cpu_problems)."""
-    from iofleet.plan.expect import instance_catalogue
+def workload_cpu_problems(matrix: Matrix, cpus: int, host: str) -> list[tuple[int, str]]:
+    """(workload index, line) for each fio workload pinned (cpus_allowed, cpumask) to a CPU
+    beyond the `cpus` of `host` (iofleet.plan.fiojobs.cpu_problems): the AWS plan's check
+    against the smallest instance type, `iofleet local`'s against this machine."""
     from iofleet.plan.fiojobs import JobFileError, cpu_problems
+
+    problems: list[tuple[int, str]] = []
+    for i, w in enumerate(matrix.workloads):
+        if not isinstance(w, FioWorkload):
+            continue
+        try:
+            lines = cpu_problems(w.fio, w.params, cpus, host)
+        except (KeyError, JobFileError):
+            continue  # reported by the matrix validation
+        problems += [(i, line) for line in lines]
+    return problems
+
+
+def _cpu_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Fio workloads pinned to a CPU that the instance type with the fewest vCPUs lacks."""
+    from iofleet.plan.expect import instance_catalogue
 
     types = instance_catalogue()["types"]
     known = [(types[t]["vcpus"], t) for t in matrix.instance_types if t in types]
     if not known:
         return []  # an unknown instance type is reported by the matrix validation
     cpus, smallest = min(known)
-    problems: list[tuple[Loc, str]] = []
-    for i, w in enumerate(matrix.workloads):
-        if not isinstance(w, FioWorkload):
-            continue
-        try:
-            lines = cpu_problems(w.fio, w.params, cpus, smallest)
-        except (KeyError, JobFileError):
-            continue
-        problems += [(("workloads", i, "fio"), line) for line in lines]
-    return problems
+    return [
+        (("workloads", i, "fio"), line) for i, line in workload_cpu_problems(matrix, cpus, smallest)
+    ]
 
 
 def _gib(n: float) -> str:
