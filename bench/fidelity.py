@@ -2,8 +2,8 @@
 
 Both sides run the same job file from `fio-jobs/` with the same parameters
 against fresh directories on the same filesystem. The bare side runs the
-argv and environment `iofleet.plan.fiojobs.render_command` produces (exactly what
-the agent runs) and reads IOPS and p99 completion latency from fio's own
+argv and job text (fio's standard input) `iofleet.plan.fiojobs.render_command`
+produces (exactly what the agent runs) and reads IOPS and p99 completion latency from fio's own
 JSON (`iops`, `clat_ns.percentile["99.000000"]`). The iofleet side runs
 `iofleet local` on a one-slot matrix with that job and reads the same two
 numbers from the warehouse it built (`fio_results.iops`, `clat_p99_ns`): the
@@ -76,11 +76,10 @@ def run_bare(job: str, params: dict[str, str], target: Path) -> FioSample:
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     try:
-        argv, job_env = render_command(job, params, str(workdir))
-        env = {**os.environ, **job_env}
+        argv, text = render_command(job, params, str(workdir))
         settle()
         with Timer() as t:
-            done = run(argv, cwd=workdir, env=env)
+            done = run(argv, cwd=workdir, input=text)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     doc = fio_json(done.stdout)

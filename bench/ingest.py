@@ -18,7 +18,6 @@ Repeats alternate ingest and floor. ratio = ingest seconds / floor seconds.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -45,8 +44,8 @@ def make_sources(ctx: Context, runtime_s: int) -> list[tuple[str, str]]:
         params = {k: v for k, v in wanted.items() if k in job.params}
         workdir = work / job.name
         workdir.mkdir()
-        argv, env = render_command(job.name, params, str(workdir))
-        done = run(argv, cwd=workdir, env={**os.environ, **env})
+        argv, text = render_command(job.name, params, str(workdir))
+        done = run(argv, cwd=workdir, input=text)
         sources.append((job.name, done.stdout))
         shutil.rmtree(workdir, ignore_errors=True)
     return sources

@@ -197,6 +197,17 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+@contextlib.contextmanager
+def _stdin(text: str | None) -> Iterator[IO[bytes] | int]:
+    if text is None:
+        yield subprocess.DEVNULL
+        return
+    with tempfile.TemporaryFile() as handle:
+        handle.write(text.encode("utf-8"))
+        handle.seek(0)
+        yield handle
+
+
 def run_child(
     argv: list[str],
     *,
@@ -205,15 +216,23 @@ def run_child(
     deadline: float,
     keep_stdout: bool = True,
     hold_output: bool = False,
+    stdin_text: str | None = None,
 ) -> ChildResult:
     """Run argv until it exits or time.monotonic() reaches deadline.
+
+    `stdin_text`: the child's standard input (fio's rendered job), from an unlinked
+    temporary file outside the storage under test; otherwise it reads /dev/null.
 
     `hold_output`: a workload whose output must be saved once it has run: from the
     child's exit, `child_ended()` is true until the caller calls `output_taken()`.
     A stop a finalizer dropped before the start is raised here, and nothing starts."""
     stops.raise_dropped()
     started = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        _stdin(stdin_text) as stdin,
+    ):
         life_r, life_w = os.pipe()  # the agent keeps life_w (close-on-exec) until the end
         try:
             try:
@@ -223,7 +242,7 @@ def run_child(
                     [sys.executable, "-I", "-S", str(GUARD), str(life_r), "--", *argv],
                     cwd=cwd,
                     env=dict(env),
-                    stdin=subprocess.DEVNULL,
+                    stdin=stdin,
                     stdout=out,
                     stderr=err,
                     start_new_session=True,

@@ -192,7 +192,7 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
     raw = ctx.target.raw_device
     try:
         if raw is not None:
-            argv, job_env = render_command(
+            argv, job = render_command(
                 w.name,
                 w.params,
                 str(ctx.target.workdir),
@@ -201,15 +201,18 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
                 device_block_bytes=logical_block_size(raw),
             )
         else:
-            argv, job_env = render_command(w.name, w.params, str(ctx.target.workdir))
+            argv, job = render_command(w.name, w.params, str(ctx.target.workdir))
     except KeyError as exc:
         return Outcome(FAILED, str(exc.args[0]) if exc.args else f"unknown fio job {w.name!r}")
     except Exception as exc:  # noqa: BLE001 - ValueError, DeviceError or a broken job library
         return Outcome(FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    env = dict(os.environ)
-    env.update(job_env)
     result = run_child(
-        argv, cwd=ctx.target.workdir, env=env, deadline=ctx.deadline, hold_output=True
+        argv,
+        cwd=ctx.target.workdir,
+        env=os.environ,
+        deadline=ctx.deadline,
+        hold_output=True,
+        stdin_text=job,
     )
     status, error = _child_failure("fio", result)
     if status == SUCCEEDED:

@@ -47,7 +47,8 @@ from iofleet.quote import clip, quote
 SUFFIX = ".fio"
 # Set by render_command from the slot's target, never from a workload's params.
 TARGET_PARAM = "TARGET"
-# Values go into fio's environment, never through a shell; keep them plain tokens.
+# Values are put into the job text fio reads (render_job), never through a shell: plain
+# tokens, so a value makes no new comment, variable, section or line.
 _VALUE_RE = re.compile(r"[A-Za-z0-9._:/,+-]+\Z")
 # fio splits `directory=` on ':' (several directories), so a target can't hold one.
 _TARGET_RE = re.compile(r"[A-Za-z0-9._/+-]+\Z")
@@ -57,10 +58,13 @@ _PARAM_RE = re.compile(
     r"=(?P<default>\S*)(?:\s+(?P<help>.*))?"
 )
 _NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
-# fio gets a job's parameters as its environment (render_command): a parameter may not be
-# a variable something in fio's process reads. The dynamic loader's and glibc's (glibc's
-# "unsecure" list, which it drops for setuid programs, and the locale's), the shell's and
-# the system's, and fio's and iofleet's own (by prefix).
+# iofleet puts a job's parameters into the job text (render_job): fio's environment never
+# holds them. But a job file is plain fio, and run by hand (`TARGET=/mnt/x fio job.fio`)
+# fio takes them from its environment: a parameter may not be a variable something in
+# fio's process reads there. The dynamic loader's and glibc's (glibc's "unsecure" list,
+# which it drops for setuid programs, and the locale's), the shell's and the system's,
+# and fio's and iofleet's own (by prefix). Until decision 88 this list was all that kept
+# a name such as LD_PRELOAD out of fio's process run by iofleet.
 _ENVIRONMENT_PREFIXES = (
     "LD_", "LC_", "MALLOC_", "GLIBC_", "FIO", "IOFLEET", "PYTHON", "GNUTLS_", "OPENSSL_",
     "SSL_", "NSS_", "KRB5", "GCONV_", "XDG_",
@@ -192,6 +196,8 @@ class JobFile:
     params: dict[str, str]  # ${VAR} name (UPPER) -> default, in declaration order
     param_help: dict[str, str] = field(default_factory=dict)
     param_types: dict[str, ParamType] = field(default_factory=dict)  # every param but TARGET
+    # the file's lines as the loader read and checked them: what `render_job` gives fio
+    lines: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -248,8 +254,8 @@ def load_job_file(path: Path) -> JobFile:
             if _environment_name(name):
                 raise JobFileError(
                     f"{path}:{number}: parameter {name} is an environment variable the C "
-                    "library, the dynamic loader or fio reads (fio gets parameters as its "
-                    "environment): choose another name"
+                    "library, the dynamic loader or fio reads (a job file run by hand with "
+                    "plain fio takes its parameters from the environment): choose another name"
                 )
             if name in params:
                 raise JobFileError(f"{path}:{number}: parameter {name} declared twice")
@@ -342,7 +348,7 @@ def load_job_file(path: Path) -> JobFile:
     unused = [p for p in params if p not in used]
     if unused:
         raise JobFileError(f"{path}: parameter {unused[0]} is declared but never used")
-    return JobFile(path.stem, description, path, params, param_help, param_types)
+    return JobFile(path.stem, description, path, params, param_help, param_types, tuple(lines))
 
 
 def list_jobs() -> list[JobFile]:
@@ -698,10 +704,14 @@ def render_command(
     device: str | None = None,
     device_bytes: int | None = None,
     device_block_bytes: int = REGION_ALIGN,
-) -> tuple[list[str], dict[str, str]]:
-    """argv and the `${VAR}` environment for running job `name` against `target_dir`.
+) -> tuple[list[str], str]:
+    """argv and the job text for running job `name` against `target_dir`.
 
-    No shell is involved: the caller runs argv with os.environ overlaid by env.
+    The caller runs argv (no shell) with the job text as fio's standard input (argv
+    names the job file `-`) and its own environment: the job's parameters are put into
+    the text (`render_job`), never into fio's environment, so a parameter's name is
+    never a variable fio's process (the dynamic loader, glibc, a library fio links)
+    reads, and fio reads the lines the loader checked, not the file as it is by then.
 
     `device` (an absolute block-device path, e.g. "/dev/nvme1n1", of `device_bytes` bytes)
     makes every job process of the file do its I/O on that device: `--filename=DEVICE`
@@ -727,9 +737,7 @@ def render_command(
             f"fio job {name}: target directory {quote(target_dir)} must be letters, digits "
             "and . _ / + - only (fio splits directories on ':')"
         )
-    env = dict(job.params)
-    for key, value in params.items():
-        env[str(key).upper()] = str(value)
+    env = plan_env(job, params)
     if TARGET_PARAM in env:
         env[TARGET_PARAM] = target_dir
     argv = ["fio", "--output-format=json+"]
@@ -745,8 +753,34 @@ def render_command(
         except ValueError as exc:
             raise ValueError(f"fio job {name} on {device}: {exc}") from None
         argv += [f"--filename={device}", f"--offset_increment={layout.region_bytes}"]
-    argv.append(str(job.path))
-    return argv, env
+    argv.append(JOB_ON_STDIN)
+    return argv, render_job(job, env)
+
+
+# fio reads the job file from its standard input when it is named `-` (init.c
+# parse_jobs_ini); an include in it would be looked for in fio's working directory, and
+# the loader refuses include
+JOB_ON_STDIN = "-"
+
+
+def render_job(job: JobFile, values: Mapping[str, str]) -> str:
+    """Job file `job` as fio reads it when its environment holds `values`: every
+    `${VAR}` put in (options.c fio_option_dup_subs puts the environment's value in for
+    `${VAR}` anywhere in an option line). The loader refuses an option line using a VAR
+    without a `; @param` line, so `values` (every parameter) leaves none for fio's
+    environment; one in a comment is kept as written (fio never reads it). A value is a
+    plain token (no `$ { } ; # [ ]`, no line break), so putting it in makes no new
+    comment, variable, section or line. ValueError (one line) for a line the values make
+    longer than fio reads whole (jobtext.MAX_LINE_BYTES)."""
+    lines = job.lines or tuple(fio_lines(job.path.read_bytes().decode("utf-8"), str(job.path)))
+    text = "".join(
+        _VAR_RE.sub(lambda m: values.get(m.group(1), m.group(0)), line) + "\n" for line in lines
+    )
+    try:
+        fio_lines(text, f"fio job {job.name}")
+    except JobTextError as exc:
+        raise ValueError(f"{exc} once its parameters are put in") from None
+    return text
 
 
 def plan_env(job: JobFile, params: Mapping[str, object]) -> dict[str, str]:
@@ -799,35 +833,41 @@ PARSE_ONLY_AHEAD = 4  # runs started ahead at most (the validation runs the othe
 
 def _parse_only_call(
     name: str, params: Mapping[str, object], target_dir: str, fio: str
-) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of `parse_only_problem`'s fio run."""
+) -> tuple[list[str], str]:
+    """The argv and job text (its standard input) of `parse_only_problem`'s fio run,
+    rendered as the agent renders the job (`render_command`)."""
     job = get_job(name)
-    env = dict(os.environ)
-    env.update(plan_env(job, params))
+    env = plan_env(job, params)
     if TARGET_PARAM in env:
         env[TARGET_PARAM] = target_dir
-    return [fio, "--parse-only", "--clocksource=gettimeofday", str(job.path)], env
+    argv = [fio, "--parse-only", "--clocksource=gettimeofday", JOB_ON_STDIN]
+    return argv, render_job(job, env)
 
 
-def _call_key(argv: list[str], env: Mapping[str, str]) -> tuple[object, ...]:
-    return (tuple(argv), tuple(sorted(env.items())))
+def _call_key(argv: list[str], text: str) -> tuple[object, ...]:
+    return (tuple(argv), text)
 
 
-# `start_parse_only_checks`: fio runs started ahead, by command and environment
-_started: dict = {}  # {(argv, env): subprocess.Popen}, untyped: no `typing` import here
+# `start_parse_only_checks`: fio runs started ahead, by command and job text
+_started: dict = {}  # {(argv, text): subprocess.Popen}, untyped: no `typing` import here
 
 
-def _popen(argv: list[str], env: Mapping[str, str]):  # -> subprocess.Popen[str]
+def _popen(argv: list[str], text: str):  # -> subprocess.Popen[str]
+    """fio with `text` as its standard input (an unlinked temporary file: it is read
+    whenever fio gets to it, and nothing is left behind however this process ends)."""
     import subprocess
+    import tempfile
 
-    return subprocess.Popen(  # noqa: S603 - the fio found on PATH, argv list
-        argv,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with tempfile.TemporaryFile() as job:
+        job.write(text.encode("utf-8"))
+        job.seek(0)
+        return subprocess.Popen(  # noqa: S603 - the fio found on PATH, argv list
+            argv,
+            stdin=job,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
 
 def parse_only_problem(
@@ -837,7 +877,7 @@ def parse_only_problem(
     `params`, None if it accepts it; EnvironmentProblem (exit 3) when a signal from
     outside killed it: it said nothing about the job, which is not the matrix's fault
     (it was refused as such, exit 2). fio parses the options and starts no I/O. A run of
-    the same command in the same environment started ahead (`start_parse_only_checks`)
+    the same command and job text started ahead (`start_parse_only_checks`)
     is taken instead of starting another.
 
     `--clocksource=gettimeofday`: a process that times nothing need not test its CPU
@@ -850,12 +890,15 @@ def parse_only_problem(
 
     from iofleet.local.stopping import held
 
-    argv, env = _parse_only_call(name, params, target_dir, fio)
-    proc = _started.pop(_call_key(argv, env), None)
+    try:
+        argv, text = _parse_only_call(name, params, target_dir, fio)
+    except ValueError as exc:
+        return f"job {quote(name)}: {exc}"
+    proc = _started.pop(_call_key(argv, text), None)
     try:
         if proc is None:
             with held():  # a stop signal is raised once `proc` is set: killed below
-                proc = _popen(argv, env)
+                proc = _popen(argv, text)
         out, err = proc.communicate(timeout=PARSE_ONLY_TIMEOUT_S)
     except OSError as exc:
         return f"fio --parse-only could not run: {exc}"
@@ -889,7 +932,7 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
     make (`parse_only_problem`), and `fio --version` (`fioopts.start_version`), so that
     fio's start-up runs beside the runner's imports and the matrix's validation
     instead of after them. The validation takes a started run only when it is the same
-    command in the same environment (the job, parameters and target it validated);
+    command and job text (the job, parameters and target it validated);
     `stop_parse_only_checks` kills and reaps what it did not take. At most
     PARSE_ONLY_AHEAD runs start (a matrix of many jobs does not start a fio each at
     once). Starts nothing for stdin or a file that is not a readable JSON matrix (the
@@ -933,11 +976,11 @@ def start_parse_only_checks(matrix_path: str, fio: str | None) -> bytes | None:
             break
         try:
             params = w.get("params") or {}
-            argv, env = _parse_only_call(str(w["fio"]), params, str(target_dir), fio)
-            key = _call_key(argv, env)
+            argv, text = _parse_only_call(str(w["fio"]), params, str(target_dir), fio)
+            key = _call_key(argv, text)
             if key not in _started:
                 with held():  # recorded before a stop signal can end the command
-                    _started[key] = _popen(argv, env)
+                    _started[key] = _popen(argv, text)
         except Exception:  # noqa: BLE001 - not a job this library renders: no run ahead
             continue
     return data

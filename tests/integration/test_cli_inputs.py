@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -525,6 +526,52 @@ def test_a_job_file_that_would_reach_outside_the_target_is_refused(box: Sandbox,
     # then nothing outside the target changed: no new file, the victim's bytes as they were
     assert sorted(p.name for p in outside.iterdir()) == ["victim"]
     assert (outside / "victim").read_bytes() == b"data to keep\n" * 100
+
+
+_EXECVE = re.compile(r'^\d+ +execve\("[^"]*", \[(?P<argv>.*?)\], \[(?P<env>.*)\]\) = (?P<rc>-?\d+)')
+_PWRITE = re.compile(
+    r"^\d+ +pwrite64\(\d+<(?P<path>[^>]*)>, .*, (?P<n>\d+), \d+\) = (?P<done>\d+)$"
+)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_a_jobs_parameters_reach_fio_in_its_job_text_never_in_its_environment(
+    box: Sandbox,
+) -> None:
+    # given a job with two parameters the matrix sets (a parameter's name used to become a
+    # variable in fio's environment, where the loader, glibc and every library fio links
+    # could read it: docs/decisions.md #88)
+    text = (
+        "; d\n; @param TARGET=.\n; @param BLOCK_SIZE:size=4k  b\n; @param FILE_BYTES:size=8k  s\n"
+        "[x]\ndirectory=${TARGET}\nrw=write\nbs=${BLOCK_SIZE}\nsize=${FILE_BYTES}\n"
+    )
+    library = _library(box, "envjob", text.encode())
+    params = {"BLOCK_SIZE": "2k", "FILE_BYTES": "12k"}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "envjob", "params": params}]))
+    trace = box.root / "trace"
+    # when run here, every process's exec and fio's writes traced by the kernel's view
+    strace = ("strace", "-f", "-qq", "-v", "-y", "-s", "1000000", "-o", str(trace))
+    strace += ("-e", "trace=execve,pwrite64", "-e", "signal=none")
+    done = box.run(
+        "local", str(matrix), "--out", "out", "-q",
+        prefix=strace, env={"IOFLEET_FIO_JOBS": str(library)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = trace.read_text().splitlines()
+    execs = [m for m in map(_EXECVE.match, lines) if m]
+    # then no process started had either parameter in its environment ...
+    assert execs
+    assert not [m["env"] for m in execs if "BLOCK_SIZE=" in m["env"] or "FILE_BYTES=" in m["env"]]
+    # ... fio ran (the exec that succeeded) with its job on standard input ...
+    fio_runs = [
+        m["argv"] for m in execs if m["rc"] == "0" and m["argv"].startswith('"fio", "--output')
+    ]
+    assert fio_runs == ['"fio", "--output-format=json+", "-"']
+    # ... and both values reached the file: 12 KiB written in 2 KiB writes, in the target
+    writes = [m for m in map(_PWRITE.match, lines) if m and m["path"].endswith("/x.0.0")]
+    assert writes and {m["n"] for m in writes} == {"2048"}
+    assert sum(int(m["done"]) for m in writes) == 12 * 1024
+    assert {Path(m["path"]).parent.parent.parent.parent for m in writes} == {box.work / "target"}
 
 
 @pytest.mark.skipif(shutil.which("fio") is None, reason="the second check needs fio")

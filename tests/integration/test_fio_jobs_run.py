@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iofleet.plan.fiojobs import get_job, list_jobs, render_command
+from iofleet.plan.fiojobs import get_job, list_jobs, render_command, render_job
 from iofleet.results.parsers.fio import parse_fio
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -46,10 +46,10 @@ def _short_params(name: str, directory: Path) -> dict[str, str]:
     return params
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv,
-        env={**os.environ, **env},
+        input=text,
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -61,9 +61,9 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 @pytest.mark.parametrize("name", JOBS)
 def test_job_parses_with_no_parameters(name: str, tmp_path: Path) -> None:
     # given only the defaults from the header (TARGET=. is the working directory)
-    env = dict(get_job(name).params)
+    job = get_job(name)
     # when
-    result = _run(["fio", "--parse-only", str(get_job(name).path)], env, tmp_path)
+    result = _run(["fio", "--parse-only", "-"], render_job(job, job.params), tmp_path)
     # then
     assert result.returncode == 0, result.stderr
 
@@ -81,8 +81,8 @@ def job_run(
         if name not in runs:
             directory = base / name
             directory.mkdir()
-            argv, env = render_command(name, _short_params(name, directory), str(directory))
-            runs[name] = _run(argv, env, directory)
+            argv, text = render_command(name, _short_params(name, directory), str(directory))
+            runs[name] = _run(argv, text, directory)
         return runs[name]
 
     return get
@@ -105,13 +105,13 @@ def test_job_runs_and_parses_into_records(
     assert out.bins, "json+ output carries histogram bins"
 
 
-def test_parameters_reach_fio_through_the_environment(tmp_path: Path) -> None:
-    argv, env = render_command(
+def test_parameters_reach_fio_in_the_job_text(tmp_path: Path) -> None:
+    argv, text = render_command(
         "seq-read-1m-qd32",
         {**_short_params("seq-read-1m-qd32", tmp_path), "IO_DEPTH": "3"},
         str(tmp_path),
     )
-    result = _run(argv, env, tmp_path)
+    result = _run(argv, text, tmp_path)
     doc = json.loads(result.stdout[result.stdout.index("{") :])
     assert doc["global options"]["directory"] == str(tmp_path)
     assert doc["global options"]["runtime"] == "1"
@@ -136,11 +136,11 @@ def test_device_points_every_job_process_at_its_own_region_of_one_file(tmp_path:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     name = "logging-steady-write-burst-read"
-    argv, env = render_command(
+    argv, text = render_command(
         name, _short_params(name, tmp_path), str(scratch), device=str(device), device_bytes=16 << 20
     )
     # when
-    result = _run(argv, env, scratch)
+    result = _run(argv, text, scratch)
     # then both sections did I/O, on that file only (fio laid out no per-job files) ...
     assert result.returncode == 0, result.stderr
     assert {r["job"] for r in parse_fio(result.stdout).records} == {"steady_write", "burst_read"}

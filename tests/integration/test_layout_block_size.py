@@ -46,7 +46,7 @@ def test_read_only_job_reads_its_block_size_from_a_written_file(
         params = {"RUNTIME": "1", "SIZE": str(SIZE), "DIRECT": "1"}
         if name.startswith("randread-16k"):
             params["NUM_JOBS"] = "2"
-        argv, env = render_command(name, params, str(workdir))
+        argv, text = render_command(name, params, str(workdir))
         _sh("sync")
         before = _reads(device)
         # when: the job runs as the agent runs it (argv and environment)
@@ -54,7 +54,7 @@ def test_read_only_job_reads_its_block_size_from_a_written_file(
         done = subprocess.run(
             ["strace", "-f", "--seccomp-bpf", "-e", "trace=write,pwrite64", "-o", str(trace)]
             + argv,
-            env={**os.environ, **env},
+            input=text,
             cwd=workdir,
             capture_output=True,
             text=True,

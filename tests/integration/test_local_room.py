@@ -194,10 +194,8 @@ def test_the_bytes_a_slot_lays_out_are_what_fio_leaves_in_its_directory(tmp_path
     workdir.mkdir()
     for p in payloads:
         params = {**p["params"], "RUNTIME": 1, "DIRECT": 0}
-        argv, env = render_command(p["name"], params, str(workdir))
-        subprocess.run(
-            argv, cwd=workdir, env={**os.environ, **env}, check=True, capture_output=True
-        )
+        argv, text = render_command(p["name"], params, str(workdir))
+        subprocess.run(argv, cwd=workdir, input=text.encode(), check=True, capture_output=True)
     # when the files fio left are summed (apparent sizes: what the file system must hold)
     on_disk = sum(f.stat().st_size for f in workdir.iterdir() if f.is_file())
     # then the plan's count is that: clone 0 grew to 12 MiB, clones 1-3 kept 4 MiB, and

@@ -352,9 +352,9 @@ def test_a_job_the_option_table_refuses_gets_no_parse_only_run(
     started: list[str] = []
     popen = fiojobs._popen
 
-    def seen(argv: list[str], env: dict[str, str]):  # type: ignore[no-untyped-def]
-        started.append(Path(argv[-1]).name)
-        return popen(argv, env)
+    def seen(argv: list[str], text: str):  # type: ignore[no-untyped-def]
+        started.append(text)
+        return popen(argv, text)
 
     monkeypatch.setattr(fiojobs, "_popen", seen)
     # when it is planned for a local run
@@ -365,7 +365,7 @@ def test_a_job_the_option_table_refuses_gets_no_parse_only_run(
         f"workloads[0].fio: job 'bad' for fio {_release()}: bad.fio:6: [a] unknown fio option "
         "'iodepht' (did you mean 'iodepth'?)"
     ]
-    assert started == (["good.fio"] if shutil.which("fio") else [])
+    assert [t.endswith("\niodepth=1\n") for t in started] == ([True] if shutil.which("fio") else [])
 
 
 def _release() -> str:

@@ -10,7 +10,6 @@ What only AWS can show: that Mountpoint refuses precisely these calls, and its s
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -106,7 +105,7 @@ def _trace(job: str, workdir: Path, tmp: Path) -> str:
     from iofleet.plan.fiojobs import get_job
 
     params = {k: v for k, v in SMALL.items() if k in get_job(job).params}
-    argv, env = render_command(job, params, str(workdir))
+    argv, text = render_command(job, params, str(workdir))
     out = tmp / "trace"
     calls = "openat,ftruncate,fallocate,pwrite64,pwritev,write,writev,rename,renameat,renameat2,link,linkat,symlink,symlinkat"
     subprocess.run(
@@ -123,7 +122,7 @@ def _trace(job: str, workdir: Path, tmp: Path) -> str:
             str(out),
             *argv,
         ],
-        env={**os.environ, **env},
+        input=text.encode(),
         cwd=workdir,
         capture_output=True,
         timeout=120,

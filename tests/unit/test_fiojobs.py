@@ -19,6 +19,7 @@ from iofleet.plan.fiojobs import (
     load_job_file,
     raw_layout,
     render_command,
+    render_job,
 )
 from iofleet.plan.jobtext import size_bytes
 
@@ -235,25 +236,55 @@ def test_check_params_unknown_job_is_a_problem() -> None:
 # --- render_command ----------------------------------------------------------
 
 
-def test_render_command_argv() -> None:
+def test_render_command_argv_reads_the_job_from_stdin() -> None:
     argv, _ = render_command("seq-write-1m-qd32", {}, "/mnt/data")
-    assert argv == ["fio", "--output-format=json+", str(get_job("seq-write-1m-qd32").path)]
+    assert argv == ["fio", "--output-format=json+", "-"]
 
 
-def test_render_command_env_overlays_params_on_defaults() -> None:
-    _, env = render_command("seq-write-1m-qd32", {"runtime": 2, "IO_DEPTH": "4"}, "/mnt/data")
-    assert env == {
+def test_render_command_puts_params_over_defaults_into_the_job_text() -> None:
+    job = get_job("seq-write-1m-qd32")
+    _, text = render_command("seq-write-1m-qd32", {"runtime": 2, "IO_DEPTH": "4"}, "/mnt/data")
+    expected = job.path.read_text()
+    for name, value in {
         "TARGET": "/mnt/data",
         "RUNTIME": "2",
         "SIZE": "4g",
         "IO_DEPTH": "4",
-        "NUM_JOBS": "1",
-        "DIRECT": "1",
-    }
+    }.items():
+        expected = expected.replace("${" + name + "}", value)
+    expected = expected.replace("${NUM_JOBS}", "1").replace("${DIRECT}", "1")
+    assert text == expected
+    assert "${" not in "".join(ln for ln in text.splitlines() if not ln.startswith(";"))
+
+
+def test_render_job_keeps_comments_and_lines_as_fio_reads_them(library: Path) -> None:
+    # a comment's ${VAR} fio never reads stays; a '\r' before '\n' goes (fio strips it)
+    text = (
+        "; d ${NOT_A_PARAM}\r\n; @param TARGET=.  t\n; @param BS:size=4k  b\n[j]\r\n"
+        "directory=${TARGET}\nbs=${BS} ; ${ALSO_NOT}\nrw=write\nsize=1m"
+    )
+    job = load_job_file(_write(library, "r", text))
+    assert render_job(job, {"TARGET": "/t", "BS": "8k"}) == (
+        "; d ${NOT_A_PARAM}\n; @param TARGET=.  t\n; @param BS:size=4k  b\n[j]\n"
+        "directory=/t\nbs=8k ; ${ALSO_NOT}\nrw=write\nsize=1m\n"
+    )
+
+
+def test_render_job_refuses_a_line_its_values_make_too_long(library: Path) -> None:
+    text = "; d\n; @param TARGET=.  t\n[j]\ndirectory=${TARGET}\nrw=write\nsize=1m\n"
+    job = load_job_file(_write(library, "long", text))
+    with pytest.raises(ValueError, match=r"fio job long:4: a line of over 4096 bytes.* once its"):
+        render_job(job, {"TARGET": "/" + "d" * 4090})
+
+
+def test_render_command_floats_are_rendered_as_checked() -> None:
+    # a whole float is checked as the integer fio reads ("4"), and put in as such
+    _, text = render_command("seq-write-1m-qd32", {"IO_DEPTH": 4.0}, "/mnt/data")
+    assert "iodepth=4\n" in text
 
 
 def test_render_command_device_and_regions_go_before_the_job_file() -> None:
-    argv, env = render_command(
+    argv, text = render_command(
         "randwrite-16k-psync-16jobs",
         {},
         "/tmp/scratch",
@@ -261,9 +292,8 @@ def test_render_command_device_and_regions_go_before_the_job_file() -> None:
         device_bytes=1 << 40,
     )
     # absolute: fio resolves --filename before it reads the job file's directory=
-    assert argv[2:4] == ["--filename=/dev/nvme1n1", f"--offset_increment={1 << 30}"]
-    assert argv[-1].endswith("randwrite-16k-psync-16jobs.fio")
-    assert env["TARGET"] == "/tmp/scratch"
+    assert argv[2:] == ["--filename=/dev/nvme1n1", f"--offset_increment={1 << 30}", "-"]
+    assert "directory=/tmp/scratch\n" in text
 
 
 @pytest.mark.parametrize("device", ["nvme1n1", "/dev/a b", "/dev/../etc/x", "/dev/a:b", ""])
@@ -727,8 +757,9 @@ def test_a_line_just_inside_the_limit_and_crlf_endings_are_read() -> None:
 def test_a_parameter_may_not_be_an_environment_variable_fio_s_process_reads(
     library: Path, name: str
 ) -> None:
-    # fio gets parameters as its environment: LD_PRELOAD=1 loaded ./1/1, a file an earlier
-    # workload wrote, into fio as root (docs/decisions.md #87)
+    # fio got parameters as its environment: LD_PRELOAD=1 loaded ./1/1, a file an earlier
+    # workload wrote, into fio as root (docs/decisions.md #87). iofleet now puts them into
+    # the job text (#88); run by hand, plain fio still reads them from its environment
     text = GOOD.replace("; @param TARGET=.", f"; @param TARGET=.\n; @param {name}:int=1")
     text += f"bs=${{{name}}}k\n"
     with pytest.raises(JobFileError, match=f"parameter {name} is an environment variable"):
