@@ -196,7 +196,8 @@ class JobFile:
     params: dict[str, str]  # ${VAR} name (UPPER) -> default, in declaration order
     param_help: dict[str, str] = field(default_factory=dict)
     param_types: dict[str, ParamType] = field(default_factory=dict)  # every param but TARGET
-    # the file's lines as the loader read and checked them: what `render_job` gives fio
+    # the lines as the loader read and checked them, includes put in: what `render_job`
+    # gives fio
     lines: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, object]:
@@ -287,9 +288,11 @@ def load_job_file(path: Path) -> JobFile:
             params[name] = default
             param_help[name] = (match["help"] or "").strip()
             continue
-    # the options as fio reads them (jobtext: comments, `key = value` spacing), no include
+    # the options as fio reads them (jobtext: comments, `key = value` spacing), includes
+    # only from beside the job file, and the text fio will be given, includes put in
+    flat: list[str] = []
     try:
-        sections = read_sections(path, lines, includes=False)
+        sections = read_sections(path, lines, includes="beside", flat=flat)
     except JobTextError as exc:
         raise JobFileError(str(exc)) from None
     names = canonical_names()
@@ -348,7 +351,7 @@ def load_job_file(path: Path) -> JobFile:
     unused = [p for p in params if p not in used]
     if unused:
         raise JobFileError(f"{path}: parameter {unused[0]} is declared but never used")
-    return JobFile(path.stem, description, path, params, param_help, param_types, tuple(lines))
+    return JobFile(path.stem, description, path, params, param_help, param_types, tuple(flat))
 
 
 def list_jobs() -> list[JobFile]:
@@ -758,8 +761,8 @@ def render_command(
 
 
 # fio reads the job file from its standard input when it is named `-` (init.c
-# parse_jobs_ini); an include in it would be looked for in fio's working directory, and
-# the loader refuses include
+# parse_jobs_ini). The text has its includes put in (the loader's `flat` lines): fio
+# would look for an include in its working directory, the slot's target, first
 JOB_ON_STDIN = "-"
 
 
@@ -772,9 +775,8 @@ def render_job(job: JobFile, values: Mapping[str, str]) -> str:
     plain token (no `$ { } ; # [ ]`, no line break), so putting it in makes no new
     comment, variable, section or line. ValueError (one line) for a line the values make
     longer than fio reads whole (jobtext.MAX_LINE_BYTES)."""
-    lines = job.lines or tuple(fio_lines(job.path.read_bytes().decode("utf-8"), str(job.path)))
     text = "".join(
-        _VAR_RE.sub(lambda m: values.get(m.group(1), m.group(0)), line) + "\n" for line in lines
+        _VAR_RE.sub(lambda m: values.get(m.group(1), m.group(0)), line) + "\n" for line in job.lines
     )
     try:
         fio_lines(text, f"fio job {job.name}")

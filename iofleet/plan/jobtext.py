@@ -153,24 +153,47 @@ def _include_path(including: Path, name: str) -> Path:
     return including.parent / target
 
 
-# Why a job file iofleet runs may not include another (read_sections `includes=False`)
-NO_INCLUDE = (
-    "include is not allowed: fio looks for the file in its working directory (the slot's "
-    "target, which a workload writes) before the job file's: write the options in the job file"
+# What a job file iofleet runs may include (read_sections `includes="beside"`): a file
+# of the job's own directory. iofleet puts the included lines into the job text it gives
+# fio (fiojobs.render_job), so fio looks nothing up; it would look in its working
+# directory (the slot's target, which a workload writes) before the job file's.
+_INCLUDE_NAME_RE = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*\Z")
+INCLUDE_BESIDE = (
+    "must name a file beside the job file (letters, digits and . _ + -, not starting with '.')"
 )
 
 
+def _include_problem(target: Path, name: str, rule: str) -> str | None:
+    if rule != "beside":
+        return None
+    if not _INCLUDE_NAME_RE.match(name):
+        return INCLUDE_BESIDE
+    if not target.is_file():  # a FIFO or a device would hang or never end the read
+        return "no such regular file beside the job file"
+    return None
+
+
 def read_sections(
-    path: Path, lines: list[str] | None = None, includes: bool = True
+    path: Path,
+    lines: list[str] | None = None,
+    includes: str = "fio",
+    flat: list[str] | None = None,
 ) -> list[Section]:
     """The sections of job file `path` (or of `lines`, read as that file) with their option
-    lines, includes expanded. JobTextError for what fio refuses to read, and, without
-    `includes`, for an include line (NO_INCLUDE), before the file is looked for."""
+    lines, includes expanded. JobTextError for what fio refuses to read.
+
+    `includes`: "fio" reads an include as fio would find it beside the job file (any
+    path); "beside" takes only a file of the job's own directory (INCLUDE_BESIDE),
+    checked before it is read. `flat` gets every line of the file as fio reads it, each
+    include line replaced by the included file's lines: the one text the sections are."""
     sections: list[Section] = []
 
     def walk(file: Path, text_lines: list[str], depth: int, into: Section | None) -> None:
         for number, raw in enumerate(text_lines, start=1):
             text = strip_line(raw)
+            if not text or not text.startswith("include"):
+                if flat is not None:
+                    flat.append(raw)
             if not text:
                 continue
             if text.startswith("["):
@@ -182,8 +205,6 @@ def read_sections(
                 into = Section(text[1:256][:-1], str(file), number, [])
                 sections.append(into)
                 continue
-            if not includes and text.startswith("include"):
-                raise JobTextError(f"{file}:{number}: {NO_INCLUDE}")
             if into is None:
                 raise JobTextError(
                     f"{file}:{number}: option {quote(text)} outside of a [section] (fio refuses it)"
@@ -193,6 +214,9 @@ def read_sections(
                 if depth >= MAX_INCLUDE_DEPTH:
                     raise JobTextError(f"{file}:{number}: includes nest too deep")
                 target = _include_path(file, name)
+                problem = _include_problem(target, name, includes)
+                if problem:
+                    raise JobTextError(f"{file}:{number}: include {quote(name)}: {problem}")
                 try:
                     included = _read(target)
                 except JobTextError as exc:

@@ -482,8 +482,11 @@ ESCAPING_JOBS = {
         "[x]\nrw=write\nbs=4k\ndescription=" + "A" * (8191 - 12) + "exec_prerun=touch {ABS}/ran\n",
         "a line of over 4096 bytes",
     ),
-    # fio looks for an include in its working directory, the target, first
-    "include": ("[x]\nrw=write\nbs=4k\ninclude more.inc\n", "include is not allowed"),
+    # fio looks for an include in its working directory, the target, first: iofleet puts
+    # in a file beside the job file, so one that is not there is refused
+    "include": ("[x]\nrw=write\nbs=4k\ninclude more.inc\n", "no such regular file beside"),
+    "include-climbing": ("[x]\nrw=write\nbs=4k\ninclude ../{REL}/victim\n", "beside the job"),
+    "include-absolute": ("[x]\nrw=write\nbs=4k\ninclude {ABS}/victim\n", "beside the job"),
     # a log a workload can write, naming files anywhere
     "read-iolog": ("[x]\nrw=write\nbs=4k\nread_iolog=evil.log\n", "read_iolog is not allowed"),
     # $jobname in filename_format is the section name: '..' climbs as a '../' would
@@ -535,23 +538,23 @@ _PWRITE = re.compile(
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-def test_a_jobs_parameters_reach_fio_in_its_job_text_never_in_its_environment(
-    box: Sandbox,
-) -> None:
-    # given a job with two parameters the matrix sets (a parameter's name used to become a
-    # variable in fio's environment, where the loader, glibc and every library fio links
-    # could read it: docs/decisions.md #88)
+def test_a_jobs_parameters_and_includes_reach_fio_in_its_job_text(box: Sandbox) -> None:
+    # given a job with two parameters the matrix sets, one of them in a file the job
+    # includes (a parameter's name used to become a variable in fio's environment, where
+    # the loader, glibc and every library fio links could read it; fio looked for an
+    # include in its working directory, the target, first: docs/decisions.md #88, #89)
     text = (
         "; d\n; @param TARGET=.\n; @param BLOCK_SIZE:size=4k  b\n; @param FILE_BYTES:size=8k  s\n"
-        "[x]\ndirectory=${TARGET}\nrw=write\nbs=${BLOCK_SIZE}\nsize=${FILE_BYTES}\n"
+        "[x]\ndirectory=${TARGET}\nrw=write\ninclude sizes.inc\nsize=${FILE_BYTES}\n"
     )
     library = _library(box, "envjob", text.encode())
+    (library / "sizes.inc").write_text("; the block size\nbs=${BLOCK_SIZE}\n")
     params = {"BLOCK_SIZE": "2k", "FILE_BYTES": "12k"}
     matrix = box.matrix(dict(GOOD, workloads=[{"fio": "envjob", "params": params}]))
     trace = box.root / "trace"
     # when run here, every process's exec and fio's writes traced by the kernel's view
     strace = ("strace", "-f", "-qq", "-v", "-y", "-s", "1000000", "-o", str(trace))
-    strace += ("-e", "trace=execve,pwrite64", "-e", "signal=none")
+    strace += ("-e", "trace=execve,openat,pwrite64", "-e", "signal=none")
     done = box.run(
         "local", str(matrix), "--out", "out", "-q",
         prefix=strace, env={"IOFLEET_FIO_JOBS": str(library)},
@@ -567,6 +570,10 @@ def test_a_jobs_parameters_reach_fio_in_its_job_text_never_in_its_environment(
         m["argv"] for m in execs if m["rc"] == "0" and m["argv"].startswith('"fio", "--output')
     ]
     assert fio_runs == ['"fio", "--output-format=json+", "-"']
+    # ... never opening the include (only iofleet's Python processes read it) ...
+    pythons = {m[0].split()[0] for m in execs if m["rc"] == "0" and "python" in m["argv"]}
+    readers = {ln.split()[0] for ln in lines if "openat(" in ln and "sizes.inc" in ln}
+    assert readers and readers <= pythons
     # ... and both values reached the file: 12 KiB written in 2 KiB writes, in the target
     writes = [m for m in map(_PWRITE.match, lines) if m and m["path"].endswith("/x.0.0")]
     assert writes and {m["n"] for m in writes} == {"2048"}

@@ -554,11 +554,44 @@ def test_refused_options_are_found_however_fio_spells_them(library: Path, line: 
         load_job_file(_write(library, "x", GOOD + line + "\n"))
 
 
-def test_an_include_is_refused_whatever_it_holds(library: Path) -> None:
-    # fio would look for more.inc in the slot's target first (docs/decisions.md #86)
-    (library / "more.inc").write_text("norandommap\n", encoding="utf-8")
-    with pytest.raises(JobFileError, match=r"x.fio:\d+: include is not allowed"):
-        load_job_file(_write(library, "x", GOOD + "include more.inc\n"))
+def test_an_include_beside_the_job_is_put_into_the_text_fio_reads(library: Path) -> None:
+    # fio would look for more.inc in the slot's target first (docs/decisions.md #86, #89):
+    # its lines go into the job text in the include line's place, nested ones too
+    (library / "more.inc").write_text("norandommap\ninclude most.inc\n", encoding="utf-8")
+    (library / "most.inc").write_text("bs=${BS} ; b\r\n", encoding="utf-8")
+    text = GOOD.replace("; @param TARGET=.", "; @param TARGET=.\n; @param BS:size=4k  b")
+    job = load_job_file(_write(library, "x", text + "include more.inc\nrw=write\n"))
+    rendered = render_job(job, {"TARGET": "/t", "BS": "8k"})
+    assert rendered.endswith("\nnorandommap\nbs=8k ; b\nrw=write\n")
+    assert "include" not in rendered
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("include /etc/passwd", "include '/etc/passwd': must name a file beside the job file"),
+        ("include ../x.inc", "include '../x.inc': must name a file beside the job file"),
+        ("include .hidden", "include '.hidden': must name a file beside the job file"),
+        ("include  more.inc", "include ' more.inc': must name a file beside the job file"),
+        ("include gone.inc", "include 'gone.inc': no such regular file beside the job file"),
+        ("include fifo.inc", "include 'fifo.inc': no such regular file beside the job file"),
+        ("include sub", "include 'sub': no such regular file beside the job file"),
+        ("include bad.inc", "bad.inc:1: ioengine='exec' is not an engine iofleet runs"),
+        ("include sec.inc", "sec.inc:1: no new sections in included files"),
+    ],
+)
+def test_an_include_not_beside_the_job_or_refused_inside_is_refused(
+    library: Path, line: str, why: str
+) -> None:
+    import os
+
+    os.mkfifo(library / "fifo.inc")  # read, it would never end
+    (library / "sub").mkdir()
+    (library / "bad.inc").write_text("ioengine=exec\n")
+    (library / "sec.inc").write_text("[y]\n")
+    with pytest.raises(JobFileError) as caught:
+        load_job_file(_write(library, "x", GOOD + line + "\n"))
+    assert why in str(caught.value), caught.value
 
 
 def test_an_option_only_in_a_comment_is_not_an_option(library: Path) -> None:
@@ -730,7 +763,10 @@ def test_options_that_stay_in_the_target_are_accepted(library: Path, line: str) 
             "[x]\nsize=1m\n[global]\ndirectory=${TARGET}\n[y]\nsize=1m\n",
             "j.fio:3: section [x] has no directory=${TARGET} in force",
         ),
-        ("[global]\ndirectory=${TARGET}\n[x]\nsize=1m\ninclude a.inc\n", "j.fio:7: include is not"),
+        (
+            "[global]\ndirectory=${TARGET}\n[x]\nsize=1m\ninclude a.inc\n",
+            "j.fio:7: include 'a.inc'",
+        ),
         ("[global]\ndirectory=${TARGET}\n[x]\nsize=1m\x0b\n", "j.fio:6: character '\\x0b'"),
         ("[global]\ndirectory=${TARGET}\n[x]\nsize=1m\x00ioengine=exec\n", "character '\\x00'"),
         ("[global]\ndirectory=${TARGET}\n[x]\nsize=1m\rioengine=exec\n", "character '\\r'"),
