@@ -1097,6 +1097,9 @@ def reading_problems(
                     )
         for a, message in _refused_by_fio(section, raw_only):
             add(a, message)
+        waits = _wait_for_problem(section, [j.name for j in jobs[: jobs.index(section)]])
+        if waits:
+            add(*waits)
         if not raw_only and section.last("size") is None and section.last("filesize") is None:
             sec = section.section
             text = f"{_shown(sec.path)}:{sec.line}: [{sec.name}]: "
@@ -1109,6 +1112,29 @@ def reading_problems(
                 )
             )
     return out
+
+
+def _wait_for_problem(job: Job, earlier: list[str]) -> tuple[Assignment, str] | None:
+    """fio's check of `wait_for` as it adds the job (init.c wait_for_ok), which
+    `--parse-only` never reaches: the job fails as the run starts. The waitee must be one
+    job defined before this one, by its name (`name=`, else the section's), not itself."""
+    a = job.last("wait_for")
+    if a is None or a.value is None or not a.known:
+        return None
+    if a.value in (job.section.name, job.name):
+        return a, "a job cannot wait for itself (fio refuses it as the run starts)"
+    count = earlier.count(a.value)
+    if count == 0:
+        return a, (
+            f"no job named {quote(a.value)} before this one (fio waits only for a job "
+            "defined earlier in the file, and refuses the run as it starts)"
+        )
+    if count > 1:
+        return a, (
+            f"{count} jobs are named {quote(a.value)} (fio refuses an ambiguous wait_for as "
+            "the run starts)"
+        )
+    return None
 
 
 def _highest_cpu(option: str, value: str) -> int | None:

@@ -676,6 +676,19 @@ REFUSED_BODIES = [
     ("[x]\nsize=1m\ndirect=1\nbs=1000\n", False, "bs=1000: direct I/O of 1000 bytes"),
     ("[x]\nsize=1m\nrw=rw\ndirect=1\nbs=4k,1100\n", False, "bs=4k,1100: direct I/O of 1100 bytes"),
     ("[x]\nrw=read\n", False, "[x]: no size= or filesize="),
+    # fio checks wait_for as it adds each job, after --parse-only has stopped
+    (
+        "[a]\nsize=64k\nrw=write\nwait_for=b\n[b]\nsize=64k\n",
+        False,
+        "wait_for=b: no job named 'b' before this one",
+    ),
+    ("[a]\nsize=64k\nwait_for=a\n", False, "a job cannot wait for itself"),
+    ("[global]\nwait_for=a\n[a]\nsize=64k\n[b]\nsize=64k\n", False, "cannot wait for itself"),
+    (
+        "[a]\nsize=64k\n[a]\nsize=64k\n[c]\nsize=64k\nwait_for=a\n",
+        False,
+        "2 jobs are named 'a'",
+    ),
 ]
 
 
@@ -691,6 +704,8 @@ def test_what_fio_refuses_as_a_job_starts_is_a_plan_problem(
 
 # and look-alikes fio runs (the real-fio test runs them too)
 ACCEPTED_BODIES = [
+    "[a]\nsize=64k\nrw=write\n[b]\nsize=64k\nrw=read\nwait_for=a\n",
+    "[a]\nname=zed\nsize=64k\n[b]\nsize=64k\nwait_for=zed\n",  # by its name=
     "[x]\nsize=1m\nrate=1m\nrate_iops_min=1\n",  # a cap in bytes/s, a floor in IOPS
     "[x]\nsize=1m\ndirect=1\nbs=4k,1m\n",
     "[x]\nsize=1m\nrw=read\ndirect=1\nbs=4k,1100\n",  # reads only: 1100 is never used
