@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from infra.config import ConfigError, DeployConfig  # noqa: E402
 from infra.stack import IofleetStack  # noqa: E402
+from infra.staging import JobLibraryError, job_library  # noqa: E402
 
 # Feature flags the stack relies on (also set when tests build the app directly).
 FEATURE_FLAGS: dict[str, object] = {
@@ -50,6 +51,7 @@ def build_app(
 
 def main() -> int:
     try:
+        job_library()  # checked before the app writes anything (its staging)
         # `cdk synth` sets CDK_OUTDIR; `make synth` (python3 app.py) writes ./cdk.out
         app, _ = build_app(
             outdir=os.environ.get("CDK_OUTDIR", str(Path(__file__).resolve().parent / "cdk.out"))
@@ -57,6 +59,9 @@ def main() -> int:
     except ConfigError as exc:
         for line in str(exc).splitlines():
             print(f"cdk context: {line}", file=sys.stderr)
+        return 2
+    except JobLibraryError as exc:
+        print(exc, file=sys.stderr)  # PATH: message
         return 2
     app.synth()
     return 0
