@@ -40,6 +40,7 @@ from iofleet.plan.jobtext import (
     read_sections,
     size_bytes,
     split_option,
+    strip_line,
     value_pieces,
 )
 from iofleet.quote import clip, quote
@@ -81,6 +82,15 @@ _ENVIRONMENT_NAMES = frozenset(
 
 def _environment_name(name: str) -> bool:
     return name in _ENVIRONMENT_NAMES or name.startswith(_ENVIRONMENT_PREFIXES)
+
+
+def _runs_bc(text: str) -> bool:
+    """fio's keyword pass (options.c fio_keyword_replace -> bc_calc): an option holding
+    $ncpus, $mb_memory or $pagesize and any of + - * / (after its ${VAR}s are put in; a
+    value may hold '/', '+' or '-', so any ${...} counts) is handed to `sh -c "echo ... |
+    bc"`, and whatever bc prints (`print "/any/path"`) becomes the value, after every
+    check here. fio skips bc when the text holds a quote; refused all the same."""
+    return has_keyword(text) and (any(c in text for c in "+-*/") or "${" in text)
 
 
 def _unsafe_job_name(name: str) -> bool:
@@ -321,6 +331,12 @@ def load_job_file(path: Path) -> JobFile:
         key = names.get(key, key)
         if key == "gtod_reduce":
             raise JobFileError(f"{where}: gtod_reduce is not allowed (it drops latencies)")
+        if _runs_bc(opt.text):
+            raise JobFileError(
+                f"{where}: {quote(opt.text)}: $ncpus, $mb_memory or $pagesize with + - * / "
+                "makes fio run bc (a program, as root) and take what it prints as the value: "
+                "write the value out"
+            )
         if key == "filename":
             raise JobFileError(f"{where}: use directory=${{TARGET}}, never filename=")
         if key in _OUTSIDE_IO:
@@ -766,18 +782,26 @@ def render_command(
 JOB_ON_STDIN = "-"
 
 
+def _render_line(line: str, values: Mapping[str, str]) -> str:
+    """An option line with its ${VAR}s put in; a section header or a comment as written
+    (fio puts variables into options only: a header's name is read as written, and a
+    `[` + 253 characters + `${TARGET}]` header filled in would end its name in '/')."""
+    text = strip_line(line)
+    if not text or text.startswith("["):
+        return line
+    return _VAR_RE.sub(lambda m: values.get(m.group(1), m.group(0)), line)
+
+
 def render_job(job: JobFile, values: Mapping[str, str]) -> str:
     """Job file `job` as fio reads it when its environment holds `values`: every
     `${VAR}` put in (options.c fio_option_dup_subs puts the environment's value in for
-    `${VAR}` anywhere in an option line). The loader refuses an option line using a VAR
-    without a `; @param` line, so `values` (every parameter) leaves none for fio's
-    environment; one in a comment is kept as written (fio never reads it). A value is a
+    `${VAR}` anywhere in an option line, and nowhere else). The loader refuses an option
+    line using a VAR without a `; @param` line, so `values` (every parameter) leaves none
+    for fio's environment; one in a comment or a section header is kept as written. A value is a
     plain token (no `$ { } ; # [ ]`, no line break), so putting it in makes no new
     comment, variable, section or line. ValueError (one line) for a line the values make
     longer than fio reads whole (jobtext.MAX_LINE_BYTES)."""
-    text = "".join(
-        _VAR_RE.sub(lambda m: values.get(m.group(1), m.group(0)), line) + "\n" for line in job.lines
-    )
+    text = "".join(_render_line(line, values) + "\n" for line in job.lines)
     try:
         fio_lines(text, f"fio job {job.name}")
     except JobTextError as exc:

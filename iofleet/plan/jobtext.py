@@ -168,6 +168,8 @@ def _include_problem(target: Path, name: str, rule: str) -> str | None:
         return None
     if not _INCLUDE_NAME_RE.match(name):
         return INCLUDE_BESIDE
+    if target.is_symlink():  # the file it names may be anywhere (a root-only one)
+        return "a link: the included file must be a regular file beside the job file"
     if not target.is_file():  # a FIFO or a device would hang or never end the read
         return "no such regular file beside the job file"
     return None

@@ -499,6 +499,15 @@ ESCAPING_JOBS = {
         "[x]\nrw=write\nbs=4k\nbuffer_pattern='{ABS}/victim'\n",
         "a pattern read from a file",
     ),
+    # fio runs bc on a value with a host keyword and + - * /, and takes what bc prints
+    "bc-iolog": (
+        '[x]\nrw=write\nbs=4k\nwrite_iolog=print "{ABS}/iolog", $ncpus*0\n',
+        "makes fio run bc",
+    ),
+    "bc-filename": (
+        '[x]\nrw=write\nbs=4k\nfilename_format=print "../../../../victim", $ncpus*0\n',
+        "makes fio run bc",
+    ),
     "merge-blktrace": (
         "[x]\nmerge_blktrace_file={ABS}/merged\nrw=write\nbs=4k\n",
         "merge_blktrace_file is not allowed",

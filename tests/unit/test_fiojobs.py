@@ -270,6 +270,42 @@ def test_render_job_keeps_comments_and_lines_as_fio_reads_them(library: Path) ->
     )
 
 
+def test_render_job_leaves_a_section_header_as_fio_reads_it(library: Path) -> None:
+    # fio puts variables into options only: filled in, ${TARGET} past the 254 characters
+    # the loader reads as the name would end fio's name in '/' (a helper's audit)
+    header = "[" + "A" * 253 + "${TARGET}]"
+    text = f"; d\n; @param TARGET=.  t\n[global]\ndirectory=${{TARGET}}\n{header}\nsize=4k\n"
+    job = load_job_file(_write(library, "hdr", text))
+    rendered = render_job(job, {"TARGET": "/t"})
+    assert f"\ndirectory=/t\n{header}\nsize=4k\n" in rendered
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'write_iolog=print "/tmp/outside/iolog", $ncpus*0',  # bc prints the path
+        'filename_format=print "../../victim", $pagesize-4096',
+        "numjobs=$ncpus/2",
+        "size=$mb_memory+1",
+        "name=a$ncpus${SIZE}",  # a value may hold '/', '+' or '-'
+    ],
+)
+def test_a_host_keyword_with_arithmetic_is_refused_fio_would_run_bc(
+    library: Path, line: str
+) -> None:
+    # fio hands such a value to `sh -c "echo ... | bc"` and takes what bc prints: a path
+    # option became any path after every check (a helper's audit, docs/decisions.md #92)
+    text = GOOD.replace("; @param TARGET=.", "; @param TARGET=.\n; @param SIZE:size=1m  s")
+    with pytest.raises(JobFileError, match=r"makes fio run bc \(a program, as root\)"):
+        load_job_file(_write(library, "x", text + "size=${SIZE}\n" + line + "\n"))
+
+
+def test_a_host_keyword_alone_is_left_to_the_plan(library: Path) -> None:
+    # a keyword alone is only the host's number: the loader takes it (the plan refuses it
+    # in the options it needs: reading_problems)
+    load_job_file(_write(library, "x", GOOD + "iodepth=$ncpus\n"))
+
+
 def test_render_job_refuses_a_line_its_values_make_too_long(library: Path) -> None:
     text = "; d\n; @param TARGET=.  t\n[j]\ndirectory=${TARGET}\nrw=write\nsize=1m\n"
     job = load_job_file(_write(library, "long", text))
@@ -576,6 +612,7 @@ def test_an_include_beside_the_job_is_put_into_the_text_fio_reads(library: Path)
         ("include gone.inc", "include 'gone.inc': no such regular file beside the job file"),
         ("include fifo.inc", "include 'fifo.inc': no such regular file beside the job file"),
         ("include sub", "include 'sub': no such regular file beside the job file"),
+        ("include link.inc", "include 'link.inc': a link: the included file must be a regular"),
         ("include bad.inc", "bad.inc:1: ioengine='exec' is not an engine iofleet runs"),
         ("include sec.inc", "sec.inc:1: no new sections in included files"),
     ],
@@ -587,6 +624,7 @@ def test_an_include_not_beside_the_job_or_refused_inside_is_refused(
 
     os.mkfifo(library / "fifo.inc")  # read, it would never end
     (library / "sub").mkdir()
+    (library / "link.inc").symlink_to(library / "bad.inc")
     (library / "bad.inc").write_text("ioengine=exec\n")
     (library / "sec.inc").write_text("[y]\n")
     with pytest.raises(JobFileError) as caught:
