@@ -199,7 +199,7 @@ def run_local(
         stop_parse_only_checks()
     matrix = plan.matrix
     check_tools(matrix, matrix_file_name(matrix_path))
-    check_cpus(matrix, matrix_file_name(matrix_path))
+    check_host(matrix, matrix_file_name(matrix_path))
     out_dir = resolve_local_path(str(out_dir), base)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: exists and is not a directory")
@@ -299,21 +299,23 @@ def preflight(plan: Any, base: Path, file: str) -> None:
     the tools (exit 3), the storage paths (exit 2), the room on each target (exit 3).
     Read-only: what `local` would sweep of a dead run's leftovers still counts as used."""
     check_tools(plan.matrix, file)
-    check_cpus(plan.matrix, file)
+    check_host(plan.matrix, file)
     check_paths(plan, base, file)
     check_room(plan, base, file)
 
 
-def check_cpus(matrix: Any, file: str) -> None:
+def check_host(matrix: Any, file: str) -> None:
     """ValidationFailed (exit 2) for a fio workload pinned to a CPU this machine lacks
-    (fio drops the job as it starts): before anything is made."""
+    (fio drops the job as it starts), or with huge-page buffers and no huge pages reserved
+    here (fio fails every I/O): before anything is made."""
     from iofleet.errors import Problem, ValidationFailed
-    from iofleet.plan.matrix import workload_cpu_problems
+    from iofleet.plan.fiojobs import huge_pages_reserved
+    from iofleet.plan.matrix import workload_host_problems
 
     cpus = os.sysconf("SC_NPROCESSORS_CONF")  # fio's cpus_configured(), which it checks
     problems = [
         Problem(f"workloads[{i}].fio", line)
-        for i, line in workload_cpu_problems(matrix, cpus, "this machine")
+        for i, line in workload_host_problems(matrix, cpus, huge_pages_reserved(), "this machine")
     ]
     if problems:
         raise ValidationFailed(problems, file=file)

@@ -1177,10 +1177,30 @@ def _highest_cpu(option: str, value: str) -> int | None:
         return None
 
 
-def cpu_problems(name: str, params: Mapping[str, object], cpus: int, host: str) -> list[str]:
-    """Lines for job `name`'s sections that pin to a CPU beyond the `cpus` the host has
-    (`host` names it): fio drops such a job as it starts ('job global dropped'), after
-    the slot has been set up. KeyError / JobFileError as get_job."""
+# fio's I/O buffers in huge pages (`mem=`/`iomem=`): only from pages the host reserved
+HUGE_PAGE_MEMORY = ("shmhuge", "mmaphuge")
+
+
+def huge_pages_reserved() -> bool:
+    """This machine has huge pages reserved (/proc/meminfo HugePages_Total above 0)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("HugePages_Total:"):
+                    return int(line.split()[1]) > 0
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def host_problems(
+    name: str, params: Mapping[str, object], cpus: int, huge_pages: bool, host: str
+) -> list[str]:
+    """Lines for what job `name`'s sections ask of the host that `host` lacks: a CPU
+    beyond its `cpus` (fio drops such a job as it starts: 'job global dropped'), or I/O
+    buffers in huge pages when it has none reserved (`huge_pages` false: fio fails with
+    'no huge pages available' or 'Bad address' on every I/O); both after the slot has been
+    set up. KeyError / JobFileError as get_job."""
     job = get_job(name)
     try:
         jobs = read_jobs(job.path, plan_env(job, params))
@@ -1199,6 +1219,16 @@ def cpu_problems(name: str, params: Mapping[str, object], cpus: int, host: str) 
                     f"{a.line.text.strip()}: CPU {highest} is beyond {host}'s {cpus} CPUs "
                     f"(0 to {cpus - 1}): fio drops the job as it starts"
                 )
+        a = section.last("mem")
+        if huge_pages or a is None or a.value is None or not a.known:
+            continue
+        kind = a.value.split(":", 1)[0].split(",", 1)[0]
+        if kind in HUGE_PAGE_MEMORY:
+            out.append(
+                f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
+                f"{a.line.text.strip()}: {host} has no huge pages reserved (vm.nr_hugepages "
+                "is 0): fio fails every I/O; use mem=malloc (the default)"
+            )
     return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
 
 

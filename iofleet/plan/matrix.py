@@ -1340,18 +1340,22 @@ def _capacity_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     return problems
 
 
-def workload_cpu_problems(matrix: Matrix, cpus: int, host: str) -> list[tuple[int, str]]:
+def workload_host_problems(
+    matrix: Matrix, cpus: int, huge_pages: bool, host: str
+) -> list[tuple[int, str]]:
     """(workload index, line) for each fio workload pinned (cpus_allowed, cpumask) to a CPU
-    beyond the `cpus` of `host` (iofleet.plan.fiojobs.cpu_problems): the AWS plan's check
-    against the smallest instance type, `iofleet local`'s against this machine."""
-    from iofleet.plan.fiojobs import JobFileError, cpu_problems
+    beyond the `cpus` of `host`, or with huge-page buffers where `host` has none reserved
+    (iofleet.plan.fiojobs.host_problems): the AWS plan's check against the smallest
+    instance type (the instances reserve no huge pages), `iofleet local`'s against this
+    machine."""
+    from iofleet.plan.fiojobs import JobFileError, host_problems
 
     problems: list[tuple[int, str]] = []
     for i, w in enumerate(matrix.workloads):
         if not isinstance(w, FioWorkload):
             continue
         try:
-            lines = cpu_problems(w.fio, w.params, cpus, host)
+            lines = host_problems(w.fio, w.params, cpus, huge_pages, host)
         except (KeyError, JobFileError):
             continue  # reported by the matrix validation
         problems += [(i, line) for line in lines]
@@ -1368,7 +1372,8 @@ def _cpu_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
         return []  # an unknown instance type is reported by the matrix validation
     cpus, smallest = min(known)
     return [
-        (("workloads", i, "fio"), line) for i, line in workload_cpu_problems(matrix, cpus, smallest)
+        (("workloads", i, "fio"), line)
+        for i, line in workload_host_problems(matrix, cpus, False, smallest)
     ]
 
 

@@ -1123,3 +1123,23 @@ def test_a_job_pinned_to_a_cpu_this_machine_lacks_is_refused_before_anything_is_
         f"is beyond this machine's {cpus} CPUs (0 to {cpus - 1}): fio drops the job as it starts"
     )
     assert box.refused("plan", str(matrix), "--target", "local", env=env) == line
+
+
+def test_huge_page_buffers_without_huge_pages_here_are_refused_before_anything_is_made(
+    box: Sandbox,
+) -> None:
+    from iofleet.plan.fiojobs import huge_pages_reserved
+
+    if huge_pages_reserved():
+        pytest.skip("this machine has huge pages reserved")
+    text = "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nsize=64k\nmem=shmhuge\n"
+    library = _library(box, "huge", text.encode())
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "huge"}]))
+    line = box.refused("local", str(matrix), "--out", "out", "-q", env=env)
+    assert line == (
+        f"{matrix}: workloads[0].fio: job 'huge': huge.fio:6: mem=shmhuge: this machine has "
+        "no huge pages reserved (vm.nr_hugepages is 0): fio fails every I/O; use mem=malloc "
+        "(the default)"
+    )
+    assert box.refused("plan", str(matrix), "--target", "local", env=env) == line

@@ -66,7 +66,7 @@ def test_what_the_plan_accepts_runs_in_fio(tmp_path: Path, body: str) -> None:
 def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
-    from iofleet.plan.fiojobs import cpu_problems
+    from iofleet.plan.fiojobs import host_problems
 
     cpus = os.sysconf("SC_NPROCESSORS_CONF")
     last, beyond = (
@@ -86,5 +86,26 @@ def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
         failed = result.returncode != 0 or '"error" : 0' not in result.stdout
         # fio drops the job pinned to a CPU the machine lacks, and runs the other
         assert failed is fails, (value, result.stderr[-400:])
-        lines = cpu_problems("pin", {}, cpus, "this machine")
+        lines = host_problems("pin", {}, cpus, True, "this machine")
         assert bool(lines) is fails, lines
+
+
+@pytest.mark.parametrize("line", ["mem=shmhuge", "mem=mmaphuge"])
+def test_huge_page_buffers_fail_in_fio_without_huge_pages_and_are_refused_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    from iofleet.plan.fiojobs import host_problems, huge_pages_reserved
+
+    if huge_pages_reserved():
+        pytest.skip("this machine has huge pages reserved")
+    library = tmp_path / "jobs"
+    library.mkdir()
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    body = f"[x]\nsize=64k\nrw=read\n{line}\n"
+    (library / "huge.fio").write_text(_HEAD + body)
+    # fio fails the job here (no huge pages reserved: vm.nr_hugepages is 0) ...
+    result = _fio(tmp_path, body)
+    assert result.returncode != 0 or '"error" : 0' not in result.stdout, result.stdout[-400:]
+    # ... and the local check says so before anything runs; with pages reserved it would not
+    assert host_problems("huge", {}, 1, False, "this machine")
+    assert host_problems("huge", {}, 1, True, "this machine") == []

@@ -95,3 +95,33 @@ def test_a_job_pinned_past_the_smallest_instance_types_vcpus_is_refused(
     ]
     doc["instance_types"] = ["m6a.xlarge"]
     build_plan(validate_matrix_dict(doc))
+
+
+@pytest.mark.parametrize("line", ["mem=shmhuge", "iomem=mmaphuge"])
+def test_huge_page_buffers_are_refused_on_aws_whose_instances_reserve_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "huge.fio").write_text(
+        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nsize=1m\n[x]\n{line}\n"
+    )
+    doc: dict[str, Any] = {
+        "name": "huge",
+        "instance_types": ["m6a.xlarge"],
+        "storage": [{"type": "ebs", "label": "v", "volume_type": "gp3", "size_gib": 10}],
+        "workloads": [{"fio": "huge"}],
+        "parallelism": [1],
+    }
+    with pytest.raises(ValidationFailed) as caught:
+        build_plan(validate_matrix_dict(doc))
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        (
+            "workloads[0].fio",
+            f"job 'huge': huge.fio:7: {line}: m6a.xlarge has no huge pages reserved "
+            "(vm.nr_hugepages is 0): fio fails every I/O; use mem=malloc (the default)",
+        )
+    ]
+    (tmp_path / "huge.fio").write_text(
+        "; d\n; @param TARGET=.\n[global]\ndirectory=${TARGET}\nsize=1m\n[x]\nmem=malloc\n"
+    )
+    build_plan(validate_matrix_dict(doc))
