@@ -95,8 +95,9 @@ def _runs_bc(text: str) -> bool:
 
 def _unsafe_job_name(name: str) -> bool:
     """A job name (a section's, or `name=`) fio would put files outside the target with:
-    fio names a job's files after it, and `$jobname` in filename_format is it."""
-    return "/" in name or "${" in name or not name.strip(".")
+    fio names a job's files after it, and `$jobname` in filename_format is it, before
+    fio's other keywords there (`[.$clientuid.]` became `..`)."""
+    return "/" in name or "$" in name or not name.strip(".")
 
 
 _VAR_RE = re.compile(r"\$\{([^}]*)\}")
@@ -322,7 +323,7 @@ def load_job_file(path: Path) -> JobFile:
         if _unsafe_job_name(section.name):
             raise JobFileError(
                 f"{section.path}:{section.line}: section [{section.name}]: a job name without "
-                "'/' or ${...}, and not only dots (fio names the job's files after it, and "
+                "'/' or '$', and not only dots (fio names the job's files after it, and "
                 "$jobname in filename_format: they would land outside the slot's target)"
             )
     for opt in (o for section in sections for o in section.options):
@@ -343,8 +344,8 @@ def load_job_file(path: Path) -> JobFile:
             raise JobFileError(f"{where}: {key} is not allowed ({_OUTSIDE_IO[key]})")
         if key in _PATH_OPTIONS and not _stays_inside(value or ""):
             raise JobFileError(
-                f"{where}: {key}={quote(value)} must be a relative path without '..' or "
-                "${...} (fio would read or write outside the slot's target)"
+                f"{where}: {key}={quote(value)} must be a relative path without '..', "
+                "${...} or $clientuid (fio would read or write outside the slot's target)"
             )
         why = _option_problem(key, value)
         if why:
@@ -527,6 +528,7 @@ _RESULTS = {
     "disable_clat": (True, "it drops the completion latencies the report is built on"),
     "clat_percentiles": (False, "it drops the completion-latency percentiles and histogram"),
     "create_only": (True, "fio lays the files out and measures nothing"),
+    "stats": (False, "fio keeps no statistics: the run has no measurements"),
 }
 
 
@@ -543,10 +545,12 @@ def _option_problem(key: str, value: str | None) -> str | None:
             )
     if key == "name" and value is not None and _unsafe_job_name(value):
         return (
-            f"name={quote(value)}: a job name without '/' or ${{...}}, and not only dots "
+            f"name={quote(value)}: a job name without '/' or '$', and not only dots "
             "(fio names the job's files after it: they would land outside the slot's target)"
         )
-    if key in ("buffer_pattern", "verify_pattern") and value and value.lstrip().startswith("'"):
+    if key in ("buffer_pattern", "verify_pattern") and value and "'" in value:
+        # a pattern is a series of pieces (a number, "text", 'FILE', %o): a 'FILE' after a
+        # first piece is read all the same
         return (
             f"{key}={quote(value)}: a pattern read from a file ('NAME') is not allowed (fio "
             'opens the file as root, wherever it is): write the pattern (0x..., "text")'
@@ -569,10 +573,13 @@ def _option_problem(key: str, value: str | None) -> str | None:
 
 
 def _stays_inside(value: str) -> bool:
-    """A path option's value that stays below the directory fio resolves it against."""
+    """A path option's value that stays below the directory fio resolves it against.
+    fio puts the client's address in for `$clientuid` in filename_format (any case):
+    empty in a run of its own, so `.$clientuid.` is `..`."""
     return (
         not value.startswith("/")
         and "${" not in value
+        and "$clientuid" not in value.lower()
         and ".." not in value.replace("\\", "/").split("/")
     )
 
@@ -1257,6 +1264,16 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
     rw = job.last("rw")
     if rw is not None and rw.value and "trim" in rw.value and not raw_only:
         out.append((rw, "trims are for raw devices: on a file fio fails (error 25)"))
+    fill = job.last("fill_device")
+    if fill is not None and job.flag("fill_device") and not raw_only:
+        out.append(
+            (
+                fill,
+                "fill_device writes until the file system is full: the host's own disk for "
+                "a local target, without end on EFS or S3; give size= (on a raw device the "
+                "device's size bounds it)",
+            )
+        )
     zonemode = job.last("zonemode")
     if zonemode is not None and (zonemode.value or "").strip() == "zbd":
         out.append(

@@ -508,6 +508,20 @@ ESCAPING_JOBS = {
         '[x]\nrw=write\nbs=4k\nfilename_format=print "../../../../victim", $ncpus*0\n',
         "makes fio run bc",
     ),
+    # fio puts the client's address, empty here, in for $clientuid: '.$clientuid.' is '..'
+    "clientuid-format": (
+        "[x]\nrw=write\nbs=4k\nfilename_format=" + ".$clientuid./" * 40 + "{ABSREL}/victim\n",
+        "without '..', ${...} or $clientuid",
+    ),
+    "clientuid-name": (
+        "[.$CLIENTUID.]\nrw=write\nbs=4k\nfilename_format=" + "$jobname/" * 40 + "{ABSREL}/v\n",
+        "a job name without '/' or '$'",
+    ),
+    # a pattern is pieces: a 'FILE' after a first piece is read as root all the same
+    "pattern-file-later": (
+        """[x]\nrw=write\nbs=4k\nbuffer_pattern="A"'{ABS}/victim'\n""",
+        "a pattern read from a file",
+    ),
     "merge-blktrace": (
         "[x]\nmerge_blktrace_file={ABS}/merged\nrw=write\nbs=4k\n",
         "merge_blktrace_file is not allowed",
@@ -526,6 +540,7 @@ def test_a_job_file_that_would_reach_outside_the_target_is_refused(box: Sandbox,
     body = body.replace("{REL}", "../" * 40 + str(outside).lstrip("/"))
     body = body.replace("{ABS}", str(outside))
     body = body.replace("{DOTS}", "$jobname/" * 40 + str(outside).lstrip("/"))
+    body = body.replace("{ABSREL}", str(outside).lstrip("/"))
     text = f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nsize=64k\n{body}"
     library = _library(box, name, text.encode())
     env = {"IOFLEET_FIO_JOBS": str(library)}

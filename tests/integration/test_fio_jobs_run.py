@@ -151,27 +151,3 @@ def test_device_points_every_job_process_at_its_own_region_of_one_file(tmp_path:
     mib = 1 << 20
     assert data[: 4 * mib].strip(b"\0") and data[4 * mib : 8 * mib].strip(b"\0")
     assert not data[8 * mib :].strip(b"\0")
-
-
-def test_a_long_section_header_names_the_job_as_the_loader_read_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # given a header whose ${TARGET} lies past the 254 characters fio reads as the name
-    library = tmp_path / "jobs"
-    library.mkdir()
-    header = "[" + "A" * 253 + "${TARGET}]"
-    (library / "hdr.fio").write_text(
-        f"; d\n; @param TARGET=.  t\n[global]\ndirectory=${{TARGET}}\n{header}\n"
-        "rw=write\nsize=4k\nfilename_format=$jobname/f\n"
-    )
-    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
-    target = tmp_path / "target"
-    target.mkdir()
-    # when fio runs the job as the agent renders it
-    argv, text = render_command("hdr", {}, str(target))
-    result = _run(argv, text, target)
-    # then the directory fio made for the job is named as the loader read the name (filled
-    # in, the header's ${TARGET} made the name end in '/': a directory of 253 A's)
-    assert result.returncode == 0, result.stderr
-    assert [p.name for p in target.iterdir()] == ["A" * 253 + "$"]
-    assert [p.name for p in (target / ("A" * 253 + "$")).iterdir()] == ["f"]

@@ -271,9 +271,10 @@ def test_render_job_keeps_comments_and_lines_as_fio_reads_them(library: Path) ->
 
 
 def test_render_job_leaves_a_section_header_as_fio_reads_it(library: Path) -> None:
-    # fio puts variables into options only: filled in, ${TARGET} past the 254 characters
-    # the loader reads as the name would end fio's name in '/' (a helper's audit)
-    header = "[" + "A" * 253 + "${TARGET}]"
+    # fio puts variables into options only: filled in, a ${TARGET} from the 255th character
+    # on would change the name fio reads (a helper's audit: with 253 A's it ended in '/';
+    # such a name, holding '$' where the loader cuts it, is refused now)
+    header = "[" + "A" * 254 + "${TARGET}]"
     text = f"; d\n; @param TARGET=.  t\n[global]\ndirectory=${{TARGET}}\n{header}\nsize=4k\n"
     job = load_job_file(_write(library, "hdr", text))
     rendered = render_job(job, {"TARGET": "/t"})
@@ -298,6 +299,20 @@ def test_a_host_keyword_with_arithmetic_is_refused_fio_would_run_bc(
     text = GOOD.replace("; @param TARGET=.", "; @param TARGET=.\n; @param SIZE:size=1m  s")
     with pytest.raises(JobFileError, match=r"makes fio run bc \(a program, as root\)"):
         load_job_file(_write(library, "x", text + "size=${SIZE}\n" + line + "\n"))
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "[.$clientuid.]",  # $jobname in filename_format, then $clientuid: '..'
+        "[" + "A" * 253 + "${TARGET}]",  # the name fio reads ends in '$'
+        "[a$b]",
+    ],
+)
+def test_a_section_named_with_a_dollar_is_refused(library: Path, header: str) -> None:
+    text = f"; d\n; @param TARGET=.  t\n[global]\ndirectory=${{TARGET}}\n{header}\nsize=4k\n"
+    with pytest.raises(JobFileError, match=r"a job name without '/' or '\$'"):
+        load_job_file(_write(library, "x", text))
 
 
 def test_a_host_keyword_alone_is_left_to_the_plan(library: Path) -> None:
@@ -767,6 +782,14 @@ def test_on_raw_devices_only_trims_and_a_missing_size_are_fine(library: Path) ->
     assert len(fiojobs.reading_problems("j", {}, raw_only=False)) == 2
 
 
+def test_fill_device_is_for_raw_devices_only(library: Path) -> None:
+    # on a file system it writes until the file system is full: the host's disk locally
+    _write(library, "j", _HEAD + "[x]\nsize=1m\nrw=write\nfill_fs=1\n")
+    [(where, message)] = fiojobs.reading_problems("j", {}, raw_only=False)
+    assert "fill_fs=1: fill_device writes until the file system is full" in message
+    assert fiojobs.reading_problems("j", {}, raw_only=True) == []
+
+
 @pytest.mark.parametrize(
     ("line", "why"),
     [
@@ -862,6 +885,15 @@ def test_a_parameter_may_not_be_an_environment_variable_fio_s_process_reads(
         ("verify_pattern= 'x'", "a pattern read from a file"),
         ("profile=tiobench", "profile is not allowed"),
         ("name=..", "and not only dots"),
+        # a pattern is a series of pieces: a 'FILE' after the first is read as root too
+        ("""buffer_pattern="A"'/etc/shadow'""", "a pattern read from a file"),
+        ("verify_pattern=0x41'x'", "a pattern read from a file"),
+        # fio puts the client's address in for $clientuid (any case): empty, '.$x.' is '..'
+        ("filename_format=.$clientuid./.$clientuid./v", "without '..', ${...} or $clientuid"),
+        ("filename_format=.$CLIENTUID./v", "without '..', ${...} or $clientuid"),
+        ("name=.$clientuid.", "a job name without '/' or '$'"),
+        ("name=a$jobnum", "a job name without '/' or '$'"),
+        ("stats=0", "stats=0 is not allowed (fio keeps no statistics"),
     ],
 )
 def test_patterns_from_files_profiles_and_dot_names_are_refused(
