@@ -556,6 +556,10 @@ def test_a_job_file_that_would_reach_outside_the_target_is_refused(box: Sandbox,
 
 
 _EXECVE = re.compile(r'^\d+ +execve\("[^"]*", \[(?P<argv>.*?)\], \[(?P<env>.*)\]\) = (?P<rc>-?\d+)')
+# a process or thread started: `P clone3(...) = C`, or its `<... clone3 resumed>` line
+_CLONE = re.compile(
+    r"^(?P<parent>\d+) +(?:<\.\.\. )?(?:clone3?|v?fork)(?:\(| resumed>).* = (?P<child>\d+)$"
+)
 _PWRITE = re.compile(
     r"^\d+ +pwrite64\(\d+<(?P<path>[^>]*)>, .*, (?P<n>\d+), \d+\) = (?P<done>\d+)$"
 )
@@ -578,7 +582,7 @@ def test_a_jobs_parameters_and_includes_reach_fio_in_its_job_text(box: Sandbox) 
     trace = box.root / "trace"
     # when run here, every process's exec and fio's writes traced by the kernel's view
     strace = ("strace", "-f", "-qq", "-v", "-y", "-s", "1000000", "-o", str(trace))
-    strace += ("-e", "trace=execve,openat,pwrite64", "-e", "signal=none")
+    strace += ("-e", "trace=execve,openat,pwrite64,clone,clone3,fork,vfork", "-e", "signal=none")
     done = box.run(
         "local", str(matrix), "--out", "out", "-q",
         prefix=strace, env={"IOFLEET_FIO_JOBS": str(library)},
@@ -595,9 +599,18 @@ def test_a_jobs_parameters_and_includes_reach_fio_in_its_job_text(box: Sandbox) 
     ]
     assert fio_runs == ['"fio", "--output-format=json+", "-"']
     # ... never opening the include (only iofleet's Python processes read it) ...
-    pythons = {m[0].split()[0] for m in execs if m["rc"] == "0" and "python" in m["argv"]}
+    children: dict[str, list[str]] = {}
+    for m in map(_CLONE.match, lines):
+        if m:
+            children.setdefault(m["parent"], []).append(m["child"])
+    fio = [m[0].split()[0] for m in execs if m["rc"] == "0" and m["argv"].startswith('"fio"')]
+    while True:  # fio's processes and threads: the exec'd ones and all they started
+        more = {c for p in fio for c in children.get(p, []) if c not in fio}
+        if not more:
+            break
+        fio += sorted(more)
     readers = {ln.split()[0] for ln in lines if "openat(" in ln and "sizes.inc" in ln}
-    assert readers and readers <= pythons
+    assert readers and fio and not readers & set(fio)
     # ... and both values reached the file: 12 KiB written in 2 KiB writes, in the target
     writes = [m for m in map(_PWRITE.match, lines) if m and m["path"].endswith("/x.0.0")]
     assert writes and {m["n"] for m in writes} == {"2048"}
