@@ -804,9 +804,9 @@ def render_job(job: JobFile, values: Mapping[str, str]) -> str:
     `${VAR}` put in (options.c fio_option_dup_subs puts the environment's value in for
     `${VAR}` anywhere in an option line, and nowhere else). The loader refuses an option
     line using a VAR without a `; @param` line, so `values` (every parameter) leaves none
-    for fio's environment; one in a comment or a section header is kept as written. A value is a
-    plain token (no `$ { } ; # [ ]`, no line break), so putting it in makes no new
-    comment, variable, section or line. ValueError (one line) for a line the values make
+    for fio's environment; one in a comment or a section header is kept as written. A
+    value is a plain token (no `$ { } ; # [ ]`, no line break), so putting it in makes no
+    new comment, variable, section or line. ValueError (one line) for a line the values make
     longer than fio reads whole (jobtext.MAX_LINE_BYTES)."""
     text = "".join(_render_line(line, values) + "\n" for line in job.lines)
     try:
@@ -1101,7 +1101,7 @@ def reading_problems(
         text = f"{_shown(a.line.path)}:{a.line.number}: {a.line.text.strip()}: {message}"
         out.append((where, f"job {quote(name)}: {text}"))
 
-    for section in jobs:
+    for index, section in enumerate(jobs):
         for a in section.assignments:
             if a.name in _PLANNED and a.value is not None and has_keyword(a.value):
                 add(
@@ -1128,7 +1128,7 @@ def reading_problems(
                     )
         for a, message in _refused_by_fio(section, raw_only):
             add(a, message)
-        waits = _wait_for_problem(section, [j.name for j in jobs[: jobs.index(section)]])
+        waits = _wait_for_problem(section, [j.name for j in jobs[:index]])
         if waits:
             add(*waits)
         if not raw_only and section.last("size") is None and section.last("filesize") is None:
