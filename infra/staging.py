@@ -11,6 +11,7 @@ the stats layer (numpy, scipy: infra/stats_layer.py, the one step that uses pip)
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -29,10 +30,17 @@ def job_library() -> Path | None:
     on AWS, after the deploy. None when there is none (no IOFLEET_FIO_JOBS, no
     `fio-jobs/`). JobLibraryError for a library that is not a directory or a job that
     does not load."""
-    from iofleet.plan.fiojobs import JobFileError, jobs_dir, list_jobs
+    from iofleet.plan.fiojobs import jobs_dir
 
-    jobs = jobs_dir()
-    named = bool(os.environ.get("IOFLEET_FIO_JOBS"))
+    return _checked_library(jobs_dir(), bool(os.environ.get("IOFLEET_FIO_JOBS")))
+
+
+@functools.cache
+def _checked_library(jobs: Path, named: bool) -> Path | None:
+    """`job_library` for one directory, loaded once per synth (every Lambda's staging and
+    the agent's ask for it); an error is not cached, so it is raised each time."""
+    from iofleet.plan.fiojobs import JobFileError, list_jobs
+
     if not jobs.is_dir():
         if named:
             raise JobLibraryError(

@@ -197,17 +197,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-@contextlib.contextmanager
-def _stdin(text: str | None) -> Iterator[IO[bytes] | int]:
-    if text is None:
-        yield subprocess.DEVNULL
-        return
-    with tempfile.TemporaryFile() as handle:
-        handle.write(text.encode("utf-8"))
-        handle.seek(0)
-        yield handle
-
-
 def run_child(
     argv: list[str],
     *,
@@ -216,23 +205,19 @@ def run_child(
     deadline: float,
     keep_stdout: bool = True,
     hold_output: bool = False,
-    stdin_text: str | None = None,
+    stdin: IO[bytes] | None = None,
 ) -> ChildResult:
     """Run argv until it exits or time.monotonic() reaches deadline.
 
-    `stdin_text`: the child's standard input (fio's rendered job), from an unlinked
-    temporary file outside the storage under test; otherwise it reads /dev/null.
+    `stdin`: the child's standard input (fio's rendered job: fiojobs.job_stdin), else
+    /dev/null.
 
     `hold_output`: a workload whose output must be saved once it has run: from the
     child's exit, `child_ended()` is true until the caller calls `output_taken()`.
     A stop a finalizer dropped before the start is raised here, and nothing starts."""
     stops.raise_dropped()
     started = time.monotonic()
-    with (
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-        _stdin(stdin_text) as stdin,
-    ):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         life_r, life_w = os.pipe()  # the agent keeps life_w (close-on-exec) until the end
         try:
             try:
@@ -242,7 +227,7 @@ def run_child(
                     [sys.executable, "-I", "-S", str(GUARD), str(life_r), "--", *argv],
                     cwd=cwd,
                     env=dict(env),
-                    stdin=stdin,
+                    stdin=subprocess.DEVNULL if stdin is None else stdin,
                     stdout=out,
                     stderr=err,
                     start_new_session=True,

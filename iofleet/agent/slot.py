@@ -187,7 +187,7 @@ def _voided(name: str, void: str | None) -> str:
 
 def _run_fio(ctx: _Context, w: Workload) -> Outcome:
     from iofleet.agent.devices import device_bytes, logical_block_size
-    from iofleet.plan.fiojobs import render_command
+    from iofleet.plan.fiojobs import job_stdin, render_command
 
     raw = ctx.target.raw_device
     try:
@@ -206,14 +206,15 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
         return Outcome(FAILED, str(exc.args[0]) if exc.args else f"unknown fio job {w.name!r}")
     except Exception as exc:  # noqa: BLE001 - ValueError, DeviceError or a broken job library
         return Outcome(FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    result = run_child(
-        argv,
-        cwd=ctx.target.workdir,
-        env=os.environ,
-        deadline=ctx.deadline,
-        hold_output=True,
-        stdin_text=job,
-    )
+    with job_stdin(job) as stdin:
+        result = run_child(
+            argv,
+            cwd=ctx.target.workdir,
+            env=os.environ,
+            deadline=ctx.deadline,
+            hold_output=True,
+            stdin=stdin,
+        )
     status, error = _child_failure("fio", result)
     if status == SUCCEEDED:
         problems = fio_job_errors(result.stdout)

@@ -799,6 +799,23 @@ def _render_line(line: str, values: Mapping[str, str]) -> str:
     return _VAR_RE.sub(lambda m: values.get(m.group(1), m.group(0)), line)
 
 
+def job_stdin(text: str):  # -> IO[bytes], closed by `with`
+    """A rendered job (`render_command`) as a file to give fio as its standard input, to
+    use in a `with`: an unlinked temporary file outside the storage under test, read
+    whenever fio gets to it; nothing is left behind however this process ends. The child
+    keeps its own copy of the descriptor, so it may be closed once the child started."""
+    import tempfile
+
+    handle = tempfile.TemporaryFile()
+    try:
+        handle.write(text.encode("utf-8"))
+        handle.seek(0)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
 def render_job(job: JobFile, values: Mapping[str, str]) -> str:
     """Job file `job` as fio reads it when its environment holds `values`: every
     `${VAR}` put in (options.c fio_option_dup_subs puts the environment's value in for
@@ -882,21 +899,17 @@ def _call_key(argv: list[str], text: str) -> tuple[object, ...]:
 
 
 # `start_parse_only_checks`: fio runs started ahead, by command and job text
-_started: dict = {}  # {(argv, text): subprocess.Popen}, untyped: no `typing` import here
+_started: dict = {}  # {(argv, text): subprocess.Popen}; subprocess is imported lazily
 
 
 def _popen(argv: list[str], text: str):  # -> subprocess.Popen[str]
-    """fio with `text` as its standard input (an unlinked temporary file: it is read
-    whenever fio gets to it, and nothing is left behind however this process ends)."""
+    """fio with job `text` as its standard input (`job_stdin`)."""
     import subprocess
-    import tempfile
 
-    with tempfile.TemporaryFile() as job:
-        job.write(text.encode("utf-8"))
-        job.seek(0)
+    with job_stdin(text) as stdin:
         return subprocess.Popen(  # noqa: S603 - the fio found on PATH, argv list
             argv,
-            stdin=job,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

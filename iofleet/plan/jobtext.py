@@ -193,9 +193,8 @@ def read_sections(
     def walk(file: Path, text_lines: list[str], depth: int, into: Section | None) -> None:
         for number, raw in enumerate(text_lines, start=1):
             text = strip_line(raw)
-            if not text or not text.startswith("include"):
-                if flat is not None:
-                    flat.append(raw)
+            if flat is not None and not text.startswith("include"):
+                flat.append(raw)  # an include line: the included file's lines instead
             if not text:
                 continue
             if text.startswith("["):

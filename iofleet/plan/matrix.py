@@ -1362,8 +1362,9 @@ def workload_host_problems(
     return problems
 
 
-def _cpu_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
-    """Fio workloads pinned to a CPU that the instance type with the fewest vCPUs lacks."""
+def _host_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
+    """Fio workloads pinned to a CPU that the instance type with the fewest vCPUs lacks,
+    or with huge-page buffers (the instances reserve no huge pages)."""
     from iofleet.plan.expect import instance_catalogue
 
     types = instance_catalogue()["types"]
@@ -1398,7 +1399,7 @@ def _target_problems(matrix: Matrix, target: str) -> list[tuple[Loc, str]]:
                     )
                 )
         problems += _capacity_problems(matrix)
-        problems += _cpu_problems(matrix)
+        problems += _host_problems(matrix)
         for i, w in enumerate(matrix.workloads):
             if isinstance(w, IopingWorkload) and w.ioping.count > AWS_IOPING_MAX_COUNT:
                 problems.append(
