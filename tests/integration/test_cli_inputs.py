@@ -1137,20 +1137,26 @@ def test_a_read_only_warehouse_of_the_per_bin_layout_is_reported_as_migrated(
     assert box.state() == before
 
 
+def _refused_on_this_machine(box: Sandbox, name: str, option: str) -> tuple[Path, str]:
+    """A job of one section with `option`, refused by `local` and by `plan --target local`
+    in the same one line (box.refused: exit 2, nothing made): (the matrix, the line)."""
+    text = f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nsize=64k\n{option}\n"
+    env = {"IOFLEET_FIO_JOBS": str(_library(box, name, text.encode()))}
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": name}]))
+    line = box.refused("local", str(matrix), "--out", "out", "-q", env=env)
+    assert box.refused("plan", str(matrix), "--target", "local", env=env) == line
+    return matrix, line
+
+
 def test_a_job_pinned_to_a_cpu_this_machine_lacks_is_refused_before_anything_is_made(
     box: Sandbox,
 ) -> None:
     cpus = os.sysconf("SC_NPROCESSORS_CONF")
-    text = f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nsize=64k\ncpus_allowed={cpus}\n"
-    library = _library(box, "pin", text.encode())
-    env = {"IOFLEET_FIO_JOBS": str(library)}
-    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "pin"}]))
-    line = box.refused("local", str(matrix), "--out", "out", "-q", env=env)
+    matrix, line = _refused_on_this_machine(box, "pin", f"cpus_allowed={cpus}")
     assert line == (
         f"{matrix}: workloads[0].fio: job 'pin': pin.fio:6: cpus_allowed={cpus}: CPU {cpus} "
         f"is beyond this machine's {cpus} CPUs (0 to {cpus - 1}): fio drops the job as it starts"
     )
-    assert box.refused("plan", str(matrix), "--target", "local", env=env) == line
 
 
 def test_huge_page_buffers_without_huge_pages_here_are_refused_before_anything_is_made(
@@ -1160,14 +1166,9 @@ def test_huge_page_buffers_without_huge_pages_here_are_refused_before_anything_i
 
     if huge_pages_reserved():
         pytest.skip("this machine has huge pages reserved")
-    text = "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nsize=64k\nmem=shmhuge\n"
-    library = _library(box, "huge", text.encode())
-    env = {"IOFLEET_FIO_JOBS": str(library)}
-    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "huge"}]))
-    line = box.refused("local", str(matrix), "--out", "out", "-q", env=env)
+    matrix, line = _refused_on_this_machine(box, "huge", "mem=shmhuge")
     assert line == (
         f"{matrix}: workloads[0].fio: job 'huge': huge.fio:6: mem=shmhuge: this machine has "
         "no huge pages reserved (vm.nr_hugepages is 0): fio fails every I/O; use mem=malloc "
         "(the default)"
     )
-    assert box.refused("plan", str(matrix), "--target", "local", env=env) == line

@@ -67,6 +67,17 @@ def test_a_raw_volume_is_left_to_the_raw_device_check() -> None:
     _plan(1, "raw", "1g")
 
 
+def _one_job_on_aws(name: str, instance_types: list[str]) -> dict[str, Any]:
+    """An AWS matrix running library job `name` once, on a 10 GiB gp3 volume."""
+    return {
+        "name": name,
+        "instance_types": instance_types,
+        "storage": [{"type": "ebs", "label": "v", "volume_type": "gp3", "size_gib": 10}],
+        "workloads": [{"fio": name}],
+        "parallelism": [1],
+    }
+
+
 def test_a_job_pinned_past_the_smallest_instance_types_vcpus_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -76,13 +87,7 @@ def test_a_job_pinned_past_the_smallest_instance_types_vcpus_is_refused(
         "; d\n; @param TARGET=.\n[global]\ndirectory=${TARGET}\nsize=1m\n"
         "cpus_allowed=0,3\n[x]\nrw=read\n[y]\nrw=read\n"
     )
-    doc: dict[str, Any] = {
-        "name": "pin",
-        "instance_types": ["c6a.large", "m6a.xlarge"],
-        "storage": [{"type": "ebs", "label": "v", "volume_type": "gp3", "size_gib": 10}],
-        "workloads": [{"fio": "pin"}],
-        "parallelism": [1],
-    }
+    doc = _one_job_on_aws("pin", ["c6a.large", "m6a.xlarge"])
     with pytest.raises(ValidationFailed) as caught:
         build_plan(validate_matrix_dict(doc))
     # then one line (the [global] line both sections inherit), naming the smaller type
@@ -105,13 +110,7 @@ def test_huge_page_buffers_are_refused_on_aws_whose_instances_reserve_none(
     (tmp_path / "huge.fio").write_text(
         f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nsize=1m\n[x]\n{line}\n"
     )
-    doc: dict[str, Any] = {
-        "name": "huge",
-        "instance_types": ["m6a.xlarge"],
-        "storage": [{"type": "ebs", "label": "v", "volume_type": "gp3", "size_gib": 10}],
-        "workloads": [{"fio": "huge"}],
-        "parallelism": [1],
-    }
+    doc = _one_job_on_aws("huge", ["m6a.xlarge"])
     with pytest.raises(ValidationFailed) as caught:
         build_plan(validate_matrix_dict(doc))
     assert [(p.path, p.message) for p in caught.value.problems] == [
