@@ -71,6 +71,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     for job in jobs:
         print(f"{job.name:<{width}}  {job.description}")
         if args.verbose:
+            print(f"{'':<{width}}    sha256 {job.text_sha256}")
             for name, default in job.params.items():
                 kind = job.param_types.get(name)
                 what = f"  - {kind.describe()}" if kind else ""
@@ -264,7 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("jobs", help="list the fio job library")
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("-v", "--verbose", action="store_true", help="show parameters and defaults")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show each job's sha256 (a matrix's job_sha256), parameters and defaults",
+    )
     p.set_defaults(func=_cmd_jobs)
 
     p = sub.add_parser("parse", help="parse a raw fio or ioping output file into JSON lines")

@@ -25,6 +25,7 @@ BURST_POLICIES = ("as-is", "refill", "drain")
 _FIO_SIZE = re.compile(r"[0-9]{1,15}[kKmMgGtT]?\Z")
 _IOPING_SIZE = re.compile(r"[0-9]{1,15}[kKmMgG]?\Z")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 # fio parameter values reach fio's environment; iofleet.plan.fiojobs checks their types
 _PARAM_VALUE = re.compile(r"[A-Za-z0-9._:,+-]{1,64}\Z")
 # `mount -o` options: comma-separated words, maybe with =values
@@ -70,6 +71,7 @@ class Workload:
     kind: str  # fio | ioping | app
     name: str  # fio job, "ioping", or the app name
     params: dict[str, str] = field(default_factory=dict)  # fio
+    job_sha256: str | None = None  # fio: the job's text as planned (the agent checks it)
     count: int = 0  # ioping
     interval_ms: float = 0.0
     write: bool = False
@@ -283,7 +285,11 @@ def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
                 )
             else:
                 clean[str(key)] = str(value)
-        return Workload(index, "fio", name, params=clean)
+        digest = doc.get("job_sha256")
+        if digest is not None and not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
+            check.add(f"{path}job_sha256", "must be 64 lowercase hex digits (a sha256) or null")
+            digest = None
+        return Workload(index, "fio", name, params=clean, job_sha256=digest)
     if kind == "ioping":
         size = check.string(doc, "size", path, required=False)
         if size is not None and not _IOPING_SIZE.match(size):

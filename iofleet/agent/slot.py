@@ -199,9 +199,12 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
                 device=str(raw),
                 device_bytes=device_bytes(raw),
                 device_block_bytes=logical_block_size(raw),
+                job_sha256=w.job_sha256,
             )
         else:
-            argv, job = render_command(w.name, w.params, str(ctx.target.workdir))
+            argv, job = render_command(
+                w.name, w.params, str(ctx.target.workdir), job_sha256=w.job_sha256
+            )
     except KeyError as exc:
         return Outcome(FAILED, str(exc.args[0]) if exc.args else f"unknown fio job {w.name!r}")
     except Exception as exc:  # noqa: BLE001 - ValueError, DeviceError or a broken job library

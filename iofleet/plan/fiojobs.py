@@ -211,11 +211,27 @@ class JobFile:
     # gives fio
     lines: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
+    @property
+    def text(self) -> str:
+        """The job as fio is given it before its parameters go in: the checked lines,
+        includes put in, each ended by '\n' (for a job with no `include` whose lines end
+        in '\n', the file's own bytes)."""
+        return "".join(line + "\n" for line in self.lines)
+
+    @property
+    def text_sha256(self) -> str:
+        """sha256 of `text`, hex: what a plan records for each fio workload, a matrix may
+        pin (`job_sha256`) and the agent checks before it runs the job (decision 95)."""
+        import hashlib
+
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "description": self.description,
             "path": str(self.path),
+            "sha256": self.text_sha256,
             "params": dict(self.params),
             "param_help": dict(self.param_help),
             "param_types": {k: t.describe() for k, t in self.param_types.items()},
@@ -730,8 +746,12 @@ def render_command(
     device: str | None = None,
     device_bytes: int | None = None,
     device_block_bytes: int = REGION_ALIGN,
+    job_sha256: str | None = None,
 ) -> tuple[list[str], str]:
     """argv and the job text for running job `name` against `target_dir`.
+
+    `job_sha256` (the plan's digest of the job, `JobFile.text_sha256`): a job whose text
+    is no longer that one is refused (ValueError), so what runs is what was planned.
 
     The caller runs argv (no shell) with the job text as fio's standard input (argv
     names the job file `-`) and its own environment: the job's parameters are put into
@@ -755,6 +775,8 @@ def render_command(
     Raises KeyError for an unknown job and ValueError (one line) for bad input.
     """
     job = get_job(name)
+    if job_sha256 is not None and job.text_sha256 != job_sha256:
+        raise ValueError(changed_since_plan(job, job_sha256))
     problems = check_params(name, params)
     if problems:
         raise ValueError(f"fio job {name}: {problems[0]}")
@@ -781,6 +803,14 @@ def render_command(
         argv += [f"--filename={device}", f"--offset_increment={layout.region_bytes}"]
     argv.append(JOB_ON_STDIN)
     return argv, render_job(job, env)
+
+
+def changed_since_plan(job: JobFile, planned: str) -> str:
+    """One line: job `job` is not the text whose sha256 the plan recorded."""
+    return (
+        f"fio job {job.name}: {job.path} changed since the run was planned (its text's "
+        f"sha256 is {job.text_sha256[:16]}..., the plan's {planned[:16]}...): not run"
+    )
 
 
 # fio reads the job file from its standard input when it is named `-` (init.c

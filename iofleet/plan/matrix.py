@@ -72,6 +72,7 @@ _APP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _FS_ID_RE = re.compile(r"^fs-[0-9a-f]{8,17}$")
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
@@ -342,6 +343,10 @@ class FioWorkload(_Model):
     params: dict[Annotated[str, _matches(_PARAM_RE, "a parameter name")], ParamValue] = Field(
         default_factory=dict, max_length=64
     )
+    # the job's text as planned (`iofleet jobs -v`): a library whose job differs is refused
+    job_sha256: (
+        Annotated[str, _matches(_SHA256_RE, "64 lowercase hex digits (a sha256)")] | None
+    ) = None
 
     def param_strings(self) -> dict[str, str]:
         """Parameter values as fio sees them (strings), names upper-cased."""
@@ -730,7 +735,10 @@ def _workload_problems(item: Any) -> list[tuple[str, str]]:
     if isinstance(item, FioWorkload):
         from iofleet.plan.fiojobs import param_problems
 
-        return param_problems(item.fio, item.params)
+        problems = param_problems(item.fio, item.params)
+        if item.job_sha256 is not None and not any(where == "fio" for where, _ in problems):
+            problems += _pin_problems(item.fio, item.job_sha256)
+        return problems
     if isinstance(item, AppWorkload) and isinstance(item.app, str):
         from iofleet.plan.apps import get_preset
 
@@ -739,6 +747,26 @@ def _workload_problems(item: Any) -> list[tuple[str, str]]:
         except KeyError as exc:
             return [("app", str(exc.args[0]))]
     return []
+
+
+def _pin_problems(name: str, pinned: str) -> list[tuple[str, str]]:
+    """The pinned job text against the library's (param_problems has loaded it)."""
+    from iofleet.plan.fiojobs import JobFileError, get_job
+
+    try:
+        job = get_job(name)
+    except (KeyError, JobFileError):
+        return []  # reported by param_problems
+    if job.text_sha256 == pinned:
+        return []
+    return [
+        (
+            "job_sha256",
+            f"job {quote(name)} is not the text this matrix pins: {job.path} has sha256 "
+            f"{job.text_sha256[:16]}..., the pin {pinned[:16]}... (run with the library it "
+            "was pinned from, or pin this one: iofleet jobs -v)",
+        )
+    ]
 
 
 def _items(raw: dict[str, Any], key: str) -> list[Any] | None:
@@ -1219,6 +1247,8 @@ class Cell:
     fleet_size: int
     repeat: int
     workloads: tuple[Any, ...] = field(default=(), repr=False)
+    # per workload: the sha256 of a fio job's text as planned (None for the others)
+    job_sha256: tuple[str | None, ...] = field(default=(), repr=False)
 
     @property
     def slots(self) -> int:
@@ -1230,7 +1260,8 @@ class Cell:
 
     def workload_payloads(self) -> list[dict[str, Any]]:
         """The slot payload's "workloads", app presets resolved."""
-        return [workload_payload(w) for w in self.workloads]
+        digests = self.job_sha256 or (None,) * len(self.workloads)
+        return [workload_payload(w, d) for w, d in zip(self.workloads, digests, strict=True)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -1241,9 +1272,14 @@ class Cell:
         }
 
 
-def workload_payload(workload: Any) -> dict[str, Any]:
+def workload_payload(workload: Any, job_sha256: str | None = None) -> dict[str, Any]:
+    """A workload as the agent's payload gives it; a fio job with `job_sha256`, the
+    digest of its text as planned, when given (Cell.workload_payloads)."""
     if isinstance(workload, FioWorkload):
-        return {"kind": "fio", "name": workload.fio, "params": workload.param_strings()}
+        doc = {"kind": "fio", "name": workload.fio, "params": workload.param_strings()}
+        if job_sha256 is not None:
+            doc["job_sha256"] = job_sha256
+        return doc
     if isinstance(workload, IopingWorkload):
         return {"kind": "ioping", **workload.ioping.model_dump()}
     if isinstance(workload, AppWorkload):
@@ -1531,6 +1567,34 @@ def size_problems(matrix: Matrix, target: str, max_instances: int | None = None)
     return problems
 
 
+def _planned_digests(matrix: Matrix) -> tuple[str | None, ...]:
+    """Per workload, the sha256 of a fio job's text as planned: the matrix's pin (checked
+    against the library when it was validated), else the library's job as it is now.
+    Each job is read once, however many cells run it."""
+    from iofleet.plan.fiojobs import JobFileError, get_job
+
+    known: dict[str, str] = {}
+    digests: list[str | None] = []
+    for i, workload in enumerate(matrix.workloads):
+        if not isinstance(workload, FioWorkload):
+            digests.append(None)
+            continue
+        if workload.job_sha256 is not None:
+            digests.append(workload.job_sha256)
+            continue
+        if workload.fio not in known:
+            try:
+                known[workload.fio] = get_job(workload.fio).text_sha256
+            except (KeyError, JobFileError) as exc:  # gone or broken since it was checked
+                why = str(exc) if isinstance(exc, JobFileError) else "no longer in the library"
+                where = format_path(("workloads", i, "fio"))
+                raise ValidationFailed(
+                    [Problem(where, f"job {quote(workload.fio)}: {why}")]
+                ) from None
+        digests.append(known[workload.fio])
+    return tuple(digests)
+
+
 def build_plan(matrix: Matrix, target: str = "aws", max_instances: int | None = None) -> Plan:
     """Expand a matrix into cells for `target` ("aws" or "local").
 
@@ -1552,6 +1616,7 @@ def build_plan(matrix: Matrix, target: str = "aws", max_instances: int | None = 
         for rep in range(1, matrix.repeats + 1)
     ]
     width = max(3, len(str(len(combos) - 1)))
+    digests = _planned_digests(matrix)
     cells = [
         Cell(
             cell_index=i,
@@ -1564,6 +1629,7 @@ def build_plan(matrix: Matrix, target: str = "aws", max_instances: int | None = 
             fleet_size=fleet,
             repeat=rep,
             workloads=tuple(matrix.workloads),
+            job_sha256=digests,
         )
         for i, (itype, storage, fleet, rep) in enumerate(combos)
     ]

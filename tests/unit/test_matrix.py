@@ -240,7 +240,11 @@ def test_base_matrix_is_valid() -> None:
             {"RUN TIME": 1},
             'workloads[0].params["RUN TIME"]: must be a parameter name',
         ),
-        ("workloads.0.extra", 1, "workloads[0].extra: unknown key (allowed: fio, params)"),
+        (
+            "workloads.0.extra",
+            1,
+            "workloads[0].extra: unknown key (allowed: fio, params, job_sha256)",
+        ),
         (
             "workloads.1.ioping.count",
             0,

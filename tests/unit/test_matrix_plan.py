@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
 from iofleet.errors import ValidationFailed
 from iofleet.plan.apps import get_preset
+from iofleet.plan.fiojobs import jobs_dir
 from iofleet.plan.matrix import Plan, build_plan, render_plan_table, validate_matrix_dict
 
 
@@ -156,6 +158,10 @@ def test_workload_payloads_resolve_presets_and_stringify_params() -> None:
         "kind": "fio",
         "name": "randread-16k-psync-16jobs",
         "params": {"RUNTIME": "2", "SIZE": "16m", "DIRECT": "0"},
+        # the library's job as planned: its file's bytes (no include, '\n' line ends)
+        "job_sha256": hashlib.sha256(
+            (jobs_dir() / "randread-16k-psync-16jobs.fio").read_bytes()
+        ).hexdigest(),
     }
     assert ioping == {"kind": "ioping", "count": 10, "interval_ms": 0, "write": False}
     assert preset == {

@@ -289,3 +289,32 @@ def test_a_fio_option_typo_fails_the_plan_lambda_without_fio_and_writes_nothing(
     ]
     assert cloud.keys() == []
     assert cloud.client("dynamodb").scan(TableName=cloud.table)["Count"] == 0
+
+
+def test_a_matrix_pinning_another_job_text_than_the_deployed_one_writes_nothing(
+    cloud: Cloud, context: FakeLambdaContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a matrix pinning the shipped seed 002 job (what `iofleet plan` checked here) ...
+    matrix = example("seed002-io2-vs-gp2-logging.json")
+    name = matrix["workloads"][0]["fio"]
+    shipped = (Path(__file__).resolve().parents[3] / "fio-jobs" / f"{name}.fio").read_bytes()
+    matrix["workloads"][0]["job_sha256"] = hashlib.sha256(shipped).hexdigest()
+    # ... and a deployment whose library holds another text of that job
+    deployed = tmp_path / "deployed"
+    deployed.mkdir()
+    (deployed / f"{name}.fio").write_bytes(shipped.replace(b"bs=64k", b"bs=32k", 1))
+    assert (deployed / f"{name}.fio").read_bytes() != shipped
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(deployed))
+    out = plan.handler(_event(matrix), context)
+    # then the execution fails at its first step, naming the pin, and nothing is written
+    assert out["valid"] is False
+    assert [line.split(":")[0] for line in out["errors"]] == ["workloads[0].job_sha256"]
+    assert cloud.keys() == []
+    assert cloud.client("dynamodb").scan(TableName=cloud.table)["Count"] == 0
+    # with the library it was pinned from, the plan records the pin on every cell
+    monkeypatch.delenv("IOFLEET_FIO_JOBS")
+    out = plan.handler(_event(matrix), context)
+    assert out["valid"] is True
+    manifest = json.loads(cloud.text(f"raw/{out['run_id']}/run.json"))
+    pins = {w["job_sha256"] for c in manifest["plan"]["cells"] for w in c["workloads"]}
+    assert pins == {matrix["workloads"][0]["job_sha256"]}
