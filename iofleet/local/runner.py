@@ -306,16 +306,22 @@ def preflight(plan: Any, base: Path, file: str) -> None:
 
 def check_host(matrix: Any, file: str) -> None:
     """ValidationFailed (exit 2) for a fio workload pinned to a CPU this machine lacks
-    (fio drops the job as it starts), or with huge-page buffers and no huge pages reserved
-    here (fio fails every I/O): before anything is made."""
+    (fio drops the job as it starts), with huge-page buffers and no huge pages reserved
+    here (fio fails every I/O), or locking (lockmem) more of this machine's memory than it
+    can spare with the largest fleet's slots running at once: before anything is made."""
     from iofleet.errors import Problem, ValidationFailed
-    from iofleet.plan.fiojobs import huge_pages_reserved
+    from iofleet.plan.fiojobs import Host, huge_pages_reserved, memory_bytes
     from iofleet.plan.matrix import workload_host_problems
 
-    cpus = os.sysconf("SC_NPROCESSORS_CONF")  # fio's cpus_configured(), which it checks
+    here = Host(
+        "this machine",
+        cpus=os.sysconf("SC_NPROCESSORS_CONF"),  # fio's cpus_configured(), which it checks
+        huge_pages=huge_pages_reserved(),
+        memory_bytes=memory_bytes(),
+        slots=max(matrix.parallelism),
+    )
     problems = [
-        Problem(f"workloads[{i}].fio", line)
-        for i, line in workload_host_problems(matrix, cpus, huge_pages_reserved(), "this machine")
+        Problem(f"workloads[{i}].fio", line) for i, line in workload_host_problems(matrix, here)
     ]
     if problems:
         raise ValidationFailed(problems, file=file)

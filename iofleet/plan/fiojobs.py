@@ -1231,26 +1231,62 @@ def _highest_cpu(option: str, value: str) -> int | None:
 HUGE_PAGE_MEMORY = ("shmhuge", "mmaphuge")
 
 
-def huge_pages_reserved() -> bool:
-    """This machine has huge pages reserved (/proc/meminfo HugePages_Total above 0)."""
+def _meminfo(field_name: str) -> int | None:
+    """A /proc/meminfo figure (its number as written: kB, or a count); None if unreadable."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
-                if line.startswith("HugePages_Total:"):
-                    return int(line.split()[1]) > 0
+                if line.startswith(f"{field_name}:"):
+                    return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    return False
+    return None
 
 
-def host_problems(
-    name: str, params: Mapping[str, object], cpus: int, huge_pages: bool, host: str
-) -> list[str]:
-    """Lines for what job `name`'s sections ask of the host that `host` lacks: a CPU
-    beyond its `cpus` (fio drops such a job as it starts: 'job global dropped'), or I/O
-    buffers in huge pages when it has none reserved (`huge_pages` false: fio fails with
-    'no huge pages available' or 'Bad address' on every I/O); both after the slot has been
-    set up. KeyError / JobFileError as get_job."""
+def huge_pages_reserved() -> bool:
+    """This machine has huge pages reserved (/proc/meminfo HugePages_Total above 0)."""
+    return (_meminfo("HugePages_Total") or 0) > 0
+
+
+def memory_bytes() -> int | None:
+    """This machine's memory (/proc/meminfo MemTotal, what fio's os_phys_mem reads)."""
+    kib = _meminfo("MemTotal")
+    return kib * 1024 if kib else None
+
+
+@dataclass(frozen=True)
+class Host:
+    """What a host gives the fio jobs of a slot, for `host_problems`; a figure left None
+    is not checked. `slots`: the slots that run there at once (a local fleet shares this
+    machine; on AWS each slot has its own instance)."""
+
+    name: str  # "this machine", or the instance type
+    cpus: int | None = None
+    huge_pages: bool | None = None
+    memory_bytes: int | None = None
+    slots: int = 1
+
+
+# fio caps each process's lockmem at the host's memory less 128 MiB (memory.c
+# fio_pin_memory); iofleet keeps a quarter of the host's memory (at least 1 GiB) out of
+# what all of them lock together, for the kernel, the agent and fio's own buffers
+FIO_LOCKMEM_SPARE = 128 << 20
+LOCKMEM_KEEP_MIN = 1 << 30
+
+
+def lockable_bytes(memory: int) -> int:
+    """The most a slot's fio processes on a host of `memory` bytes may lock together."""
+    return max(0, memory - max(memory // 4, LOCKMEM_KEEP_MIN))
+
+
+def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[str]:
+    """Lines for what job `name`'s sections ask of `host` that it lacks: a CPU beyond its
+    `cpus` (fio drops such a job as it starts: 'job global dropped'); I/O buffers in huge
+    pages when it has none reserved (fio fails with 'no huge pages available' or 'Bad
+    address' on every I/O), both after the slot has been set up; or more memory locked
+    (`lockmem`, per job process: every `numjobs` clone of the sections that run together,
+    times the slots on the host) than `lockable_bytes` leaves: the host runs out of memory
+    and its kernel kills what it picks. KeyError / JobFileError as get_job."""
     job = get_job(name)
     try:
         jobs = read_jobs(job.path, plan_env(job, params))
@@ -1260,26 +1296,80 @@ def host_problems(
     for section in jobs:
         for option in ("cpus_allowed", "cpumask"):
             a = section.last(option)
-            if a is None or a.value is None or not a.known:
+            if host.cpus is None or a is None or a.value is None or not a.known:
                 continue
             highest = _highest_cpu(option, a.value)
-            if highest is not None and highest >= cpus:
+            if highest is not None and highest >= host.cpus:
                 out.append(
                     f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
-                    f"{a.line.text.strip()}: CPU {highest} is beyond {host}'s {cpus} CPUs "
-                    f"(0 to {cpus - 1}): fio drops the job as it starts"
+                    f"{a.line.text.strip()}: CPU {highest} is beyond {host.name}'s "
+                    f"{host.cpus} CPUs (0 to {host.cpus - 1}): fio drops the job as it starts"
                 )
         a = section.last("mem")
-        if huge_pages or a is None or a.value is None or not a.known:
+        if host.huge_pages is not False or a is None or a.value is None or not a.known:
             continue
         kind = a.value.split(":", 1)[0].split(",", 1)[0]
         if kind in HUGE_PAGE_MEMORY:
             out.append(
                 f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
-                f"{a.line.text.strip()}: {host} has no huge pages reserved (vm.nr_hugepages "
-                "is 0): fio fails every I/O; use mem=malloc (the default)"
+                f"{a.line.text.strip()}: {host.name} has no huge pages reserved "
+                "(vm.nr_hugepages is 0): fio fails every I/O; use mem=malloc (the default)"
             )
+    if host.memory_bytes is not None:
+        out += _lockmem_problems(name, jobs, host, host.memory_bytes)
     return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
+
+
+def locked_at_once(jobs: list[Job], memory: int) -> tuple[int, int, Assignment] | None:
+    """(bytes, processes, a lockmem line) of the stonewall group of `jobs` whose processes
+    lock the most memory at once on a host of `memory` bytes: each job process (every
+    `numjobs` clone; fio's main process locks none) locks its section's `lockmem`, capped
+    at the memory less 128 MiB (memory.c fio_pin_memory). None when none locks any (a
+    value known only where fio runs, `$mb_memory`, counts as none)."""
+    per_process_cap = max(0, memory - FIO_LOCKMEM_SPARE)
+    groups: list[tuple[int, int, Assignment]] = []
+    locked, processes, line = 0, 0, None
+    for index, section in enumerate(jobs):
+        if index and section.flag("stonewall"):  # the next group starts once these ended
+            if line is not None:
+                groups.append((locked, processes, line))
+            locked, processes, line = 0, 0, None
+        a = section.last("lockmem")
+        amount = section.number("lockmem", 0)
+        clones = section.number("numjobs", 1)
+        if a is None or not amount or clones is None or clones < 1:
+            continue
+        locked += clones * min(amount, per_process_cap)
+        processes += clones
+        line = a
+    if line is not None:
+        groups.append((locked, processes, line))
+    return max(groups, key=lambda g: g[0]) if groups else None
+
+
+def _lockmem_problems(name: str, jobs: list[Job], host: Host, memory: int) -> list[str]:
+    """`locked_at_once`, times the slots on the host, past `lockable_bytes(memory)`."""
+    most = locked_at_once(jobs, memory)
+    if most is None:
+        return []
+    locked, processes, a = most
+    total, limit = locked * host.slots, lockable_bytes(memory)
+    if total <= limit:
+        return []
+    who = f"{processes} fio process{'es' if processes != 1 else ''}"
+    if host.slots > 1:
+        who += f" x {host.slots} slots"
+    verb = "locks" if processes * host.slots == 1 else "lock"
+    return [
+        f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: {a.line.text.strip()}: "
+        f"{who} {verb} {_bytes(total)} at once, more than the {_bytes(limit)} {host.name} "
+        f"can spare of its {_bytes(memory)} (a quarter, at least 1 GiB, stays unlocked): "
+        "the host would run out of memory"
+    ]
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
 
 
 def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:

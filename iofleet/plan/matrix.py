@@ -1376,14 +1376,13 @@ def _capacity_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     return problems
 
 
-def workload_host_problems(
-    matrix: Matrix, cpus: int, huge_pages: bool, host: str
-) -> list[tuple[int, str]]:
-    """(workload index, line) for each fio workload pinned (cpus_allowed, cpumask) to a CPU
-    beyond the `cpus` of `host`, or with huge-page buffers where `host` has none reserved
-    (iofleet.plan.fiojobs.host_problems): the AWS plan's check against the smallest
-    instance type (the instances reserve no huge pages), `iofleet local`'s against this
-    machine."""
+def workload_host_problems(matrix: Matrix, *hosts: Any) -> list[tuple[int, str]]:
+    """(workload index, line) for each fio workload that asks of one of `hosts`
+    (iofleet.plan.fiojobs.Host) what it lacks (iofleet.plan.fiojobs.host_problems): a CPU
+    it pins (cpus_allowed, cpumask), huge-page buffers, memory it locks (lockmem). The
+    AWS plan checks the instance types with the fewest vCPUs and the least memory (the
+    instances reserve no huge pages), `iofleet local` this machine, with the largest
+    fleet's slots running on it at once."""
     from iofleet.plan.fiojobs import JobFileError, host_problems
 
     problems: list[tuple[int, str]] = []
@@ -1391,27 +1390,29 @@ def workload_host_problems(
         if not isinstance(w, FioWorkload):
             continue
         try:
-            lines = host_problems(w.fio, w.params, cpus, huge_pages, host)
+            lines = [line for host in hosts for line in host_problems(w.fio, w.params, host)]
         except (KeyError, JobFileError):
             continue  # reported by the matrix validation
-        problems += [(i, line) for line in lines]
+        problems += [(i, line) for line in dict.fromkeys(lines)]
     return problems
 
 
 def _host_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     """Fio workloads pinned to a CPU that the instance type with the fewest vCPUs lacks,
-    or with huge-page buffers (the instances reserve no huge pages)."""
+    locking more memory than the one with the least memory can spare, or with huge-page
+    buffers (the instances reserve no huge pages)."""
     from iofleet.plan.expect import instance_catalogue
+    from iofleet.plan.fiojobs import Host
 
     types = instance_catalogue()["types"]
-    known = [(types[t]["vcpus"], t) for t in matrix.instance_types if t in types]
+    known = [t for t in matrix.instance_types if t in types]
     if not known:
         return []  # an unknown instance type is reported by the matrix validation
-    cpus, smallest = min(known)
-    return [
-        (("workloads", i, "fio"), line)
-        for i, line in workload_host_problems(matrix, cpus, False, smallest)
-    ]
+    fewest_cpus = min(known, key=lambda t: (types[t]["vcpus"], t))
+    least_memory = min(known, key=lambda t: (types[t]["memory_mib"], t))
+    hosts = [Host(fewest_cpus, cpus=types[fewest_cpus]["vcpus"], huge_pages=False)]
+    hosts.append(Host(least_memory, memory_bytes=types[least_memory]["memory_mib"] << 20))
+    return [(("workloads", i, "fio"), line) for i, line in workload_host_problems(matrix, *hosts)]
 
 
 def _gib(n: float) -> str:

@@ -1137,12 +1137,20 @@ def test_a_read_only_warehouse_of_the_per_bin_layout_is_reported_as_migrated(
     assert box.state() == before
 
 
-def _refused_on_this_machine(box: Sandbox, name: str, option: str) -> tuple[Path, str]:
+def _refused_on_this_machine(
+    box: Sandbox, name: str, option: str, parallelism: tuple[int, ...] = (1,)
+) -> tuple[Path, str]:
     """A job of one section with `option`, refused by `local` and by `plan --target local`
     in the same one line (box.refused: exit 2, nothing made): (the matrix, the line)."""
     text = f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nsize=64k\n{option}\n"
-    env = {"IOFLEET_FIO_JOBS": str(_library(box, name, text.encode()))}
-    matrix = box.matrix(dict(GOOD, workloads=[{"fio": name}]))
+    library = box.inputs / "jobs"
+    if library.is_dir():
+        (library / f"{name}.fio").write_text(text)
+    else:
+        _library(box, name, text.encode())
+    env = {"IOFLEET_FIO_JOBS": str(library)}
+    doc = dict(GOOD, workloads=[{"fio": name}], parallelism=list(parallelism))
+    matrix = box.matrix(doc, f"{name}.json")
     line = box.refused("local", str(matrix), "--out", "out", "-q", env=env)
     assert box.refused("plan", str(matrix), "--target", "local", env=env) == line
     return matrix, line
@@ -1157,6 +1165,33 @@ def test_a_job_pinned_to_a_cpu_this_machine_lacks_is_refused_before_anything_is_
         f"{matrix}: workloads[0].fio: job 'pin': pin.fio:6: cpus_allowed={cpus}: CPU {cpus} "
         f"is beyond this machine's {cpus} CPUs (0 to {cpus - 1}): fio drops the job as it starts"
     )
+
+
+def test_memory_locked_past_what_this_machine_spares_is_refused_before_anything_is_made(
+    box: Sandbox,
+) -> None:
+    # fio locks `lockmem` in every job process (memory.c fio_pin_memory, capped at the
+    # memory less 128 MiB each), and a local fleet's slots share this machine: two
+    # processes locking half of it each, or two slots locking 45% each, leave too little
+    # (a quarter stays unlocked); nothing is run here, so no memory is locked by the test
+    from iofleet.plan.fiojobs import lockable_bytes, memory_bytes
+
+    memory = memory_bytes()
+    assert memory
+    half, most = -(-memory // 2**21), memory * 45 // 100 // 2**20  # MiB
+    matrix, line = _refused_on_this_machine(box, "lock", f"lockmem={half}m\nnumjobs=2")
+    assert line.startswith(
+        f"{matrix}: workloads[0].fio: job 'lock': lock.fio:6: lockmem={half}m: 2 fio processes lock "
+    )
+    assert f"can spare of its {memory / 2**30:,.1f} GiB (a quarter" in line
+    slots_line = _refused_on_this_machine(box, "lock2", f"lockmem={most}m", (1, 2))[1]
+    assert ": 1 fio process x 2 slots lock " in slots_line
+    # one slot locking 45% is within what this machine spares: planned (not run)
+    assert most * 2**20 <= lockable_bytes(memory)
+    matrix = box.matrix(dict(GOOD, workloads=[{"fio": "lock2"}]), "one.json")
+    env = {"IOFLEET_FIO_JOBS": str(box.inputs / "jobs")}
+    done = box.run("plan", str(matrix), "--target", "local", env=env)
+    assert done.returncode == 0, done.stderr
 
 
 def test_huge_page_buffers_without_huge_pages_here_are_refused_before_anything_is_made(

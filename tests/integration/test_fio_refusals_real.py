@@ -66,7 +66,7 @@ def test_what_the_plan_accepts_runs_in_fio(tmp_path: Path, body: str) -> None:
 def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
-    from iofleet.plan.fiojobs import host_problems
+    from iofleet.plan.fiojobs import Host, host_problems
 
     cpus = os.sysconf("SC_NPROCESSORS_CONF")
     last, beyond = (
@@ -86,7 +86,7 @@ def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
         failed = result.returncode != 0 or '"error" : 0' not in result.stdout
         # fio drops the job pinned to a CPU the machine lacks, and runs the other
         assert failed is fails, (value, result.stderr[-400:])
-        lines = host_problems("pin", {}, cpus, True, "this machine")
+        lines = host_problems("pin", {}, Host("this machine", cpus=cpus, huge_pages=True))
         assert bool(lines) is fails, lines
 
 
@@ -94,7 +94,7 @@ def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
 def test_huge_page_buffers_fail_in_fio_without_huge_pages_and_are_refused_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
 ) -> None:
-    from iofleet.plan.fiojobs import host_problems, huge_pages_reserved
+    from iofleet.plan.fiojobs import Host, host_problems, huge_pages_reserved
 
     if huge_pages_reserved():
         pytest.skip("this machine has huge pages reserved")
@@ -107,5 +107,61 @@ def test_huge_page_buffers_fail_in_fio_without_huge_pages_and_are_refused_here(
     result = _fio(tmp_path, body)
     assert result.returncode != 0 or '"error" : 0' not in result.stdout, result.stdout[-400:]
     # ... and the local check says so before anything runs; with pages reserved it would not
-    assert host_problems("huge", {}, 1, False, "this machine")
-    assert host_problems("huge", {}, 1, True, "this machine") == []
+    assert host_problems("huge", {}, Host("this machine", cpus=1, huge_pages=False))
+    assert host_problems("huge", {}, Host("this machine", cpus=1, huge_pages=True)) == []
+
+
+def _locked_kib(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmLck:")), 0)
+
+
+@pytest.mark.parametrize(
+    ("sections", "processes"),
+    [
+        ("[x]\nlockmem=16m\nnumjobs=2\n", 2),
+        ("[x]\nlockmem=8m\n[y]\nlockmem=16m\nnumjobs=2\n", 3),
+        # the stonewalled group runs after: the first group's 1 x 24m is the most at once
+        ("[x]\nlockmem=24m\n[y]\nstonewall\nlockmem=8m\nnumjobs=2\n", 1),
+    ],
+)
+def test_the_memory_the_plan_counts_as_locked_is_what_fio_locks(
+    tmp_path: Path, sections: str, processes: int
+) -> None:
+    # the lockmem refusal (fiojobs.host_problems) counts `lockmem` per job process (each
+    # numjobs clone, fio's main process none) in the sections that run together; the
+    # kernel's VmLck of fio's processes while they run is the same sum
+    from iofleet.plan.fiojobs import locked_at_once, memory_bytes
+    from iofleet.plan.jobtext import read_jobs
+    from tests.integration.proctable import tree, wait_for
+
+    target = tmp_path / "slot"
+    target.mkdir()
+    text = _HEAD + "[global]\nsize=1m\nrw=read\ntime_based=1\nruntime=30\n" + sections
+    job = tmp_path / "j.fio"
+    job.write_text(text)
+    memory = memory_bytes()
+    assert memory
+    expected = locked_at_once(read_jobs(job, {"TARGET": str(target)}), memory)
+    assert expected is not None and expected[1] == processes
+    fio = subprocess.Popen(
+        ["fio", "--output-format=json", str(job)],
+        cwd=target,
+        env={**os.environ, "TARGET": str(target)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def locked() -> int | None:
+            kib = [_locked_kib(pid) or 0 for pid in tree(fio.pid)]
+            total = sum(kib) * 1024
+            return total if len([k for k in kib if k]) == processes else None
+
+        assert wait_for(locked, 60, "fio's job processes to lock their memory") == expected[0]
+    finally:
+        fio.kill()
+        fio.wait()

@@ -102,6 +102,54 @@ def test_a_job_pinned_past_the_smallest_instance_types_vcpus_is_refused(
     build_plan(validate_matrix_dict(doc))
 
 
+def _locking(tmp_path: Path, sections: str) -> None:
+    (tmp_path / "lock.fio").write_text(
+        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nsize=1m\n{sections}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("sections", "refused"),
+    [
+        # 2 x 2 GiB locked at once on c6a.large (4 GiB: 3 GiB may be locked)
+        ("[x]\nlockmem=2g\nnumjobs=2\n", "2 fio processes lock 4.0 GiB"),
+        ("[x]\nlockmem=2g\n[y]\nlockmem=2g\n", "2 fio processes lock 4.0 GiB"),
+        # fio caps a process at the memory less 128 MiB: 3.9 GiB, alone over 3 GiB
+        ("[x]\nlockmem=64g\n", "1 fio process locks 3.9 GiB"),
+        ("[x]\nlockmem=1g\nnumjobs=3\n", None),  # 3 GiB: at the limit
+        ("[x]\nlockmem=2g\n[y]\nstonewall\nlockmem=2g\n", None),  # one after the other
+        ("[x]\nlockmem=0\nnumjobs=64\n", None),
+    ],
+)
+def test_memory_locked_past_what_the_smallest_instance_type_spares_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str, refused: str | None
+) -> None:
+    # given a job locking memory (lockmem, per job process), planned on c6a.large (2 vCPUs,
+    # 4 GiB) and m5.large (2 vCPUs, 8 GiB)
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    _locking(tmp_path, sections)
+    doc = _one_job_on_aws("lock", ["m5.large", "c6a.large"])
+    if refused is None:
+        build_plan(validate_matrix_dict(doc))
+        return
+    with pytest.raises(ValidationFailed) as caught:
+        build_plan(validate_matrix_dict(doc))
+    # then one line naming the type with the least memory and what it can spare
+    ((path, message),) = [(p.path, p.message) for p in caught.value.problems]
+    assert path == "workloads[0].fio"
+    assert message.startswith("job 'lock': lock.fio:")
+    assert f": {refused} at once, more than the 3.0 GiB c6a.large can spare of its " in message
+    assert message.endswith(
+        "4.0 GiB (a quarter, at least 1 GiB, stays unlocked): the host would run out of memory"
+    )
+    doc["instance_types"] = ["m5.large"]  # 8 GiB: 6 GiB may be locked
+    if "64g" in sections:  # capped at 7.9 GiB by fio: too much on any host
+        with pytest.raises(ValidationFailed):
+            build_plan(validate_matrix_dict(doc))
+    else:
+        build_plan(validate_matrix_dict(doc))
+
+
 @pytest.mark.parametrize("line", ["mem=shmhuge", "iomem=mmaphuge"])
 def test_huge_page_buffers_are_refused_on_aws_whose_instances_reserve_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
