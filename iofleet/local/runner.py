@@ -306,11 +306,12 @@ def preflight(plan: Any, base: Path, file: str) -> None:
 
 def check_host(matrix: Any, file: str) -> None:
     """ValidationFailed (exit 2) for a fio workload pinned to a CPU this machine lacks
-    (fio drops the job as it starts), with huge-page buffers and no huge pages reserved
-    here (fio fails every I/O), or locking (lockmem) more of this machine's memory than it
-    can spare with the largest fleet's slots running at once: before anything is made."""
+    or to a NUMA node it may not use (fio drops the job as it starts), with huge-page
+    buffers and no huge pages reserved here (fio fails every I/O), or locking (lockmem)
+    more of this machine's memory than it can spare with the largest fleet's slots
+    running at once: before anything is made."""
     from iofleet.errors import Problem, ValidationFailed
-    from iofleet.plan.fiojobs import Host, huge_pages_reserved, memory_bytes
+    from iofleet.plan.fiojobs import Host, huge_pages_reserved, memory_bytes, numa_nodes
     from iofleet.plan.matrix import workload_host_problems
 
     here = Host(
@@ -319,6 +320,7 @@ def check_host(matrix: Any, file: str) -> None:
         huge_pages=huge_pages_reserved(),
         memory_bytes=memory_bytes(),
         slots=max(matrix.parallelism),
+        numa_nodes=numa_nodes(),
     )
     problems = [
         Problem(f"workloads[{i}].fio", line) for i, line in workload_host_problems(matrix, here)

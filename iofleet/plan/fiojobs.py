@@ -1248,6 +1248,52 @@ def huge_pages_reserved() -> bool:
     return (_meminfo("HugePages_Total") or 0) > 0
 
 
+def numa_nodes() -> frozenset[int] | None:
+    """The NUMA nodes this process may use (/proc/self/status Mems_allowed_list, what
+    libnuma's numa_parse_nodestring checks a node against: fio's child has the same)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Mems_allowed_list:"):
+                    return _node_list(line.split(":", 1)[1].strip())
+    except OSError:
+        pass
+    return None
+
+
+def _node_list(text: str) -> frozenset[int] | None:
+    """The nodes of a list like `0-1,3` (libnuma's node string without `!`, `+`, `all`);
+    None when it is not one."""
+    nodes: set[int] = set()
+    for piece in text.split(","):
+        ends = piece.strip().split("-", 1)
+        if not all(e.strip().isdigit() for e in ends):
+            return None
+        first, last = int(ends[0]), int(ends[-1])
+        if last - first > 4096:
+            return None
+        nodes.update(range(first, last + 1) if first <= last else (first, last))
+    return frozenset(nodes)
+
+
+# NUMA options naming nodes: numa_cpu_nodes=LIST, numa_mem_policy=MODE:LIST (fio
+# options.c str_numa_cpunodes_cb / str_numa_mpol_cb hand LIST to numa_parse_nodestring,
+# which refuses a node this process may not use: "job dropped", after the slot's set-up)
+NUMA_NODE_OPTIONS = ("numa_cpu_nodes", "numa_mem_policy")
+
+
+def _numa_nodes_named(option: str, value: str) -> frozenset[int] | None:
+    text = value.strip()
+    if option == "numa_mem_policy":
+        if ":" not in text:
+            return None  # default, local: no nodes
+        text = text.split(":", 1)[1].strip()
+    text = text.lstrip("!+").strip()
+    if not text or text == "all":
+        return None
+    return _node_list(text)
+
+
 def memory_bytes() -> int | None:
     """This machine's memory (/proc/meminfo MemTotal, what fio's os_phys_mem reads)."""
     kib = _meminfo("MemTotal")
@@ -1265,6 +1311,7 @@ class Host:
     huge_pages: bool | None = None
     memory_bytes: int | None = None
     slots: int = 1
+    numa_nodes: frozenset[int] | None = None  # the NUMA nodes fio may use there
 
 
 # fio caps each process's lockmem at the host's memory less 128 MiB (memory.c
@@ -1304,6 +1351,19 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
                     f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
                     f"{a.line.text.strip()}: CPU {highest} is beyond {host.name}'s "
                     f"{host.cpus} CPUs (0 to {host.cpus - 1}): fio drops the job as it starts"
+                )
+        for option in NUMA_NODE_OPTIONS:
+            a = section.last(option)
+            if host.numa_nodes is None or a is None or a.value is None or not a.known:
+                continue
+            named = _numa_nodes_named(option, a.value)
+            missing = sorted(named - host.numa_nodes) if named else []
+            if missing:
+                have = ",".join(str(n) for n in sorted(host.numa_nodes)) or "none"
+                out.append(
+                    f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
+                    f"{a.line.text.strip()}: NUMA node {missing[0]} is not one of "
+                    f"{host.name}'s ({have}): fio drops the job as it starts"
                 )
         a = section.last("mem")
         if host.huge_pages is not False or a is None or a.value is None or not a.known:

@@ -1194,6 +1194,23 @@ def test_memory_locked_past_what_this_machine_spares_is_refused_before_anything_
     assert done.returncode == 0, done.stderr
 
 
+def test_a_numa_node_this_machine_lacks_is_refused_before_anything_is_made(
+    box: Sandbox,
+) -> None:
+    from iofleet.plan.fiojobs import numa_nodes
+
+    nodes = numa_nodes()
+    if nodes is None:
+        pytest.skip("no Mems_allowed_list in /proc/self/status")
+    beyond = max(nodes) + 1
+    have = ",".join(map(str, sorted(nodes)))
+    matrix, line = _refused_on_this_machine(box, "numa", f"numa_cpu_nodes={beyond}")
+    assert line == (
+        f"{matrix}: workloads[0].fio: job 'numa': numa.fio:6: numa_cpu_nodes={beyond}: NUMA "
+        f"node {beyond} is not one of this machine's ({have}): fio drops the job as it starts"
+    )
+
+
 def test_huge_page_buffers_without_huge_pages_here_are_refused_before_anything_is_made(
     box: Sandbox,
 ) -> None:

@@ -165,3 +165,38 @@ def test_the_memory_the_plan_counts_as_locked_is_what_fio_locks(
     finally:
         fio.kill()
         fio.wait()
+
+
+@pytest.mark.parametrize("option", ["numa_cpu_nodes", "numa_mem_policy"])
+def test_a_numa_node_this_process_may_not_use_fails_in_fio_and_is_refused_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    # fio hands the node list to libnuma as the job is set up ("node argument N is out of
+    # range": job dropped); `--parse-only` passes it, so the plan asks this machine
+    from iofleet.plan.fiojobs import Host, host_problems, numa_nodes
+
+    nodes = numa_nodes()
+    if nodes is None:
+        pytest.skip("no Mems_allowed_list in /proc/self/status")
+    library = tmp_path / "jobs"
+    library.mkdir()
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    here = Host("this machine", numa_nodes=nodes)
+    beyond = max(nodes) + 1
+    policy = "bind:" if option == "numa_mem_policy" else ""
+    values = [(f"{policy}{min(nodes)}", False), (f"{policy}{beyond}", True)]
+    values += [(f"{policy}{min(nodes)}-{beyond}", True), (f"{policy}!{beyond}", True)]
+    if option == "numa_cpu_nodes":
+        values.append(("all", False))
+    else:
+        values += [("local", False), (f"prefer:{min(nodes)}", False)]
+    for value, fails in values:
+        body = f"[x]\nsize=64k\nrw=read\n{option}={value}\n"
+        (library / "numa.fio").write_text(_HEAD + body)
+        run = tmp_path / value.replace(":", "_").replace("!", "not")
+        run.mkdir()
+        result = _fio(run, body)
+        failed = result.returncode != 0 or '"error" : 0' not in result.stdout
+        assert failed is fails, (value, result.stderr[-400:])
+        lines = host_problems("numa", {}, here)
+        assert bool(lines) is fails, (value, lines)
