@@ -1185,7 +1185,40 @@ def reading_problems(
                     "empty",
                 )
             )
+    too_many = _too_many_processes(jobs)
+    if too_many is not None:
+        add(*too_many)
     return out
+
+
+# fio keeps its jobs' state in shared-memory segments of 8 jobs (JOBS_PER_SEG), at most
+# REAL_MAX_JOBS / 8 - 1 = 511 of them (init.c add_thread_segment): a job file whose
+# sections' numjobs add up past 4,088 fails as fio sets the jobs up ("maximum number of
+# jobs reached"), while --parse-only passes it (fio 3.33: 4,088 ran, 4,089 failed)
+FIO_MAX_JOB_PROCESSES = 4088
+
+
+def _too_many_processes(jobs: list[Job]) -> tuple[Assignment, str] | None:
+    """The numjobs line that takes the file's job processes past FIO_MAX_JOB_PROCESSES
+    (every section's, whatever its stonewall group: fio sets them all up at once)."""
+    total, crossing, unknown = 0, None, False
+    for section in jobs:
+        clones = section.number("numjobs", 1)
+        if clones is None:  # known only where fio runs
+            unknown = True
+            continue
+        total += clones
+        if crossing is None and total > FIO_MAX_JOB_PROCESSES:
+            crossing = section.last("numjobs")
+    if crossing is None:
+        return None
+    count = f"{'at least ' if unknown else ''}{total:,}"
+    return (
+        crossing,
+        f"the job file's sections run {count} job processes (numjobs added up), over the "
+        f"{FIO_MAX_JOB_PROCESSES:,} fio sets up at most: it fails as the job starts "
+        "('maximum number of jobs reached')",
+    )
 
 
 def _wait_for_problem(job: Job, earlier: list[str]) -> tuple[Assignment, str] | None:
