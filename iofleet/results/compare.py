@@ -308,9 +308,13 @@ def compare_rows(
         if r["verdict"] == "too_few_samples":
             r["note"] = _too_few_note(r)
         noisy = [s.upper() for s in ("a", "b") if r[f"{s}_repeats_disagree"]]
-        if noisy:
-            flag = f"repeats of {' and '.join(noisy)} disagree beyond their slots' noise"
-            r["note"] = f"{r['note']}; {flag}" if r["note"] else flag
+        texts = r.pop("_texts_note")
+        for flag in (
+            f"repeats of {' and '.join(noisy)} disagree beyond their slots' noise" if noisy else "",
+            texts,
+        ):
+            if flag:
+                r["note"] = f"{r['note']}; {flag}" if r["note"] else flag
     return out
 
 
@@ -365,6 +369,7 @@ def _row(
         "repeats_needed": comp.repeats_needed,
         "note": "",
         "_comparison": comp,
+        "_texts_note": _job_texts_note(rows_a, rows_b),
     }
     for name, s in (("a", sum_a), ("b", sum_b)):
         row[f"{name}_n_slots"] = s.n_slots
@@ -376,6 +381,36 @@ def _row(
         row[f"{name}_repeats_p"] = s.repeats_p
         row[f"{name}_repeats_disagree"] = None
     return row
+
+
+def _job_texts(rows: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The job-text digests (slots.fio_jobs, docs/decisions.md #95) of a fio workload's
+    slot rows: empty for other workloads and for slots recorded without one."""
+    found: set[str] = set()
+    for r in rows:
+        if r.get("metric_source") != "fio" or not r.get("fio_jobs"):
+            continue
+        tag = f"w{r['workload_index']:02d}="
+        found.update(p[len(tag) :] for p in str(r["fio_jobs"]).split(",") if p.startswith(tag))
+    return found
+
+
+def _job_texts_note(
+    rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]
+) -> str:
+    """A note when the two sides (or one side's slots) ran different texts of the fio job:
+    then the comparison is of two benchmarks under one name, not of two storages."""
+    texts_a, texts_b = _job_texts(rows_a), _job_texts(rows_b)
+    job = quote(rows_a[0]["workload"])
+    for name, texts in (("A", texts_a), ("B", texts_b)):
+        if len(texts) > 1:
+            return f"side {name}'s slots ran {len(texts)} texts of fio job {job} ({', '.join(sorted(texts))})"
+    if texts_a and texts_b and texts_a != texts_b:
+        return (
+            f"A and B ran different texts of fio job {job} (sha256 {min(texts_a)}... vs "
+            f"{min(texts_b)}...): not the same benchmark"
+        )
+    return ""
 
 
 def _too_few_note(row: Mapping[str, Any]) -> str:

@@ -412,7 +412,25 @@ def _manifest(relpath: str, text: str) -> Rows:
     values["volume_id"] = _str(_first((doc,), "target_volume_id") or _first((target,), "volume_id"))
     values["started_at"] = _ts(doc.get("started_at"))
     values.update(_clock_values(doc.get("clock")))
+    values["fio_jobs"] = fio_jobs_text(doc.get("workloads"))
     return {SLOTS.name: [SLOTS.row(**values)]}
+
+
+JOB_DIGEST_CHARS = 16
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def fio_jobs_text(workloads: object) -> str | None:
+    """slots.fio_jobs from a manifest's workloads: `w00=<16 hex>,...` for each fio
+    workload the plan gave a job_sha256 (docs/decisions.md #95); None without any."""
+    parts = []
+    for index, w in enumerate(_list(workloads)):
+        if not isinstance(w, dict) or w.get("kind") != "fio":
+            continue
+        digest = w.get("job_sha256")
+        if isinstance(digest, str) and _DIGEST.fullmatch(digest):
+            parts.append(f"w{index:02d}={digest[:JOB_DIGEST_CHARS]}")
+    return ",".join(parts) or None
 
 
 def _clock_values(clock: object) -> dict[str, object]:

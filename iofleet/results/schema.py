@@ -161,6 +161,13 @@ SLOTS = Table(
         _c("iofleet_version", "string", "the iofleet version the slot's agent ran (manifest)"),
         _c("distro", "string", "the host's os-release ID, e.g. ubuntu"),
         _c("distro_release", "string", "the host's os-release VERSION_ID, e.g. 22.04"),
+        _c(
+            "fio_jobs",
+            "string",
+            "the text each fio workload ran, as planned: 'w00=<the first 16 hex digits of "
+            "the job's sha256>', one per fio workload, joined by ',' (manifest workloads' "
+            "job_sha256; null without one)",
+        ),
     ),
 )
 

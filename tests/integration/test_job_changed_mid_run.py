@@ -19,6 +19,8 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -122,3 +124,62 @@ def test_a_job_edited_between_cells_is_refused_and_its_new_text_never_measured(
     )
     assert failed["workloads"][0]["status"] == "FAILED"
     assert "changed since the run was planned" in failed["workloads"][0]["error"]
+
+
+def _local(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iofleet", *args],
+        cwd=tmp_path,
+        env=dict(os.environ, IOFLEET_FIO_JOBS=str(tmp_path / "jobs"), TMPDIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_compare_says_when_two_runs_ran_different_texts_of_a_job(tmp_path: Path) -> None:
+    # given three runs of one matrix: the job as written, the same again, then edited
+    library = tmp_path / "jobs"
+    library.mkdir()
+    job = library / "probe.fio"
+    job.write_text(PLANNED)
+    (tmp_path / "m.json").write_text(
+        json.dumps(
+            {
+                "name": "texts",
+                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
+                "workloads": [{"fio": "probe"}],
+                "parallelism": [1],
+            }
+        )
+    )
+    for text in (PLANNED, PLANNED, PLANNED.replace("bs=4k", "bs=8k")):
+        job.write_text(text)
+        done = _local(tmp_path, "local", "m.json", "--out", "out", "-q")
+        assert done.returncode == 0, done.stderr
+    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    try:
+        runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+        texts = dict(con.execute("SELECT run_id, fio_jobs FROM slots").fetchall())
+    finally:
+        con.close()
+    # each slot's row carries the text its fio workload ran
+    first = hashlib.sha256(PLANNED.encode()).hexdigest()[:16]
+    edited = hashlib.sha256(PLANNED.replace("bs=4k", "bs=8k").encode()).hexdigest()[:16]
+    assert [texts[r] for r in runs] == [f"w00={first}", f"w00={first}", f"w00={edited}"]
+
+    def notes(a: str, b: str) -> set[str]:
+        done = _local(
+            tmp_path, "compare", "--warehouse", "out/warehouse.duckdb", a, b, "--format", "json"
+        )
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)
+        assert rows
+        return {r["note"] for r in rows}
+
+    # when compared: the same text twice says nothing about texts ...
+    assert not [n for n in notes(runs[0], runs[1]) if "texts of fio job" in n]
+    # ... an edited one says, on every row of the job, that they are not one benchmark
+    said = f"A and B ran different texts of fio job 'probe' (sha256 {first}... vs {edited}...)"
+    assert all(said in n for n in notes(runs[1], runs[2]))

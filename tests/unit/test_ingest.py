@@ -402,7 +402,24 @@ def test_manifest_host_distro_and_release_land_in_the_slots_row() -> None:
 
     assert (row["distro"], row["distro_release"]) == ("ubuntu", "22.04")
     # appended: every column the slots table had before keeps its position
-    assert list(SLOTS.column_names[-2:]) == ["distro", "distro_release"]
+    assert list(SLOTS.column_names[-3:]) == ["distro", "distro_release", "fio_jobs"]
+
+
+def test_the_planned_job_texts_land_in_the_slots_row() -> None:
+    # each fio workload's job_sha256 (the plan's, in the payload the manifest keeps)
+    doc = rawtree.manifest_doc(RUN, rawtree.cell_doc(), 3)
+    doc["workloads"] = [
+        {"kind": "fio", "name": "a", "params": {}, "job_sha256": "a" * 64},
+        {"kind": "ioping", "count": 2},
+        {"kind": "fio", "name": "b", "params": {}, "job_sha256": "0123456789abcdef" * 4},
+        {"kind": "fio", "name": "c", "params": {}},  # a payload without one
+        {"kind": "fio", "name": "d", "job_sha256": "not hex"},
+    ]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+    assert row["fio_jobs"] == f"w00={'a' * 16},w02=0123456789abcdef"
+    doc["workloads"] = [{"kind": "fio", "name": "c", "params": {}}]
+    (row,) = rows_for_artifact(f"{SLOT_DIR}/manifest.json", json.dumps(doc))["slots"]
+    assert row["fio_jobs"] is None
 
 
 def test_a_manifest_from_before_the_host_fields_loads_with_nulls() -> None:

@@ -21,6 +21,9 @@ SELECT
   m.direction,
   m.metric,
   m.unit,
-  m.value
+  m.value,
+  s.fio_jobs
 FROM slot_metrics m
 JOIN cells c ON c.run_id = m.run_id AND c.cell_id = m.cell_id
+LEFT JOIN slots s
+  ON s.run_id = m.run_id AND s.cell_id = m.cell_id AND s.slot_index = m.slot_index
