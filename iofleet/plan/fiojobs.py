@@ -53,12 +53,17 @@ TARGET_PARAM = "TARGET"
 _VALUE_RE = re.compile(r"[A-Za-z0-9._:/,+-]+\Z")
 # fio splits `directory=` on ':' (several directories), so a target can't hold one.
 _TARGET_RE = re.compile(r"[A-Za-z0-9._/+-]+\Z")
-_FILENAME_RE = re.compile(r"[A-Za-z0-9._+-]+\Z")
+# A job's name is the matrix's `fio`, the agent's payload name (agent.payload.SAFE_ID)
+# and part of its artifact's file name (`w00-fio-NAME.json`, read back by the ingest):
+# the same characters everywhere, or the plan passes a name every slot then refuses
+JOB_NAME_MAX = 128
+_JOB_NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{JOB_NAME_MAX - 1}}}\Z")
 _PARAM_RE = re.compile(
     r"[;#]\s*@param\s+(?P<name>[^\s:=]+)(?::(?P<type>[a-z]+)(?:\((?P<lo>[0-9]*)\.\.(?P<hi>[0-9]*)\))?)?"
     r"=(?P<default>\S*)(?:\s+(?P<help>.*))?"
 )
-_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
+# at most 64 characters: the agent's payload takes no longer parameter name
+_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 # iofleet puts a job's parameters into the job text (render_job): fio's environment never
 # holds them. But a job file is plain fio, and run by hand (`TARGET=/mnt/x fio job.fio`)
 # fio takes them from its environment: a parameter may not be a variable something in
@@ -278,7 +283,10 @@ def load_job_file(path: Path) -> JobFile:
                 )
             name, default, kind = match["name"], match["default"], match["type"]
             if not _NAME_RE.fullmatch(name):
-                raise JobFileError(f"{path}:{number}: parameter {quote(name)} must be UPPER_CASE")
+                raise JobFileError(
+                    f"{path}:{number}: parameter {quote(name)} must be UPPER_CASE, at most 64 "
+                    "characters"
+                )
             if _environment_name(name):
                 raise JobFileError(
                     f"{path}:{number}: parameter {name} is an environment variable the C "
@@ -410,11 +418,11 @@ def job_names() -> list[str]:
 
 
 def _job_name_problem(name: str) -> str | None:
-    if _FILENAME_RE.fullmatch(name) and not name.startswith("."):
+    if _JOB_NAME_RE.fullmatch(name):
         return None
     return (
-        "a job's name (its file name without .fio) is letters, digits and . _ + - only, "
-        "not starting with '.'"
+        f"a job's name (its file name without .fio) is 1 to {JOB_NAME_MAX} letters, digits "
+        "and . _ -, starting with a letter or digit"
     )
 
 

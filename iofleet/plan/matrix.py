@@ -71,7 +71,7 @@ _LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 _APP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _FS_ID_RE = re.compile(r"^fs-[0-9a-f]{8,17}$")
-_PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # the agent's payload: 64 at most
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -340,9 +340,10 @@ class FioWorkload(_Model):
     """`{"fio": NAME, "params": {...}}`: a job from the fio-jobs library."""
 
     fio: Annotated[str, Field(max_length=128)]
-    params: dict[Annotated[str, _matches(_PARAM_RE, "a parameter name")], ParamValue] = Field(
-        default_factory=dict, max_length=64
-    )
+    params: dict[
+        Annotated[str, _matches(_PARAM_RE, "a parameter name (at most 64 letters, digits, _)")],
+        ParamValue,
+    ] = Field(default_factory=dict, max_length=64)
     # the job's text as planned (`iofleet jobs -v`): a library whose job differs is refused
     job_sha256: (
         Annotated[str, _matches(_SHA256_RE, "64 lowercase hex digits (a sha256)")] | None
