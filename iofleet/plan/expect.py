@@ -35,6 +35,7 @@ from typing import Any
 
 from iofleet.plan.jobtext import (
     Job,
+    Percent,
     fio_lines,
     fio_size,
     fio_time_us,
@@ -177,6 +178,11 @@ class JobProfile:
     group: int = 0  # stonewall-separated group; sections in a group run together
     # with filesize=: the bytes of one clone's files (nrfiles x the largest filesize)
     layout_bytes: int | None = None
+    # where I/O starts in each new file (offset=, and offset_increment= more per clone):
+    # fio lays a new file out from byte 0 to that offset plus the file's share of size
+    offset_bytes: int = 0
+    offset_increment: int = 0
+    nrfiles: int = 1
 
     @property
     def bytes_per_io(self) -> float:
@@ -199,13 +205,25 @@ class JobProfile:
             return None
         return self.size_bytes * self.numjobs / self.bytes_per_io
 
+    def clone_file_bytes(self, clone: int) -> int | None:
+        """The bytes of clone `clone`'s files: with filesize=, each of the nrfiles files at
+        its filesize (the top of a range: at most); else its size, which fio divides
+        between nrfiles files, each laid out from byte 0 to its start offset (offset= +
+        clone x offset_increment=: filesetup.c setup_files, real_file_size = io_size +
+        file_offset) plus its share. None when not known."""
+        if self.layout_bytes is not None:
+            return self.layout_bytes
+        if self.size_bytes is None:
+            return None
+        start = self.offset_bytes + clone * self.offset_increment
+        return self.size_bytes + max(self.nrfiles, 1) * start
+
     @property
     def file_bytes(self) -> int | None:
-        """The bytes of the files the section lays out: size per clone (fio divides it
-        between nrfiles files) x numjobs, or with filesize= each of the nrfiles files at
-        its filesize (the top of a range: at most) x numjobs; None when not known."""
-        per_clone = self.layout_bytes if self.layout_bytes is not None else self.size_bytes
-        return None if per_clone is None else per_clone * self.numjobs
+        """The bytes of the files the section lays out, over its numjobs clones
+        (`clone_file_bytes`); None when not known."""
+        sizes = [self.clone_file_bytes(k) for k in range(self.numjobs)]
+        return None if None in sizes else sum(s for s in sizes if s is not None)
 
 
 # ioping on a directory first writes its working-set file (-S, 1 MiB by default)
@@ -238,10 +256,9 @@ def slot_file_bytes(payloads: Sequence[Mapping[str, Any]]) -> tuple[int, list[st
                 if profile.file_bytes is None:
                     uncounted.append(f"fio job {p['name']} [{profile.job}] (size unknown)")
                     continue
-                per_clone = profile.file_bytes // max(1, profile.numjobs)
                 for clone in range(profile.numjobs):
                     key = (profile.job, clone)
-                    clones[key] = max(clones.get(key, 0), per_clone)
+                    clones[key] = max(clones.get(key, 0), profile.clone_file_bytes(clone) or 0)
     return total + sum(clones.values()), uncounted
 
 
@@ -352,6 +369,13 @@ def _profile(job: Job, group: int) -> JobProfile:
         layout = max(nrfiles, 1) * high
         if job.last("size") is None:  # fio's size is then the files' total
             size = layout if low == high else None
+    offsets = []
+    for option in ("offset", "offset_increment"):
+        # a percentage is of the file's size, which a new file does not have yet (0); a
+        # value known only where fio runs is left out as well
+        start: int | Percent | None = job.last_number(option)
+        offsets.append(start if isinstance(start, int) and start > 0 else 0)
+    nrfiles_given = job.number("nrfiles", 1)
     return JobProfile(
         job=job.name,
         shares=shares,
@@ -365,6 +389,9 @@ def _profile(job: Job, group: int) -> JobProfile:
         rate_iops=rate_iops,
         group=group,
         layout_bytes=layout,
+        offset_bytes=offsets[0],
+        offset_increment=offsets[1],
+        nrfiles=max(nrfiles_given or 1, 1),
     )
 
 

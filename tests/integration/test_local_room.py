@@ -202,3 +202,35 @@ def test_the_bytes_a_slot_lays_out_are_what_fio_leaves_in_its_directory(tmp_path
     # the sequential file 6 MiB (30 MiB; adding the workloads up would say 34 MiB)
     assert on_disk == 30 * 2**20, sorted((f.name, f.stat().st_size) for f in workdir.iterdir())
     assert slot_file_bytes(payloads) == (on_disk, [])
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "rw=read\noffset=300k\n",  # a read from 300k: fio lays the file out from byte 0
+        "rw=write\noffset=1m\nnumjobs=3\noffset_increment=256k\n",  # clone k from 1m + k x 256k
+        "rw=randwrite\nnrfiles=2\noffset=128k\n",  # each of the files from 128k
+        "rw=read\noffset=50%\n",  # a share of a new file's size: 0
+    ],
+)
+def test_the_bytes_a_job_starting_at_an_offset_lays_out_are_what_fio_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: str
+) -> None:
+    # the room check counted size= only, so `offset=100g` with size=1m passed and would
+    # fill the target's file system (an audit's finding; real fio here, at small scale)
+    from iofleet.plan.expect import slot_file_bytes
+    from iofleet.plan.fiojobs import render_command
+
+    library = tmp_path / "jobs"
+    library.mkdir()
+    (library / "off.fio").write_text(
+        f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nbs=4k\nsize=64k\n{lines}"
+    )
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    workdir = tmp_path / "slot"
+    workdir.mkdir()
+    argv, text = render_command("off", {}, str(workdir))
+    subprocess.run(argv, cwd=workdir, input=text.encode(), check=True, capture_output=True)
+    on_disk = sum(f.stat().st_size for f in workdir.iterdir() if f.is_file())
+    assert on_disk > 0
+    assert slot_file_bytes([{"kind": "fio", "name": "off", "params": {}}]) == (on_disk, [])

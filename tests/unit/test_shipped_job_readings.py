@@ -75,8 +75,16 @@ def test_every_shipped_job_is_covered() -> None:
 @pytest.mark.parametrize(("name", "params"), _cases(), ids=lambda c: str(c))
 def test_a_shipped_job_computes_what_it_did(name: str, params: dict[str, str]) -> None:
     old, new = OLD[_key(name, params)], json.loads(json.dumps(_readings(name, params)))
-    # a field the old readers did not have: the files of a filesize= job (no shipped job)
-    assert [p.pop("layout_bytes") for p in new["profiles"]] == [None] * len(new["profiles"])
+    # fields the old readers did not have: the files of a filesize= job, where I/O starts
+    # in each file (offset=, offset_increment=, decision 101) and nrfiles: no shipped job
+    # sets any of them
+    for key, default in (
+        ("layout_bytes", None),
+        ("offset_bytes", 0),
+        ("offset_increment", 0),
+        ("nrfiles", 1),
+    ):
+        assert [p.pop(key) for p in new["profiles"]] == [default] * len(new["profiles"])
     size = params.get("SIZE")
     if size not in NOW_READ:
         assert new == old
