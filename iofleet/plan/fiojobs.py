@@ -1268,6 +1268,18 @@ def _highest_cpu(option: str, value: str) -> int | None:
         return None
 
 
+# options naming CPUs: the job's own (a list, or a mask), its verify threads', its log
+# compression threads' (lists) and io_uring's kernel poll thread (one CPU); fio drops
+# the job (or fails its I/O, error 22) as it starts when one is beyond the host's CPUs,
+# while --parse-only passes them
+CPU_OPTIONS = (
+    "cpus_allowed",
+    "cpumask",
+    "verify_async_cpus",
+    "log_compression_cpus",
+    "sqthread_poll_cpu",
+)
+
 # fio's I/O buffers in huge pages (`mem=`/`iomem=`): only from pages the host reserved
 HUGE_PAGE_MEMORY = ("shmhuge", "mmaphuge")
 
@@ -1382,7 +1394,7 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
         return []  # reading_problems says what is wrong
     out: list[str] = []
     for section in jobs:
-        for option in ("cpus_allowed", "cpumask"):
+        for option in CPU_OPTIONS:
             a = section.last(option)
             if host.cpus is None or a is None or a.value is None or not a.known:
                 continue

@@ -62,7 +62,18 @@ def test_what_the_plan_accepts_runs_in_fio(tmp_path: Path, body: str) -> None:
     assert '"error" : 0' in result.stdout
 
 
-@pytest.mark.parametrize("option", ["cpus_allowed", "cpumask"])
+# each CPU option with what makes fio use it (verify threads, log compression threads,
+# io_uring's kernel poll thread)
+CPU_OPTION_USES = {
+    "cpus_allowed": "",
+    "cpumask": "",
+    "verify_async_cpus": "rw=randwrite\nverify=crc32c\nverify_async=1\n",
+    "log_compression_cpus": "rw=randwrite\nwrite_lat_log=lat\nlog_compression=64k\n",
+    "sqthread_poll_cpu": "rw=randwrite\nioengine=io_uring\ndirect=1\nsqthread_poll=1\n",
+}
+
+
+@pytest.mark.parametrize("option", sorted(CPU_OPTION_USES))
 def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
@@ -70,15 +81,15 @@ def test_a_job_pinned_past_this_machines_cpus_fails_in_fio_and_is_refused_here(
 
     cpus = os.sysconf("SC_NPROCESSORS_CONF")
     last, beyond = (
-        (str(cpus - 1), str(cpus))
-        if option == "cpus_allowed"
-        else (hex(1 << (cpus - 1)), hex(1 << cpus))
+        (hex(1 << (cpus - 1)), hex(1 << cpus))
+        if option == "cpumask"
+        else (str(cpus - 1), str(cpus))
     )
     library = tmp_path / "jobs"
     library.mkdir()
     monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
     for value, fails in ((last, False), (beyond, True)):
-        body = f"[x]\nsize=1m\n{option}={value}\n"
+        body = f"[x]\nsize=1m\n{CPU_OPTION_USES[option]}{option}={value}\n"
         (library / "pin.fio").write_text(_HEAD + body)
         run = tmp_path / value
         run.mkdir()
