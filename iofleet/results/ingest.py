@@ -538,7 +538,17 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
                 raise _Bad(f"{FIO_RESULTS.name}.{col.name}: {problem}")
     # the parser's records hold typed values (int, finite float, str, None) for
     # columns of this table only: a row is the key, the record, None elsewhere
-    results = [{**_EMPTY_FIO_ROW, **key, **rec} for rec in out.records]
+    # where each job lies in time (fleet_totals): fio's end of the run, the job's group
+    results = [
+        {
+            **_EMPTY_FIO_ROW,
+            **key,
+            **rec,
+            "groupid": out.groups.get(rec["job_index"]),
+            "fio_ended_ms": out.ended_ms,
+        }
+        for rec in out.records
+    ]
     # bins are the bulk of the rows (hundreds per job and direction): one block per
     # record, straight from the parser's histograms ((bin_ns, count) sorted by bin_ns)
     prefix = tuple(key.values())

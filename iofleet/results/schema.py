@@ -196,6 +196,12 @@ FIO_RESULTS = Table(
         _c("clat_p99_9_ns", "bigint"),
         _c("clat_p99_99_ns", "bigint"),
         _c("host", "string", "fio --client output: the server (host:port) that ran the job"),
+        _c("groupid", "int", "fio's stonewall group of the job (its groupid)"),
+        _c(
+            "fio_ended_ms",
+            "bigint",
+            "when fio ended the run (its timestamp_ms): epoch milliseconds on the slot's clock",
+        ),
     ),
 )
 

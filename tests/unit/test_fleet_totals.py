@@ -174,3 +174,63 @@ def test_a_slot_without_a_barrier_instant_leaves_the_window_unknown(wh: Warehous
     (row,) = _rows(wh, run)
     assert row["total_iops"] == pytest.approx(30.0)
     assert row["overlap_s"] is None and row["window_start_us"] is None
+
+
+@pytest.mark.parametrize("b_group", [0, 1])
+def test_windows_come_from_fios_own_end_in_a_workload_of_one_group(
+    wh: Warehouse, b_group: int
+) -> None:
+    # given two slots whose fio runs ended 500 ms apart (an app before fio, a slow
+    # layout: nothing the barrier instant says), each with job a (1 s) and job b (2 s);
+    # the barrier instants are 1 h apart
+    run, end = f"r{next(_runs)}", 1_795_000_000_000
+    wh.insert_rows(
+        SLOTS,
+        [
+            SLOTS.row(
+                run_id=run,
+                cell_id="c000",
+                slot_index=i,
+                cell_index=0,
+                fleet_size=2,
+                storage_label="s",
+                barrier_passed_us=i * 3_600_000_000,
+            )  # fmt: skip
+            for i in range(2)
+        ],
+    )
+    wh.insert_rows(
+        FIO_RESULTS,
+        [
+            FIO_RESULTS.row(
+                run_id=run,
+                cell_id="c000",
+                slot_index=i,
+                workload_index=0,
+                workload="w",
+                job=job,
+                job_index=g,
+                direction="read",
+                iops=100.0,
+                bw_bytes=409600,
+                runtime_ms=ms,
+                error=0,
+                groupid=g,
+                fio_ended_ms=end + i * 500,
+            )  # fmt: skip
+            for i in range(2)
+            for job, g, ms in (("a", 0, 1000), ("b", b_group, 2000))
+        ],
+    )
+    rows = wh.con.execute(
+        "SELECT job, overlap_s FROM fleet_totals WHERE run_id = ? ORDER BY job", [run]
+    ).fetchall()
+    if b_group == 0:
+        # one group: both jobs end where fio ended. a ran in [end-1 s, end] and
+        # [end-0.5 s, end+0.5 s]: together 0.5 s; b in [end-2 s, end] and [end-1.5 s,
+        # end+0.5 s]: together 1.5 s
+        assert rows == [("a", 0.5), ("b", 1.5)]
+    else:
+        # two groups: fio's groupid does not say whether b waited for a (stonewall) or ran
+        # beside it (new_group): placed from the barrier, as before, 1 h apart
+        assert rows == [("a", 0.0), ("b", 0.0)]

@@ -193,6 +193,10 @@ class FioOutput:
     histograms: list[Histogram] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     fio_version: str | None = None
+    # when fio ended the run (its "timestamp_ms", epoch ms on the host's clock) and each
+    # jobs[] entry's stonewall group ("groupid"): where a job's window lies in time
+    ended_ms: int | None = None
+    groups: dict[int, int] = field(default_factory=dict)
 
     @property
     def bins(self) -> list[dict]:
@@ -712,6 +716,7 @@ def parse_fio(text: str) -> FioOutput:
     key = "client_stats" if client else "jobs"
     version = doc.get("fio version")
     out = FioOutput(warnings=around, fio_version=version if isinstance(version, str) else None)
+    out.ended_ms = _epoch_ms(doc.get("timestamp_ms"))
     release = _release(out.fio_version)
     if not jobs:
         out.warnings.append("fio reported no jobs")
@@ -731,6 +736,9 @@ def parse_fio(text: str) -> FioOutput:
             continue
         if not isinstance(name, str):
             raise ParseError(f"{key}[{index}]: no jobname")
+        group = entry.get("groupid")
+        if type(group) is int and 0 <= group < 2**31:
+            out.groups[index] = group
         error = _int(entry.get("error", 0), f"{key}[{index}].error")
         host = _client_host(entry, name, f"{key}[{index}]") if client else _NO_HOST
         total_latency = release is not None and _lat_in_clat(release, entry, doc)
@@ -774,6 +782,14 @@ def parse_fio(text: str) -> FioOutput:
             )
     _check_columns(out)
     return out
+
+
+def _epoch_ms(value: object) -> int | None:
+    """fio's timestamp_ms when it is a plausible epoch time in ms (2001 to 2286), else None:
+    it places the run in time only, so an odd one is dropped, never refused."""
+    if type(value) is int and 10**12 <= value < 10**13:
+        return value
+    return None
 
 
 # fio's groupid of a thread_stat no job was summed into (init_thread_stat sets -1; fio

@@ -3,13 +3,18 @@
 -- to the plan's ceiling for the whole fleet and the throttling evidence
 -- CloudWatch gave (burst_metrics). docs/decisions.md "fleet totals" record.
 --
--- Each slot's job window: start = the instant the slot passed the start
--- barrier (slots.barrier_passed_us, its own clock) plus the runtimes of the
--- slot's earlier fio workloads (max runtime_ms per workload_index; the jobs
--- of one workload are taken to run together); end = start + the job's
--- runtime_ms (fio's own figure). The overlap window is [latest start,
--- earliest end] over the slots with a row; overlap_s = its length, 0 when the
--- slots never all ran at once. Each slot's I/O in the window is apportioned by
+-- Each slot's job window, on the slot's own clock: for a workload whose jobs
+-- fio reports in one group, end = when fio ended the run (fio_ended_ms, fio's
+-- timestamp_ms), start = end - the job's runtime_ms (fio's own figure). So app
+-- and ioping workloads before it, fio's file layout and a slot that started
+-- late all count as they happened. fio's groupid does not say whether a later
+-- group waited (stonewall) or ran beside (new_group), so a workload of several
+-- groups, and rows without fio's end (kept from before), are placed as before:
+-- start = the instant the slot passed the start barrier
+-- (slots.barrier_passed_us) plus the runtimes of the slot's earlier fio
+-- workloads, end = start + runtime_ms.
+-- The overlap window is [latest start, earliest end] over the slots with a
+-- row; overlap_s = its length, 0 when the slots never all ran at once. Each slot's I/O in the window is apportioned by
 -- its mean rate over its own run (iops x overlap_s), so the fleet's aggregate
 -- rate over the window is the sum of the slots' mean rates: total_iops,
 -- total_bw_bytes. overlap_fraction = overlap_s / the longest slot's runtime:
@@ -37,10 +42,20 @@ WITH per_slot AS (
     run_id, cell_id, slot_index, workload_index, workload, job, direction,
     sum(CAST(iops AS DOUBLE)) AS iops,
     sum(CAST(bw_bytes AS DOUBLE)) AS bw_bytes,
-    max(runtime_ms) AS runtime_ms
+    max(runtime_ms) AS runtime_ms,
+    max(groupid) AS groupid,
+    max(fio_ended_ms) AS fio_ended_ms
   FROM fio_results
   WHERE coalesce("error", 0) = 0
   GROUP BY run_id, cell_id, slot_index, workload_index, workload, job, direction
+),
+fio_groups AS (
+  SELECT
+    run_id, cell_id, slot_index, workload_index,
+    count(DISTINCT groupid) AS groups, count(groupid) AS grouped, count(*) AS all_rows
+  FROM fio_results
+  WHERE coalesce("error", 0) = 0
+  GROUP BY run_id, cell_id, slot_index, workload_index
 ),
 workload_ms AS (
   SELECT run_id, cell_id, slot_index, workload_index, max(runtime_ms) AS ms
@@ -57,14 +72,30 @@ offsets AS (
     ON b.run_id = a.run_id AND b.cell_id = a.cell_id AND b.slot_index = a.slot_index
   GROUP BY a.run_id, a.cell_id, a.slot_index, a.workload_index
 ),
+ends AS (
+  SELECT
+    p.*,
+    CASE WHEN p.fio_ended_ms IS NOT NULL AND g.groups = 1 AND g.grouped = g.all_rows
+      THEN CAST(p.fio_ended_ms AS BIGINT) * 1000
+    END AS fio_end_us
+  FROM per_slot p
+  JOIN fio_groups g
+    ON g.run_id = p.run_id AND g.cell_id = p.cell_id AND g.slot_index = p.slot_index
+    AND g.workload_index = p.workload_index
+),
 windows AS (
   SELECT
     p.run_id, p.cell_id, p.slot_index, p.workload_index, p.workload, p.job, p.direction,
     p.iops, p.bw_bytes, p.runtime_ms,
-    s.barrier_passed_us + CAST(o.offset_ms AS BIGINT) * 1000 AS start_us,
-    s.barrier_passed_us + (CAST(o.offset_ms AS BIGINT) + CAST(p.runtime_ms AS BIGINT)) * 1000
-      AS end_us
-  FROM per_slot p
+    coalesce(
+      p.fio_end_us - CAST(p.runtime_ms AS BIGINT) * 1000,
+      s.barrier_passed_us + CAST(o.offset_ms AS BIGINT) * 1000
+    ) AS start_us,
+    coalesce(
+      p.fio_end_us,
+      s.barrier_passed_us + (CAST(o.offset_ms AS BIGINT) + CAST(p.runtime_ms AS BIGINT)) * 1000
+    ) AS end_us
+  FROM ends p
   JOIN offsets o
     ON o.run_id = p.run_id AND o.cell_id = p.cell_id AND o.slot_index = p.slot_index
     AND o.workload_index = p.workload_index
