@@ -1433,56 +1433,102 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
     return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
 
 
+@dataclass
+class GroupMemory:
+    """What the job processes of one stonewall group hold at once (`memory_at_once`)."""
+
+    locked: int = 0  # lockmem, per process, capped as fio caps it
+    locked_processes: int = 0
+    lock_line: Assignment | None = None
+    buffers: int = 0  # I/O buffers: iodepth x the largest block size, per process
+    processes: int = 0
+    buffer_line: Assignment | None = None
+
+
+def memory_at_once(jobs: list[Job], memory: int) -> list[GroupMemory]:
+    """Per stonewall group of `jobs` (they run one after the other), the memory its job
+    processes (every `numjobs` clone; fio's main process holds neither) hold at once on a
+    host of `memory` bytes: `lockmem`, capped at the memory less 128 MiB (memory.c
+    fio_pin_memory), and the I/O buffers, `iodepth` x the largest block size
+    (backend.c init_io_u; every engine, psync too), which fio fills, so they are resident.
+    A value known only where fio runs (`$mb_memory`) counts as nothing."""
+    per_process_cap = max(0, memory - FIO_LOCKMEM_SPARE)
+    groups: list[GroupMemory] = []
+    for index, section in enumerate(jobs):
+        if not groups or (index and section.flag("stonewall")):
+            groups.append(GroupMemory())
+        group = groups[-1]
+        clones = section.number("numjobs", 1)
+        if clones is None or clones < 1:
+            continue
+        amount = section.number("lockmem", 0)
+        if amount:
+            group.locked += clones * min(amount, per_process_cap)
+            group.locked_processes += clones
+            group.lock_line = section.last("lockmem")
+        depth = section.number("iodepth", 1) or 1
+        sizes = [b for b in section.numbers("bs", (4096, 4096, 4096)) if b is not None]
+        if sizes:
+            group.buffers += clones * max(depth, 1) * max(sizes)
+            group.processes += clones
+            largest = section.last("iodepth") if depth > 1 else section.last("bs")
+            if largest is not None and (group.buffer_line is None or depth > 1):
+                group.buffer_line = largest
+    return groups
+
+
 def locked_at_once(jobs: list[Job], memory: int) -> tuple[int, int, Assignment] | None:
     """(bytes, processes, a lockmem line) of the stonewall group of `jobs` whose processes
-    lock the most memory at once on a host of `memory` bytes: each job process (every
-    `numjobs` clone; fio's main process locks none) locks its section's `lockmem`, capped
-    at the memory less 128 MiB (memory.c fio_pin_memory). None when none locks any (a
-    value known only where fio runs, `$mb_memory`, counts as none)."""
-    per_process_cap = max(0, memory - FIO_LOCKMEM_SPARE)
-    groups: list[tuple[int, int, Assignment]] = []
-    locked, processes, line = 0, 0, None
-    for index, section in enumerate(jobs):
-        if index and section.flag("stonewall"):  # the next group starts once these ended
-            if line is not None:
-                groups.append((locked, processes, line))
-            locked, processes, line = 0, 0, None
-        a = section.last("lockmem")
-        amount = section.number("lockmem", 0)
-        clones = section.number("numjobs", 1)
-        if a is None or not amount or clones is None or clones < 1:
-            continue
-        locked += clones * min(amount, per_process_cap)
-        processes += clones
-        line = a
-    if line is not None:
-        groups.append((locked, processes, line))
-    return max(groups, key=lambda g: g[0]) if groups else None
+    lock the most memory at once (`memory_at_once`); None when none locks any."""
+    locking = [g for g in memory_at_once(jobs, memory) if g.lock_line is not None]
+    if not locking:
+        return None
+    most = max(locking, key=lambda g: g.locked)
+    assert most.lock_line is not None
+    return most.locked, most.locked_processes, most.lock_line
 
 
 def _lockmem_problems(name: str, jobs: list[Job], host: Host, memory: int) -> list[str]:
-    """`locked_at_once`, times the slots on the host, past `lockable_bytes(memory)`."""
-    most = locked_at_once(jobs, memory)
-    if most is None:
+    """The group holding the most memory at once (`memory_at_once`: locked and I/O
+    buffers), times the slots on the host, past `lockable_bytes(memory)`."""
+    groups = memory_at_once(jobs, memory)
+    if not groups:
         return []
-    locked, processes, a = most
-    total, limit = locked * host.slots, lockable_bytes(memory)
-    if total <= limit:
+    most = max(groups, key=lambda g: g.locked + g.buffers)
+    limit = lockable_bytes(memory)
+    if (most.locked + most.buffers) * host.slots <= limit:
         return []
-    who = f"{processes} fio process{'es' if processes != 1 else ''}"
-    if host.slots > 1:
-        who += f" x {host.slots} slots"
-    verb = "locks" if processes * host.slots == 1 else "lock"
-    return [
-        f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: {a.line.text.strip()}: "
-        f"{who} {verb} {_bytes(total)} at once, more than the {_bytes(limit)} {host.name} "
-        f"can spare of its {_bytes(memory)} (a quarter, at least 1 GiB, stays unlocked): "
-        "the host would run out of memory"
-    ]
+    spare = (
+        f"more than the {_bytes(limit)} {host.name} can spare of its {_bytes(memory)} (a "
+        "quarter, at least 1 GiB, stays free): the host would run out of memory"
+    )
+    slots = f" x {host.slots} slots" if host.slots > 1 else ""
+    line = most.buffer_line or most.lock_line
+    if most.locked * host.slots > limit and most.lock_line is not None:
+        line, processes, total = most.lock_line, most.locked_processes, most.locked * host.slots
+        who = f"{processes} fio process{'es' if processes != 1 else ''}{slots}"
+        verb = "locks" if processes * host.slots == 1 else "lock"
+        what = f"{who} {verb} {_bytes(total)} at once"
+    else:
+        processes = most.processes
+        total = (most.locked + most.buffers) * host.slots
+        who = f"{processes} fio process{'es' if processes != 1 else ''}{slots}"
+        verb = "holds" if processes * host.slots == 1 else "hold"
+        locked = f" and {_bytes(most.locked * host.slots)} locked" if most.locked else ""
+        what = (
+            f"{who} {verb} {_bytes(total)} at once ({_bytes(most.buffers * host.slots)} of "
+            f"I/O buffers, iodepth x the largest block size{locked})"
+        )
+    if line is None:
+        return []
+    where = f"{_shown(line.line.path)}:{line.line.number}: {line.line.text.strip()}"
+    return [f"job {quote(name)}: {where}: {what}, {spare}"]
 
 
 def _bytes(n: int) -> str:
-    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+    if n >= 2**30:
+        return f"{n / 2**30:,.1f} GiB"
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.0f} KiB"
 
 
 def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:

@@ -1173,7 +1173,7 @@ def test_memory_locked_past_what_this_machine_spares_is_refused_before_anything_
     # fio locks `lockmem` in every job process (memory.c fio_pin_memory, capped at the
     # memory less 128 MiB each), and a local fleet's slots share this machine: two
     # processes locking half of it each, or two slots locking 45% each, leave too little
-    # (a quarter stays unlocked); nothing is run here, so no memory is locked by the test
+    # (a quarter stays free); nothing is run here, so no memory is locked by the test
     from iofleet.plan.fiojobs import lockable_bytes, memory_bytes
 
     memory = memory_bytes()

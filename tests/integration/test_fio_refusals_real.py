@@ -5,8 +5,10 @@ and each look-alike the plan accepts runs. The cases are the unit test's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -147,7 +149,7 @@ def test_the_memory_the_plan_counts_as_locked_is_what_fio_locks(
     # kernel's VmLck of fio's processes while they run is the same sum
     from iofleet.plan.fiojobs import locked_at_once, memory_bytes
     from iofleet.plan.jobtext import read_jobs
-    from tests.integration.proctable import tree, wait_for
+    from tests.integration.proctable import alive, tree, wait_for
 
     target = tmp_path / "slot"
     target.mkdir()
@@ -165,17 +167,25 @@ def test_the_memory_the_plan_counts_as_locked_is_what_fio_locks(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    seen: dict[int, int] = {}
     try:
 
         def locked() -> int | None:
-            kib = [_locked_kib(pid) or 0 for pid in tree(fio.pid)]
+            procs = tree(fio.pid)
+            seen.update(procs)
+            kib = [_locked_kib(pid) or 0 for pid in procs]
             total = sum(kib) * 1024
             return total if len([k for k in kib if k]) == processes else None
 
         assert wait_for(locked, 60, "fio's job processes to lock their memory") == expected[0]
     finally:
+        seen.update(tree(fio.pid))
         fio.kill()
         fio.wait()
+        for pid in alive(seen):  # the job processes fio forked outlive it: each one
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: alive(seen) == [], 60, "fio's job processes to be gone")
 
 
 @pytest.mark.parametrize("option", ["numa_cpu_nodes", "numa_mem_policy"])
@@ -211,3 +221,89 @@ def test_a_numa_node_this_process_may_not_use_fails_in_fio_and_is_refused_here(
         assert failed is fails, (value, result.stderr[-400:])
         lines = host_problems("numa", {}, here)
         assert bool(lines) is fails, (value, lines)
+
+
+def _job_vm_kib(tmp_path: Path, text: str) -> int:
+    """VmSize of fio's job process while it runs `text` (time_based)."""
+    from tests.integration.proctable import alive, tree, wait_for
+
+    target = tmp_path / "slot"
+    target.mkdir(exist_ok=True)
+    job = tmp_path / "vm.fio"
+    job.write_text(text)
+    fio = subprocess.Popen(
+        ["fio", "--output-format=json", str(job)],
+        cwd=target,
+        env={**os.environ, "TARGET": str(target)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen: dict[int, int] = {}
+
+    def job_vm() -> int | None:
+        procs = tree(fio.pid)
+        seen.update(procs)
+        # the job process (below fio's main one) once it has its file open: fio sets the
+        # buffers up before it opens the job's files (backend.c thread_main)
+        for pid in procs:
+            if pid != fio.pid and _has_open(pid, target):
+                return _status_kib(pid, "VmSize:")
+        return None
+
+    try:
+        vm = wait_for(job_vm, 60, "fio's job process")
+        assert isinstance(vm, int)
+        return vm
+    finally:
+        seen.update(tree(fio.pid))
+        fio.kill()
+        fio.wait()
+        for pid in alive(seen):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: alive(seen) == [], 60, "fio's job processes to be gone")
+
+
+def _has_open(pid: int, directory: Path) -> bool:
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(fd)).parent == directory:
+                return True
+    return False
+
+
+def _status_kib(pid: int, key: str) -> int | None:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    return next((int(ln.split()[1]) for ln in lines if ln.startswith(key)), None)
+
+
+@pytest.mark.parametrize("engine", ["psync", "libaio"])
+def test_the_io_buffers_the_plan_counts_are_what_a_fio_job_process_maps(
+    tmp_path: Path, engine: str
+) -> None:
+    # fio maps iodepth x the largest block size of I/O buffers in every job process, for
+    # a synchronous engine too (the plan's memory check: fiojobs.memory_at_once)
+    from iofleet.plan.fiojobs import memory_at_once
+    from iofleet.plan.jobtext import read_jobs
+
+    head = _HEAD.replace("ioengine=psync", f"ioengine={engine}")
+    body = "[x]\nsize=4m\nrw=write\nbs=1m,4k\ntime_based=1\nruntime=30\n"
+    sizes = []
+    for depth in (1, 257):
+        text = head + body + f"iodepth={depth}\n"
+        (tmp_path / str(depth)).mkdir()
+        vm = _job_vm_kib(tmp_path / str(depth), text)
+        (tmp_path / "count.fio").write_text(text)
+        (group,) = memory_at_once(read_jobs(tmp_path / "count.fio", {"TARGET": "/t"}), 1 << 40)
+        sizes.append((vm * 1024, group.buffers))
+    (vm1, counted1), (vm257, counted257) = sizes
+    assert counted257 - counted1 == 256 << 20
+    # the job process maps that much more, within 2% (its other mappings are the same)
+    assert abs((vm257 - vm1) - (counted257 - counted1)) < (256 << 20) * 0.02

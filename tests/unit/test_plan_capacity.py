@@ -116,7 +116,7 @@ def _locking(tmp_path: Path, sections: str) -> None:
         ("[x]\nlockmem=2g\n[y]\nlockmem=2g\n", "2 fio processes lock 4.0 GiB"),
         # fio caps a process at the memory less 128 MiB: 3.9 GiB, alone over 3 GiB
         ("[x]\nlockmem=64g\n", "1 fio process locks 3.9 GiB"),
-        ("[x]\nlockmem=1g\nnumjobs=3\n", None),  # 3 GiB: at the limit
+        ("[x]\nlockmem=1000m\nnumjobs=3\n", None),  # 2.9 GiB and 12 KiB of buffers
         ("[x]\nlockmem=2g\n[y]\nstonewall\nlockmem=2g\n", None),  # one after the other
         ("[x]\nlockmem=0\nnumjobs=64\n", None),
     ],
@@ -140,7 +140,7 @@ def test_memory_locked_past_what_the_smallest_instance_type_spares_is_refused(
     assert message.startswith("job 'lock': lock.fio:")
     assert f": {refused} at once, more than the 3.0 GiB c6a.large can spare of its " in message
     assert message.endswith(
-        "4.0 GiB (a quarter, at least 1 GiB, stays unlocked): the host would run out of memory"
+        "4.0 GiB (a quarter, at least 1 GiB, stays free): the host would run out of memory"
     )
     doc["instance_types"] = ["m5.large"]  # 8 GiB: 6 GiB may be locked
     if "64g" in sections:  # capped at 7.9 GiB by fio: too much on any host
@@ -172,3 +172,33 @@ def test_huge_page_buffers_are_refused_on_aws_whose_instances_reserve_none(
         "; d\n; @param TARGET=.\n[global]\ndirectory=${TARGET}\nsize=1m\n[x]\nmem=malloc\n"
     )
     build_plan(validate_matrix_dict(doc))
+
+
+@pytest.mark.parametrize(
+    ("params", "refused"),
+    [
+        # 4,096 x 1 MiB of I/O buffers in one process: more than c6a.large's 3 GiB
+        ({"IO_DEPTH": 4096}, "1 fio process holds 4.0 GiB at once (4.0 GiB of I/O buffers"),
+        # 8 processes x 512 x 1 MiB
+        ({"IO_DEPTH": 512, "NUM_JOBS": 8}, "8 fio processes hold 4.0 GiB at once"),
+        ({"IO_DEPTH": 2048}, None),  # 2 GiB
+        ({}, None),  # the default: 32 MiB
+    ],
+)
+def test_io_buffers_past_what_the_smallest_instance_type_spares_are_refused(
+    params: dict[str, int], refused: str | None
+) -> None:
+    # fio gives every job process iodepth x its largest block size of buffers, and fills
+    # them (a shipped job, its parameters at values its own ranges allow)
+    doc = _one_job_on_aws("seq-write-1m-qd32", ["c6a.large", "m5.large"])
+    doc["workloads"][0]["params"] = {"RUNTIME": 10, "SIZE": "1g", **params}
+    if refused is None:
+        build_plan(validate_matrix_dict(doc))
+        return
+    with pytest.raises(ValidationFailed) as caught:
+        build_plan(validate_matrix_dict(doc))
+    ((path, message),) = [(p.path, p.message) for p in caught.value.problems]
+    assert path == "workloads[0].fio"  # the line is named: iodepth=${IO_DEPTH}
+    assert "iodepth=${IO_DEPTH}: " in message
+    assert refused in message, message
+    assert "iodepth x the largest block size), more than the 3.0 GiB c6a.large can spare" in message
