@@ -311,7 +311,13 @@ def check_host(matrix: Any, file: str) -> None:
     more of this machine's memory than it can spare with the largest fleet's slots
     running at once: before anything is made."""
     from iofleet.errors import Problem, ValidationFailed
-    from iofleet.plan.fiojobs import Host, huge_pages_reserved, memory_bytes, numa_nodes
+    from iofleet.plan.fiojobs import (
+        Host,
+        aio_events_left,
+        huge_pages_reserved,
+        memory_bytes,
+        numa_nodes,
+    )
     from iofleet.plan.matrix import workload_host_problems
 
     here = Host(
@@ -321,6 +327,7 @@ def check_host(matrix: Any, file: str) -> None:
         memory_bytes=memory_bytes(),
         slots=max(matrix.parallelism),
         numa_nodes=numa_nodes(),
+        aio_events=aio_events_left(),
     )
     problems = [
         Problem(f"workloads[{i}].fio", line) for i, line in workload_host_problems(matrix, here)

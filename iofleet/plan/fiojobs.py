@@ -1301,6 +1301,49 @@ def huge_pages_reserved() -> bool:
     return (_meminfo("HugePages_Total") or 0) > 0
 
 
+def aio_events_left() -> int | None:
+    """The libaio events this machine has left: fs.aio-max-nr less fs.aio-nr (the kernel
+    refuses an io_setup past it: EAGAIN, fio error 11)."""
+    try:
+        limit = int(Path("/proc/sys/fs/aio-max-nr").read_text())
+        used = int(Path("/proc/sys/fs/aio-nr").read_text())
+    except (OSError, ValueError):
+        return None
+    return max(0, limit - used)
+
+
+def _aio_problems(name: str, jobs: list[Job], host: Host, left: int) -> list[str]:
+    """The stonewall group whose libaio job processes ask for more events at once than
+    `left`: each asks io_setup for its iodepth (engines/libaio.c fio_libaio_init; the
+    kernel counts what was asked against fs.aio-max-nr, fs/aio.c ioctx_alloc), times the
+    slots on the host."""
+    groups: list[tuple[int, Assignment | None]] = []
+    for index, section in enumerate(jobs):
+        if not groups or (index and section.flag("stonewall")):
+            groups.append((0, None))
+        engine = section.last("ioengine")
+        if engine is None or engine.value is None or engine.value.strip() != "libaio":
+            continue
+        clones, depth = section.number("numjobs", 1), section.number("iodepth", 1)
+        if clones is None or depth is None:
+            continue
+        events, line = groups[-1]
+        groups[-1] = (events + clones * max(depth, 1), section.last("iodepth") or line or engine)
+    if not groups:
+        return []
+    events, line = max(groups, key=lambda g: g[0])
+    total = events * host.slots
+    if total <= left or line is None:
+        return []
+    slots = f" x {host.slots} slots" if host.slots > 1 else ""
+    return [
+        f"job {quote(name)}: {_shown(line.line.path)}:{line.line.number}: "
+        f"{line.line.text.strip()}: libaio asks for {total:,} events at once (iodepth x "
+        f"job processes{slots}), more than the {left:,} {host.name} has left (fs.aio-max-nr "
+        "less fs.aio-nr): fio fails with error 11 as the job starts"
+    ]
+
+
 def numa_nodes() -> frozenset[int] | None:
     """The NUMA nodes this process may use (/proc/self/status Mems_allowed_list, what
     libnuma's numa_parse_nodestring checks a node against: fio's child has the same)."""
@@ -1365,6 +1408,7 @@ class Host:
     memory_bytes: int | None = None
     slots: int = 1
     numa_nodes: frozenset[int] | None = None  # the NUMA nodes fio may use there
+    aio_events: int | None = None  # libaio events the host has left (fs.aio-max-nr - aio-nr)
 
 
 # fio caps each process's lockmem at the host's memory less 128 MiB (memory.c
@@ -1430,6 +1474,8 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
             )
     if host.memory_bytes is not None:
         out += _lockmem_problems(name, jobs, host, host.memory_bytes)
+    if host.aio_events is not None:
+        out += _aio_problems(name, jobs, host, host.aio_events)
     return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
 
 

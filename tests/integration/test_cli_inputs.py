@@ -1211,6 +1211,22 @@ def test_a_numa_node_this_machine_lacks_is_refused_before_anything_is_made(
     )
 
 
+def test_libaio_events_this_machine_has_not_left_are_refused_before_anything_is_made(
+    box: Sandbox,
+) -> None:
+    from iofleet.plan.fiojobs import aio_events_left
+
+    left = aio_events_left()
+    if left is None:
+        pytest.skip("no /proc/sys/fs/aio-max-nr")
+    option = f"ioengine=libaio\niodepth={left + 1}"
+    matrix, line = _refused_on_this_machine(box, "aio", option)
+    assert line.startswith(
+        f"{matrix}: workloads[0].fio: job 'aio': aio.fio:7: iodepth={left + 1}: libaio asks "
+        f"for {left + 1:,} events at once"
+    )
+
+
 def test_huge_page_buffers_without_huge_pages_here_are_refused_before_anything_is_made(
     box: Sandbox,
 ) -> None:

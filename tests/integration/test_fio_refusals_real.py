@@ -307,3 +307,37 @@ def test_the_io_buffers_the_plan_counts_are_what_a_fio_job_process_maps(
     assert counted257 - counted1 == 256 << 20
     # the job process maps that much more, within 2% (its other mappings are the same)
     assert abs((vm257 - vm1) - (counted257 - counted1)) < (256 << 20) * 0.02
+
+
+def test_libaio_events_past_what_this_machine_has_left_fail_in_fio_and_are_refused_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every libaio job process asks io_setup for its iodepth of events; the kernel
+    # refuses past fs.aio-max-nr less what is in use (EAGAIN: fio error 11, as the job
+    # starts; --parse-only passes it)
+    from iofleet.plan.fiojobs import Host, aio_events_left, host_problems
+
+    left = aio_events_left()
+    if left is None or not 2 <= left <= 300_000:
+        pytest.skip(f"fs.aio-max-nr leaves {left} events (buffers of that depth: too many)")
+    library = tmp_path / "jobs"
+    library.mkdir()
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    here = Host("this machine", aio_events=left)
+    for depth, fails in ((left // 2, False), (left + 1, True)):
+        body = f"[x]\nsize=1m\nrw=write\nioengine=libaio\niodepth={depth}\n"
+        (library / "aio.fio").write_text(_HEAD + body)
+        run = tmp_path / f"d{depth}"
+        run.mkdir()
+        result = _fio(run, body)
+        failed = result.returncode != 0 or '"error" : 0' not in result.stdout
+        assert failed is fails, (depth, result.stdout[-300:], result.stderr[-300:])
+        assert bool(host_problems("aio", {}, here)) is fails
+    # two slots of this machine at half the depth each and one more: refused, not run
+    body = f"[x]\nsize=1m\nrw=write\nioengine=libaio\niodepth={left // 2 + 1}\n"
+    (library / "aio.fio").write_text(_HEAD + body)
+    (line,) = host_problems("aio", {}, Host("this machine", aio_events=left, slots=2))
+    assert (
+        f"libaio asks for {2 * (left // 2 + 1):,} events at once (iodepth x job processes x 2 slots)"
+        in line
+    )
