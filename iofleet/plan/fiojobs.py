@@ -1617,8 +1617,8 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
         out.append(
             (zonemode, "zonemode=zbd is for zoned block devices, which iofleet's targets are not")
         )
-    direct = job.last("direct")
-    if direct is not None and job.flag("direct"):
+    direct = _direct_in_force(job)
+    if direct is not None:
         from iofleet.plan.expect import _DIRECTIONS, _MIXED, _SLOTS
 
         kind = (rw.value if rw is not None and rw.value else "read").split(":", 1)[0].strip()
@@ -1640,4 +1640,121 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
                     "logical block (512 bytes at least; fio fails: 'Invalid argument')",
                 )
             )
+        # where the I/O starts in the file, and where in memory its buffer starts: both
+        # must be aligned as the block is (fio: error 22 on the first I/O)
+        for option, what in (
+            ("offset", "an I/O starting at"),
+            ("offset_increment", "a clone's I/O starting"),  # clone 1 on: with numjobs
+            ("iomem_align", "I/O buffers starting"),  # mem_align is its alias
+        ):
+            a = job.last(option)
+            value = job.last_number(option) if a is not None else None
+            if option == "offset_increment" and (job.number("numjobs", 1) or 1) < 2:
+                continue  # one clone starts at the offset itself
+            if a is not None and isinstance(value, int) and value % 512:
+                out.append(
+                    (
+                        a,
+                        f"direct I/O with {what} {value} bytes: O_DIRECT needs multiples of "
+                        "the device's logical block (512 bytes at least; fio fails: 'Invalid "
+                        "argument')",
+                    )
+                )
+        pre_read = job.last("pre_read")
+        if pre_read is not None and job.flag("pre_read"):
+            out.append(
+                (
+                    pre_read,
+                    "pre_read reads the file into the page cache, which direct I/O bypasses "
+                    "(fio fails the job with error 5)",
+                )
+            )
+    # files of their own size (filesize=): I/O from `offset` on must hold a block
+    start = job.last("offset")
+    low = job.numbers("filesize", (None, None, None))[0] if job.last("filesize") else None
+    offset = job.last_number("offset") if start is not None else None
+    if start is not None and isinstance(offset, int) and offset > 0 and low:
+        # fio: the range left against its smallest block of any direction (td_min_bs)
+        smallest = min(b for b in job.numbers("bs", (4096, 4096, 4096)) if b is not None)
+        if low > 0 and low - offset < smallest:
+            out.append(
+                (
+                    start,
+                    f"the files are {low} bytes (filesize=) and I/O starts at {offset}: less "
+                    f"than a block ({smallest} bytes) is left (fio fails: 'you need to specify "
+                    "valid offset=' or 'blocksize is larger than data set range')",
+                )
+            )
+    engine = job.last("ioengine")
+    depth = job.number("iodepth", 1)
+    if (
+        engine is not None
+        and (engine.value or "").strip() == "io_uring"
+        and depth is not None
+        and depth > IO_URING_MAX_DEPTH
+    ):
+        out.append(
+            (
+                job.last("iodepth") or engine,
+                f"io_uring takes at most {IO_URING_MAX_DEPTH:,} entries per ring "
+                "(IORING_MAX_ENTRIES; fio fails with error 22)",
+            )
+        )
+    name_problem = None if raw_only else _file_name_problem(job)
+    if name_problem is not None:  # on a raw device fio is given --filename: no such names
+        out.append(name_problem)
     return out
+
+
+# engines that do their I/O through memory or pipes: O_DIRECT is not theirs to use
+_NOT_DIRECT_ENGINES = ("mmap", "splice")
+
+
+def _direct_in_force(job: Job) -> Assignment | None:
+    """The line that makes the job's I/O O_DIRECT, or None: the last of `direct=` and
+    `buffered=` (its inverse) decides, and an mmap or splice engine does no O_DIRECT."""
+    last = None
+    for a in job.assignments:
+        if a.name in ("direct", "buffered"):
+            last = a
+    if last is None or not last.known:
+        return None
+    value = fio_int(last.value) if last.value is not None else 1
+    on = bool(value) if last.name == "direct" else not value
+    engine = job.last("ioengine")
+    if engine is not None and (engine.value or "").strip() in _NOT_DIRECT_ENGINES:
+        return None
+    return last if on else None
+
+
+# the kernel's IORING_MAX_ENTRIES: io_uring_setup refuses more (EINVAL)
+IO_URING_MAX_DEPTH = 32768
+# a name in a directory (NAME_MAX)
+NAME_MAX = 255
+
+
+def _file_name_problem(job: Job) -> tuple[Assignment, str] | None:
+    """fio names a job's files `SECTION.CLONE.FILE` (filesetup.c, without filename_format;
+    the section's name, not `name=`: add_job is given the section name): a name past
+    NAME_MAX bytes fails as the file is opened ('File name too long', error 36)."""
+    if job.last("filename_format") is not None:
+        return None
+    clones, files = job.number("numjobs", 1), job.number("nrfiles", 1)
+    if clones is None or files is None:
+        return None
+    longest = f"{job.section.name}.{max(clones - 1, 0)}.{max(files - 1, 0)}"
+    if len(longest.encode("utf-8")) <= NAME_MAX:
+        return None
+    where = job.last("numjobs") or job.last("nrfiles")
+    if where is None:  # the section name itself: the section's first option line
+        sec = job.section
+        mine = (a for a in job.assignments if a.line.path == sec.path and a.line.number > sec.line)
+        where = next(mine, None)
+    if where is None:
+        return None
+    return (
+        where,
+        f"fio names the job's files {longest[:40]}... ({len(longest.encode('utf-8'))} "
+        f"bytes): more than the {NAME_MAX} a file name may have (fio fails: 'File name too "
+        "long')",
+    )

@@ -742,6 +742,41 @@ REFUSED_BODIES = [
         False,
         "2 jobs are named 'a'",
     ),
+    # O_DIRECT needs the start in the file and the buffer in memory aligned too
+    (
+        "[x]\nsize=1m\nrw=randwrite\ndirect=1\noffset=1\n",
+        False,
+        "offset=1: direct I/O with an I/O starting at 1 bytes",
+    ),
+    (
+        "[x]\nsize=1m\nrw=randwrite\ndirect=1\nmem_align=1\n",
+        False,
+        "mem_align=1: direct I/O with I/O buffers starting 1 bytes",
+    ),
+    (
+        "[x]\nsize=1m\nrw=randwrite\ndirect=1\nnumjobs=2\noffset_increment=100\n",
+        False,
+        "offset_increment=100: direct I/O with a clone's I/O starting 100 bytes",
+    ),
+    ("[x]\nsize=1m\nrw=randread\ndirect=1\npre_read=1\n", False, "pre_read=1: pre_read reads"),
+    (
+        "[x]\nsize=1m\nrw=randwrite\nioengine=io_uring\niodepth=32769\n",
+        False,
+        "iodepth=32769: io_uring takes at most 32,768 entries",
+    ),
+    # with filesize=, I/O from the offset on must hold a block
+    ("[x]\nrw=randread\nfilesize=1m\noffset=1m\n", False, "less than a block (4096 bytes)"),
+    ("[x]\nrw=randread\nfilesize=1m\noffset=2m\n", False, "I/O starts at 2097152"),
+    # fio names the files SECTION.0.0: 252 + 4 bytes is past a file name's 255, whatever
+    # name= says
+    ("[" + "n" * 252 + "]\nsize=64k\n", False, "more than the 255 a file name may have"),
+    ("[" + "n" * 252 + "]\nname=short\nsize=64k\n", False, "more than the 255 a file"),
+    # buffered=0 is direct=1
+    (
+        "[x]\nsize=1m\nrw=randwrite\nbuffered=0\noffset=100\n",
+        False,
+        "offset=100: direct I/O with an I/O starting at 100 bytes",
+    ),
     # fio sets up at most 4,088 job processes per file, all groups at once (it fails
     # before starting any: cheap to run for real)
     ("[x]\nsize=4k\nnumjobs=4089\n", False, "numjobs=4089: the job file's sections run 4,089"),
@@ -774,6 +809,15 @@ ACCEPTED_BODIES = [
     "[x]\nfilesize=1m\n",
     "[x]\nsize=1m\nzonemode=strided\nzonesize=256k\nzonerange=512k\n",  # files: fine
     "[x]\nsize=1m\nnumjobs=2\n",
+    "[x]\nsize=1m\nrw=randwrite\ndirect=1\noffset=512\nmem_align=4096\n",
+    "[x]\nsize=1m\nrw=randread\ndirect=0\npre_read=1\n",  # buffered: fio reads ahead
+    "[" + "n" * 251 + "]\nsize=64k\n",  # 255 bytes with .0.0
+    "[x]\nrw=randread\nfilesize=1m\noffset=1020k\n",  # one block left
+    "[x]\nrw=read\nfilesize=1m\noffset=512k\nbs=4k,1m\n",  # fio: the smallest block
+    "[a]\nname=" + "n" * 260 + "\nrw=write\nsize=64k\n",  # files named after [a]
+    "[x]\nsize=1m\nrw=randwrite\ndirect=1\noffset_increment=100\n",  # one clone
+    "[x]\nsize=1m\nrw=randwrite\nioengine=mmap\ndirect=1\noffset=100\nmem_align=100\n",
+    "[x]\nsize=1m\nrw=randread\ndirect=1\nbuffered=1\noffset=100\npre_read=1\n",
 ]
 
 
@@ -922,3 +966,10 @@ def test_a_section_named_only_dots_is_refused(library: Path) -> None:
     with pytest.raises(JobFileError, match=r"section \[\.\.\.\]: a job name"):
         load_job_file(_write(library, "x", text))
     assert load_job_file(_write(library, "y", GOOD + "[a.b]\nrw=read\n")).name == "y"
+
+
+def test_a_long_section_name_is_fine_on_raw_devices(library: Path) -> None:
+    # fio is given --filename there (render_command): no file is named after the section
+    _write(library, "j", _HEAD + "[" + "n" * 252 + "]\nsize=64k\n")
+    assert fiojobs.reading_problems("j", {}, raw_only=True) == []
+    assert len(fiojobs.reading_problems("j", {}, raw_only=False)) == 1
