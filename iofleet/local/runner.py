@@ -556,8 +556,14 @@ def _run_cell(  # type: ignore[no-untyped-def]
                     with temp_root(run_temp):
                         rc = run_populate(payload(0), wi)
                     if rc != 0:
+                        # as on AWS (PopulateOnce fails the cell): the fleet would time its
+                        # runs on data that is not there, and they would be ranked
                         summary.failed.append(f"{cell.cell_id}/populate")
-                        progress.done(f"{label}: populate of {workload['name']} failed (exit {rc})")
+                        progress.done(
+                            f"{label}: populate of {workload['name']} failed (exit {rc}): "
+                            "the cell's slots are not run"
+                        )
+                        return
 
             for i in range(cell.fleet_size):
                 path = payloads_dir / f"slot-{i:04d}.json"

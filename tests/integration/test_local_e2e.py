@@ -273,3 +273,43 @@ def _skew_lines(stdout: str) -> list[str]:
 def _epoch_us(iso: str) -> int:
     when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
     return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def test_a_failed_populate_fails_its_cell_and_runs_no_slot_of_it(tmp_path: Path) -> None:
+    # given a cell whose app populates its data once and fails doing so, and a second
+    # storage whose populate succeeds (the app writes where it is told)
+    populate = 'case "$IOFLEET_CELL_ID" in *disk-a*) exit 3;; esac; echo x > "$IOFLEET_SHARED/d"'
+    matrix = _matrix(
+        tmp_path,
+        parallelism=[2],
+        storage=[
+            {"label": "disk-a", "type": "local", "path": str(tmp_path / "a")},
+            {"label": "disk-b", "type": "local", "path": str(tmp_path / "b")},
+        ],
+        workloads=[
+            {"app": {"name": "p", "populate": populate, "run": 'cat "$IOFLEET_SHARED/d"'}},
+            {"ioping": {"count": 3, "interval_ms": 0, "write": False}},
+        ],
+    )
+    # when
+    result = _iofleet(["local", str(matrix), "--out", "out", "-q"], cwd=tmp_path)
+    # then the run fails, and the failed cell ran no slot (before: its fleet timed its app
+    # on missing data and the decision table ranked it); the other cell ran both
+    assert result.returncode == 1, result.stderr
+    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
+    try:
+        slots = con.execute(
+            "SELECT storage_label, count(*) FROM slots GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        pings = con.execute("SELECT DISTINCT cell_id FROM ioping_requests ORDER BY 1").fetchall()
+        phases = con.execute(
+            "SELECT cell_id, phase, exit_code FROM app_runs WHERE phase = 'populate' ORDER BY 1"
+        ).fetchall()
+    finally:
+        con.close()
+    assert slots == [("disk-b", 2)]
+    assert len(pings) == 1 and "disk-b" in pings[0][0]
+    assert [(("disk-a" in c), p, e) for c, p, e in phases] == [
+        (True, "populate", 3),
+        (False, "populate", 0),
+    ]
