@@ -126,6 +126,21 @@ def _child_failure(what: str, result: ChildResult) -> tuple[str, str | None]:
     return SUCCEEDED, None
 
 
+_FIO_SAID = re.compile(r"^fio: .*err=\d+.*$", re.MULTILINE)
+
+
+def fio_said(stdout: str) -> str | None:
+    """fio's own reason for a failed job, which it prints on stdout ahead of its JSON
+    (`fio: pid=N, err=22/file:engines/io_uring.c:998, func=io_queue_init, error=Invalid
+    argument`): the first such line, clipped; None when there is none."""
+    if stdout.startswith("{"):
+        return None
+    cut = stdout.find("\n{")
+    head = stdout if cut < 0 else stdout[: cut + 1]
+    found = _FIO_SAID.search(head)
+    return found.group().strip()[:300] if found else None
+
+
 def fio_job_errors(text: str) -> list[str]:
     """Problems in fio's JSON output: no JSON at all, or jobs with error != 0."""
     start = 0 if text.startswith("{") else text.find("\n{") + 1
@@ -223,6 +238,9 @@ def _run_fio(ctx: _Context, w: Workload) -> Outcome:
         problems = fio_job_errors(result.stdout)
         if problems:
             status, error = FAILED, "; ".join(problems)
+    said = fio_said(result.stdout) if status != SUCCEEDED else None
+    if said and error and said not in error:
+        error = f"{error} ({said})"
     void = _not_about_the_target(ctx, "fio")
     if void:
         status, error = FAILED, _also(error, void)
