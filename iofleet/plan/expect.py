@@ -172,6 +172,9 @@ class JobProfile:
     runtime_s: float | None = None
     time_based: bool = False
     startdelay_s: float = 0.0  # fio waits this long before the section starts
+    ramp_s: float = 0.0  # ramp_time: I/O before the measured runtime starts
+    waits_for: str | None = None  # wait_for: the job this one starts after
+    io_limited: bool = False  # io_size= or number_ios= may end a size-based job sooner
     size_bytes: int | None = None  # per clone
     rate_bytes: dict[str, float] = field(default_factory=dict)  # direction -> per clone
     rate_iops: dict[str, float] = field(default_factory=dict)  # direction -> per clone
@@ -199,6 +202,27 @@ class JobProfile:
             if d in self.rate_iops:
                 caps.append(self.rate_iops[d] * self.numjobs / share)
         return min(caps) if caps else math.inf
+
+    def busy_seconds(self) -> float:
+        """How long the section runs at the least once it has started (its start delay
+        not included: fio counts that from its own start): a time_based runtime after
+        its ramp, or for a size-based job the time its rate caps need to move its size
+        (its ramp's I/O counts toward the size), when every direction it uses is capped
+        in one unit (fio moves on to an uncapped direction) and nothing else ends it
+        sooner (io_size, number_ios; a runtime); 0 when nothing bounds it."""
+        if self.time_based and self.runtime_s:
+            return self.ramp_s + self.runtime_s
+        if not self.size_bytes or self.io_limited or self.bytes_per_io <= 0:
+            return 0.0
+        used = [d for d, share in self.shares.items() if share > 0]
+        ios = self.size_bytes / self.bytes_per_io
+        if used and all(self.rate_bytes.get(d) for d in used):
+            capped = self.size_bytes / sum(self.rate_bytes[d] for d in used)
+        elif used and all(self.rate_iops.get(d) for d in used):
+            capped = ios / sum(self.rate_iops[d] for d in used)
+        else:
+            return 0.0
+        return min(capped, self.runtime_s) if self.runtime_s else capped
 
     def total_ios(self) -> float | None:
         if self.size_bytes is None:
@@ -384,6 +408,9 @@ def _profile(job: Job, group: int) -> JobProfile:
         runtime_s=job.seconds("runtime"),
         time_based=job.flag("time_based"),
         startdelay_s=job.seconds("startdelay") or 0.0,
+        ramp_s=job.seconds("ramp_time") or 0.0,
+        waits_for=_waits_for(job),
+        io_limited=job.last("io_size") is not None or job.last("number_ios") is not None,
         size_bytes=size,
         rate_bytes=rate_bytes,
         rate_iops=rate_iops,
@@ -393,6 +420,11 @@ def _profile(job: Job, group: int) -> JobProfile:
         offset_increment=offsets[1],
         nrfiles=max(nrfiles_given or 1, 1),
     )
+
+
+def _waits_for(job: Job) -> str | None:
+    a = job.last("wait_for")
+    return a.value.strip() or None if a is not None and a.value is not None else None
 
 
 def job_profiles(name: str, params: Mapping[str, object]) -> list[JobProfile]:

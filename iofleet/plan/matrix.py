@@ -704,8 +704,8 @@ def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, st
     lasting = [(i, s) for i, s in least if s > 0]
     if not problems and total >= limit:
         if len(lasting) == 1:
-            what = f"workloads[{lasting[0][0]}] lasts at least {total:g} s (its start delays"
-            what += " and time_based runtimes)"
+            what = f"workloads[{lasting[0][0]}] lasts at least {total:g} s (its start delays,"
+            what += " ramps, time_based runtimes, rate-capped sizes and wait_for order)"
         else:
             parts = ", ".join(f"workloads[{i}] {s:g} s" for i, s in lasting)
             what = f"the workloads run one after the other and last at least {total:g} s "
@@ -715,21 +715,26 @@ def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, st
 
 
 def _fio_least_seconds(item: FioWorkload) -> float:
-    """What a fio workload lasts at the least: per stonewall group, its longest
-    time_based section's start delay and runtime, summed over the groups (0 when
-    unknown)."""
+    """What a fio workload lasts at the least, on fio's own timeline: the stonewall groups
+    run one after the other; a section starts when its group does, but not before its
+    start delay (counted from fio's start: backend.c run_threads) nor before the end of
+    the job it waits for (`wait_for`), and then runs its `JobProfile.busy_seconds`. The
+    end of the last group; 0 when unknown."""
     from iofleet.plan.expect import job_profiles
 
     try:
         profiles = job_profiles(item.fio, item.params)
     except (KeyError, OSError, ValueError):
         return 0.0
-    groups: dict[int, float] = {}
+    group, group_start, group_end = -1, 0.0, 0.0
+    ends: dict[str, float] = {}
     for profile in profiles:
-        if profile.time_based and profile.runtime_s:
-            lasts = profile.startdelay_s + profile.runtime_s
-            groups[profile.group] = max(groups.get(profile.group, 0.0), lasts)
-    return sum(groups.values())
+        if profile.group != group:
+            group, group_start = profile.group, group_end
+        start = max(group_start, profile.startdelay_s, ends.get(profile.waits_for or "", 0.0))
+        ends[profile.job] = start + profile.busy_seconds()
+        group_end = max(group_end, ends[profile.job])
+    return group_end
 
 
 def _workload_problems(item: Any) -> list[tuple[str, str]]:

@@ -341,3 +341,50 @@ def test_libaio_events_past_what_this_machine_has_left_fail_in_fio_and_are_refus
         f"libaio asks for {2 * (left // 2 + 1):,} events at once (iodepth x job processes x 2 slots)"
         in line
     )
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        "[x]\nrw=read\ntime_based\nruntime=1\nramp_time=1\n",
+        "[a]\nrw=read\ntime_based\nruntime=1\n[b]\nrw=read\nwait_for=a\ntime_based\nruntime=1\n",
+        "[x]\nrw=write\nrate=32k\n",
+        "[x]\nrw=randread\nrate_iops=8\n",
+        "[x]\nrw=randrw\nrate=16k,16k\n",
+        "[a]\nrw=read\ntime_based\nruntime=1\n[b]\nrw=read\nwait_for=a\nstartdelay=1\n"
+        "time_based\nruntime=1\n",
+        "[a]\nrw=read\ntime_based\nruntime=1\n[b]\nstonewall\nrw=read\nstartdelay=1\n"
+        "time_based\nruntime=1\n",
+    ],
+)
+def test_fio_lasts_at_least_what_the_slot_time_check_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str
+) -> None:
+    # the plan refuses a slot_timeout_s below what a job lasts at the least
+    # (expect.JobProfile.least_seconds, matrix._fio_least_seconds): fio takes that long
+    import time
+
+    from iofleet.plan.matrix import FioWorkload, _fio_least_seconds
+
+    text = _HEAD + "[global]\nbs=4k\nsize=64k\n" + sections
+    library = tmp_path / "jobs"
+    library.mkdir()
+    (library / "slow.fio").write_text(text)
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    counted = _fio_least_seconds(FioWorkload(fio="slow"))
+    assert counted >= 2.0
+    target = tmp_path / "slot"
+    target.mkdir()
+    started = time.monotonic()
+    result = subprocess.run(
+        ["fio", "--output-format=json", "-"],
+        input=text.replace("${TARGET}", str(target)),
+        cwd=target,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    took = time.monotonic() - started
+    assert result.returncode == 0 and '"error" : 0' in result.stdout, result.stderr[-300:]
+    assert took >= counted, (took, counted)

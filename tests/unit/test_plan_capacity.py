@@ -202,3 +202,77 @@ def test_io_buffers_past_what_the_smallest_instance_type_spares_are_refused(
     assert "iodepth=${IO_DEPTH}: " in message
     assert refused in message, message
     assert "iodepth x the largest block size), more than the 3.0 GiB c6a.large can spare" in message
+
+
+@pytest.mark.parametrize(
+    ("sections", "seconds"),
+    [
+        # time_based: the ramp runs before the runtime
+        ("[x]\nrw=read\ntime_based\nruntime=3\nramp_time=5\n", 8),
+        # b waits for a: one after the other, not side by side
+        (
+            "[a]\nrw=read\ntime_based\nruntime=4\n[b]\nrw=read\nwait_for=a\ntime_based\nruntime=4\n",
+            8,
+        ),
+        # size-based under a rate cap: 1 MiB at 4 KiB/s, or at 2 I/Os of 4 KiB a second
+        ("[x]\nrw=write\nrate=4k\n", 256),
+        ("[x]\nrw=randread\nrate_iops=2\n", 128),
+        # a runtime ends a rate-capped job sooner
+        ("[x]\nrw=write\nrate=4k\nruntime=10\n", 10),
+    ],
+)
+def test_a_slot_time_limit_below_what_the_job_lasts_at_the_least_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str, seconds: int
+) -> None:
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "slow.fio").write_text(
+        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nbs=4k\nsize=1m\n{sections}"
+    )
+    doc = {**_one_job_on_aws("slow", ["m5.large"]), "slot_timeout_s": seconds}
+    with pytest.raises(ValidationFailed) as caught:
+        build_plan(validate_matrix_dict(doc))
+    (line,) = caught.value.lines()
+    assert line.startswith(f"slot_timeout_s: workloads[0] lasts at least {seconds} s ("), line
+    doc["slot_timeout_s"] = seconds + 1
+    build_plan(validate_matrix_dict(doc))
+
+
+@pytest.mark.parametrize(
+    ("sections", "seconds"),
+    [
+        # a start delay counts from fio's start, not from the job waited for ...
+        (
+            "[a]\nrw=read\ntime_based\nruntime=100\n[b]\nrw=read\nwait_for=a\nstartdelay=100\n"
+            "time_based\nruntime=100\n",
+            200,
+        ),  # fmt: skip
+        # ... nor from the end of the group before
+        (
+            "[a]\nrw=read\ntime_based\nruntime=100\n[b]\nstonewall\nrw=read\nstartdelay=100\n"
+            "time_based\nruntime=100\n",
+            200,
+        ),  # fmt: skip
+        # io_size and number_ios end a size-based job sooner: no bound from its size
+        ("[x]\nrw=read\nrate=4k\nio_size=8k\n", 0),
+        ("[x]\nrw=read\nrate_iops=1\nnumber_ios=2\n", 0),
+        # fio moves on to the direction a cap leaves free: both capped, the sum bounds it
+        ("[x]\nrw=randrw\nrate=1k,1m\n", 1),
+        ("[x]\nrw=randrw\nrate=,4k\n", 0),
+        # a ramp's I/O counts toward a size-based job's size
+        ("[x]\nrw=read\nrate=4k\nramp_time=1000\n", 256),
+    ],
+)
+def test_what_a_job_lasts_at_the_least_counts_only_what_is_sure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str, seconds: int
+) -> None:
+    # each planned with a time limit just above what it is sure to last (before: refused,
+    # fio ran each in far less than the old count; a review's findings)
+    from iofleet.plan.matrix import FioWorkload, _fio_least_seconds
+
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "slow.fio").write_text(
+        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nbs=4k\nsize=1m\n{sections}"
+    )
+    assert _fio_least_seconds(FioWorkload(fio="slow")) == pytest.approx(seconds, abs=0.01)
+    doc = {**_one_job_on_aws("slow", ["m5.large"]), "slot_timeout_s": int(seconds) + 1}
+    build_plan(validate_matrix_dict(doc))

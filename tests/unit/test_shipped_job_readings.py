@@ -83,6 +83,9 @@ def test_a_shipped_job_computes_what_it_did(name: str, params: dict[str, str]) -
         ("offset_bytes", 0),
         ("offset_increment", 0),
         ("nrfiles", 1),
+        ("ramp_s", 0.0),
+        ("waits_for", None),
+        ("io_limited", False),
     ):
         assert [p.pop(key) for p in new["profiles"]] == [default] * len(new["profiles"])
     size = params.get("SIZE")
