@@ -11,6 +11,13 @@ each fio section's size x numjobs (fio divides a job's size between its nrfiles
 files), a section that a later workload runs again once, at its largest, and 1 MiB per
 ioping workload (its working-set file). App workloads bring their own sources and
 build trees: not counted, and the message says so. One GiB is left free.
+
+A target on a file system kept in memory (tmpfs, ramfs: /dev/shm, /tmp on many hosts)
+takes its files out of the host's memory, whatever room the file system reports (a
+tmpfs may be as large as the memory, and without swap nothing pages out): there the
+files must also fit in the memory the host has available, less the quarter of its
+memory (at least 1 GiB) that iofleet keeps free for everything else (the bound fio's
+locked memory and buffers get, iofleet.plan.fiojobs.lockable_bytes).
 """
 
 from __future__ import annotations
@@ -51,11 +58,18 @@ def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
         except OSError:
             continue  # make_targets names what is wrong with the path
         free = st.f_bavail * st.f_frsize  # what an unprivileged writer may use
-        if need + KEEP_FREE <= free:
+        memory = _memory_backed(_existing(target))
+        if need + KEEP_FREE <= free and (memory is None or need <= memory[1]):
             continue
         besides = f"; not counted: {', '.join(uncounted)}" if uncounted else ""
         if st.f_blocks == 0:  # procfs, sysfs: "0.0 MiB free" would send one looking for room
             has = "has no capacity (0 blocks: a kernel file system such as /proc or /sys)"
+        elif memory is not None and need > memory[1]:
+            has = (
+                f"is {memory[0]}, kept in this machine's memory, which can spare "
+                f"{_gib(memory[1])} for it (its available memory less a quarter of the "
+                "memory, at least 1 GiB, kept free)"
+            )
         else:
             has = f"has {_gib(free)} free (iofleet keeps {_gib(KEEP_FREE)} free)"
         problems.append(
@@ -67,6 +81,25 @@ def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
             )
         )
     return problems
+
+
+MEMORY_FILE_SYSTEMS = ("tmpfs", "ramfs")
+
+
+def _memory_backed(path: Path) -> tuple[str, int] | None:
+    """(fstype, bytes the host can spare for files there) when `path` is on a file system
+    kept in memory; None otherwise, or when the memory figures cannot be read."""
+    from iofleet.agent.manifest import mount_for_path
+    from iofleet.plan.fiojobs import _meminfo, lockable_bytes, memory_bytes
+
+    mount = mount_for_path(path)
+    if mount is None or mount.fstype not in MEMORY_FILE_SYSTEMS:
+        return None
+    total, available = memory_bytes(), _meminfo("MemAvailable")
+    if not total or available is None:
+        return None
+    keep = total - lockable_bytes(total)  # a quarter of the memory, at least 1 GiB
+    return mount.fstype, max(0, available * 1024 - keep)
 
 
 def _gib(n: float) -> str:

@@ -234,3 +234,32 @@ def test_the_bytes_a_job_starting_at_an_offset_lays_out_are_what_fio_leaves(
     on_disk = sum(f.stat().st_size for f in workdir.iterdir() if f.is_file())
     assert on_disk > 0
     assert slot_file_bytes([{"kind": "fio", "name": "off", "params": {}}]) == (on_disk, [])
+
+
+def test_a_target_kept_in_memory_is_held_to_the_memory_the_host_can_spare(
+    tmp_path: Path,
+) -> None:
+    # a tmpfs reports whatever room its size= allows (here twice this machine's memory),
+    # and its files are memory: without the check a cell could take all of it
+    from iofleet.local.space import _memory_backed
+    from iofleet.plan.fiojobs import memory_bytes
+
+    total = memory_bytes()
+    assert total
+    with tmpfs(tmp_path / "mnt", f"{2 * total // 2**20}m", "iofleet-room-mem") as point:
+        memory = _memory_backed(point)
+        assert memory is not None and memory[0] == "tmpfs"
+        spare = memory[1]
+        size_mib = spare // 2**20 + 512  # past what the memory spares, far inside the tmpfs
+        # when planned for a local run (nothing is laid out)
+        code, err = _local(tmp_path, point / "t", f"{size_mib}m", [1], plan=True)
+        # then it is refused for the memory, in one line
+        assert code == 3, err
+        [line] = err.splitlines()
+        assert (
+            f"and the file system of {point / 't'} is tmpfs, kept in this machine's memory" in line
+        )
+        # and a cell that fits the memory plans
+        code, err = _local(tmp_path, point / "t", "64m", [1], plan=True)
+        assert code == 0, err
+        assert list(point.iterdir()) == []
