@@ -706,11 +706,25 @@ def run_slot_file(path: Path) -> int:
         ) from None
     except RecursionError:
         raise PayloadError(f"{path}: invalid JSON: nested too deeply") from None
+    raise_open_files_limit()
     with sigterm_interrupts():
         try:
             return run_slot(payload)
         except PayloadError as exc:  # the payload's own problems, named by its file
             raise PayloadError(f"{path}: {exc}") from None
+
+
+def raise_open_files_limit() -> None:
+    """Raise this process's soft limit of open files to its hard limit, for the workloads
+    it starts: a fio job opens all its `nrfiles` at once (fio fails 'try reducing/setting
+    openfiles' past the soft limit), and a shell's soft limit is often 1,024 of a hard
+    limit far higher. The plan checks the hard limit (fiojobs.host_problems)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 @contextlib.contextmanager

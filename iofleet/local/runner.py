@@ -317,6 +317,7 @@ def check_host(matrix: Any, file: str) -> None:
         huge_pages_reserved,
         memory_bytes,
         numa_nodes,
+        open_files_limit,
     )
     from iofleet.plan.matrix import workload_host_problems
 
@@ -328,6 +329,7 @@ def check_host(matrix: Any, file: str) -> None:
         slots=max(matrix.parallelism),
         numa_nodes=numa_nodes(),
         aio_events=aio_events_left(),
+        open_files=open_files_limit(),
     )
     problems = [
         Problem(f"workloads[{i}].fio", line) for i, line in workload_host_problems(matrix, here)

@@ -1344,6 +1344,43 @@ def _aio_problems(name: str, jobs: list[Job], host: Host, left: int) -> list[str
     ]
 
 
+# descriptors a fio job process holds besides its files (stdio, logs, its pipes)
+FIO_OWN_FILES = 64
+
+
+def open_files_limit() -> int | None:
+    """The open files a workload of this machine's agent may have: the hard limit, to which
+    the agent raises its soft one (agent.slot.raise_open_files_limit); None if unlimited."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return None if hard == resource.RLIM_INFINITY else hard
+
+
+def _open_files_problems(name: str, jobs: list[Job], host: Host, limit: int) -> list[str]:
+    """A section whose job processes each open more files at once (nrfiles, or openfiles
+    when smaller: fio keeps that many open) than `limit` leaves beside fio's own."""
+    out = []
+    for section in jobs:
+        files = section.number("nrfiles", 1)
+        cap = section.number("openfiles", 0) if section.last("openfiles") else None
+        if files is None:
+            continue
+        at_once = min(files, cap) if cap else files
+        if at_once + FIO_OWN_FILES > limit:
+            a = section.last("openfiles") if cap else section.last("nrfiles")
+            if a is None:
+                continue
+            out.append(
+                f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
+                f"{a.line.text.strip()}: a job process opens {at_once:,} files at once, and "
+                f"{host.name} lets a process open {limit:,} (fio's own need some): fio fails "
+                "('try reducing/setting openfiles'); set openfiles= lower, or raise the "
+                "limit (ulimit -Hn)"
+            )
+    return out
+
+
 def numa_nodes() -> frozenset[int] | None:
     """The NUMA nodes this process may use (/proc/self/status Mems_allowed_list, what
     libnuma's numa_parse_nodestring checks a node against: fio's child has the same)."""
@@ -1409,6 +1446,7 @@ class Host:
     slots: int = 1
     numa_nodes: frozenset[int] | None = None  # the NUMA nodes fio may use there
     aio_events: int | None = None  # libaio events the host has left (fs.aio-max-nr - aio-nr)
+    open_files: int | None = None  # files a process may open (the agent raises to the hard limit)
 
 
 # fio caps each process's lockmem at the host's memory less 128 MiB (memory.c
@@ -1476,6 +1514,8 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
         out += _lockmem_problems(name, jobs, host, host.memory_bytes)
     if host.aio_events is not None:
         out += _aio_problems(name, jobs, host, host.aio_events)
+    if host.open_files is not None:
+        out += _open_files_problems(name, jobs, host, host.open_files)
     return list(dict.fromkeys(out))  # a [global] line, inherited by every section: once
 
 
