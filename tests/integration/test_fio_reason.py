@@ -7,47 +7,21 @@ verify headers)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import duckdb
+from tests.integration.localrun import job_library, query, run_local, write_matrix
 
 
 def test_fios_own_reason_reaches_the_slots_error(tmp_path: Path) -> None:
-    library = tmp_path / "jobs"
-    library.mkdir()
-    (library / "verify.fio").write_text(
-        "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nrw=read\nbs=4k\nsize=64k\n"
-        "verify=crc32c\n"
+    library = job_library(
+        tmp_path,
+        {
+            "verify": "; d\n; @param TARGET=.\n[x]\ndirectory=${TARGET}\nrw=read\nbs=4k\n"
+            "size=64k\nverify=crc32c\n"
+        },
     )
-    matrix = tmp_path / "m.json"
-    matrix.write_text(
-        json.dumps(
-            {
-                "name": "reason",
-                "storage": [{"label": "a", "type": "local", "path": str(tmp_path / "t")}],
-                "workloads": [{"fio": "verify"}],
-                "parallelism": [1],
-            }
-        )
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", "out", "-q"],
-        cwd=tmp_path,
-        env=dict(os.environ, IOFLEET_FIO_JOBS=str(library), TMPDIR=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_local(tmp_path, write_matrix(tmp_path, [{"fio": "verify"}]), library=library)
     assert done.returncode == 1, done.stderr
-    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
-    try:
-        (error,) = con.execute("SELECT error FROM slots").fetchone()
-    finally:
-        con.close()
+    [(error,)] = query(tmp_path, "SELECT error FROM slots")
     assert "fio exited with status 1: verify: bad magic header" in error
     assert "(fio: pid=" in error and ", err=" in error, error

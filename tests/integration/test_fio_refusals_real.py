@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,43 +150,20 @@ def test_the_memory_the_plan_counts_as_locked_is_what_fio_locks(
     # kernel's VmLck of fio's processes while they run is the same sum
     from iofleet.plan.fiojobs import locked_at_once, memory_bytes
     from iofleet.plan.jobtext import read_jobs
-    from tests.integration.proctable import alive, tree, wait_for
 
-    target = tmp_path / "slot"
-    target.mkdir()
     text = _HEAD + "[global]\nsize=1m\nrw=read\ntime_based=1\nruntime=30\n" + sections
-    job = tmp_path / "j.fio"
-    job.write_text(text)
+    (tmp_path / "j.fio").write_text(text)
     memory = memory_bytes()
     assert memory
-    expected = locked_at_once(read_jobs(job, {"TARGET": str(target)}), memory)
+    expected = locked_at_once(read_jobs(tmp_path / "j.fio", {"TARGET": "/t"}), memory)
     assert expected is not None and expected[1] == processes
-    fio = subprocess.Popen(
-        ["fio", "--output-format=json", str(job)],
-        cwd=target,
-        env={**os.environ, "TARGET": str(target)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    seen: dict[int, int] = {}
-    try:
 
-        def locked() -> int | None:
-            procs = tree(fio.pid)
-            seen.update(procs)
-            kib = [_locked_kib(pid) or 0 for pid in procs]
-            total = sum(kib) * 1024
-            return total if len([k for k in kib if k]) == processes else None
+    def locked(procs: dict[int, int], fio: int, target: Path) -> int | None:
+        kib = [_locked_kib(pid) or 0 for pid in procs]
+        total = sum(kib) * 1024
+        return total if len([k for k in kib if k]) == processes else None
 
-        assert wait_for(locked, 60, "fio's job processes to lock their memory") == expected[0]
-    finally:
-        seen.update(tree(fio.pid))
-        fio.kill()
-        fio.wait()
-        for pid in alive(seen):  # the job processes fio forked outlive it: each one
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: alive(seen) == [], 60, "fio's job processes to be gone")
+    assert _while_fio_runs(tmp_path, text, locked) == expected[0]
 
 
 @pytest.mark.parametrize("option", ["numa_cpu_nodes", "numa_mem_policy"])
@@ -223,37 +201,34 @@ def test_a_numa_node_this_process_may_not_use_fails_in_fio_and_is_refused_here(
         assert bool(lines) is fails, (value, lines)
 
 
-def _job_vm_kib(tmp_path: Path, text: str) -> int:
-    """VmSize of fio's job process while it runs `text` (time_based)."""
+def _while_fio_runs(tmp_path: Path, text: str, probe: Any) -> Any:
+    """Run fio on job `text` (its ${TARGET}: tmp_path/slot) until `probe(procs, fio's pid,
+    target)` gives a value (bounded), then stop fio and every job process it forked (they
+    outlive its main process, outside its process group) and wait until they are gone."""
     from tests.integration.proctable import alive, tree, wait_for
 
     target = tmp_path / "slot"
     target.mkdir(exist_ok=True)
-    job = tmp_path / "vm.fio"
-    job.write_text(text)
     fio = subprocess.Popen(
-        ["fio", "--output-format=json", str(job)],
+        ["fio", "--output-format=json", "-"],
         cwd=target,
-        env={**os.environ, "TARGET": str(target)},
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
+    assert fio.stdin is not None
+    fio.stdin.write(text.replace("${TARGET}", str(target)))
+    fio.stdin.close()
     seen: dict[int, int] = {}
 
-    def job_vm() -> int | None:
+    def value() -> Any:
         procs = tree(fio.pid)
         seen.update(procs)
-        # the job process (below fio's main one) once it has its file open: fio sets the
-        # buffers up before it opens the job's files (backend.c thread_main)
-        for pid in procs:
-            if pid != fio.pid and _has_open(pid, target):
-                return _status_kib(pid, "VmSize:")
-        return None
+        return probe(procs, fio.pid, target)
 
     try:
-        vm = wait_for(job_vm, 60, "fio's job process")
-        assert isinstance(vm, int)
-        return vm
+        return wait_for(value, 60, "fio's job processes")
     finally:
         seen.update(tree(fio.pid))
         fio.kill()
@@ -262,6 +237,22 @@ def _job_vm_kib(tmp_path: Path, text: str) -> int:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         wait_for(lambda: alive(seen) == [], 60, "fio's job processes to be gone")
+
+
+def _job_vm_kib(tmp_path: Path, text: str) -> int:
+    """VmSize of fio's job process while it runs `text` (time_based)."""
+
+    def job_vm(procs: dict[int, int], fio: int, target: Path) -> int | None:
+        # the job process (below fio's main one) once it has its file open: fio sets the
+        # buffers up before it opens the job's files (backend.c thread_main)
+        for pid in procs:
+            if pid != fio and _has_open(pid, target):
+                return _status_kib(pid, "VmSize:")
+        return None
+
+    vm = _while_fio_runs(tmp_path, text, job_vm)
+    assert isinstance(vm, int)
+    return vm
 
 
 def _has_open(pid: int, directory: Path) -> bool:

@@ -9,52 +9,21 @@ that never ran at once. The window now ends where fio ended (docs/decisions.md #
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import duckdb
+from tests.integration.localrun import query, run_local, write_matrix
 
 
 def _run(tmp_path: Path, before: str) -> tuple[float, list[int]]:
-    matrix = tmp_path / "m.json"
-    matrix.write_text(
-        json.dumps(
-            {
-                "name": "window",
-                "storage": [{"label": "s", "type": "local", "path": str(tmp_path / "t")}],
-                "workloads": [
-                    {"app": {"name": "before", "run": before}},
-                    {"fio": "latency-4k-qd1-randwrite", "params": {"RUNTIME": 2, "SIZE": "1m"}},
-                ],
-                "parallelism": [2],
-            }
-        )
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "iofleet", "local", str(matrix), "--out", "out", "-q"],
-        cwd=tmp_path,
-        env=dict(os.environ, TMPDIR=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    workloads = [
+        {"app": {"name": "before", "run": before}},
+        {"fio": "latency-4k-qd1-randwrite", "params": {"RUNTIME": 2, "SIZE": "1m"}},
+    ]
+    done = run_local(tmp_path, write_matrix(tmp_path, workloads, [2]))
     assert done.returncode == 0, done.stderr
-    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
-    try:
-        (overlap,) = con.execute("SELECT overlap_s FROM fleet_totals").fetchone()
-        ends = [
-            e
-            for (e,) in con.execute(
-                "SELECT fio_ended_ms FROM fio_results ORDER BY slot_index"
-            ).fetchall()
-        ]
-    finally:
-        con.close()
-    return overlap, ends
+    [(overlap,)] = query(tmp_path, "SELECT overlap_s FROM fleet_totals")
+    ends = query(tmp_path, "SELECT fio_ended_ms FROM fio_results ORDER BY slot_index")
+    return overlap, [e for (e,) in ends]
 
 
 def test_slots_held_apart_by_an_app_before_fio_are_not_reported_together(tmp_path: Path) -> None:

@@ -19,12 +19,9 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-import duckdb
-
+from tests.integration.localrun import iofleet, job_library, query, run_local, write_matrix
 from tests.integration.proctable import stopped, wait_for
 from tests.integration.test_local_signals import Run
 
@@ -51,23 +48,10 @@ def test_a_job_edited_between_cells_is_refused_and_its_new_text_never_measured(
     tmp_path: Path,
 ) -> None:
     # given a custom job and a matrix that runs it in two cells, one after the other
-    library = tmp_path / "jobs"
-    library.mkdir()
+    library = job_library(tmp_path, {"probe": PLANNED})
     job = library / "probe.fio"
-    job.write_text(PLANNED)
     planned_sha = hashlib.sha256(PLANNED.encode()).hexdigest()
-    matrix = tmp_path / "m.json"
-    matrix.write_text(
-        json.dumps(
-            {
-                "name": "pin",
-                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "target")}],
-                "workloads": [{"fio": "probe"}],
-                "parallelism": [1],
-                "repeats": 2,
-            }
-        )
-    )
+    matrix = write_matrix(tmp_path, [{"fio": "probe"}], repeats=2)
     run = Run(
         tmp_path,
         matrix,
@@ -97,14 +81,8 @@ def test_a_job_edited_between_cells_is_refused_and_its_new_text_never_measured(
     assert f"{job} changed since the run was planned" in (tmp_path / "stdout").read_text()
     # the warehouse holds the planned text's measurements, from the first cell only:
     # no row of the edited job (its section would be named "edited")
-    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
-    try:
-        rows = con.execute(
-            "SELECT cell_id, job, direction, io_bytes FROM fio_results ORDER BY cell_id"
-        ).fetchall()
-        slots = con.execute("SELECT cell_id, status FROM slots ORDER BY cell_id").fetchall()
-    finally:
-        con.close()
+    rows = query(tmp_path, "SELECT cell_id, job, direction, io_bytes FROM fio_results ORDER BY 1")
+    slots = query(tmp_path, "SELECT cell_id, status FROM slots ORDER BY cell_id")
     assert [(job_name, d, n) for _, job_name, d, n in rows] == [("planned", "write", 64 * 1024)]
     first_cell = rows[0][0]
     assert [s for _, s in slots] == ["SUCCEEDED", "FAILED"]
@@ -126,53 +104,24 @@ def test_a_job_edited_between_cells_is_refused_and_its_new_text_never_measured(
     assert "changed since the run was planned" in failed["workloads"][0]["error"]
 
 
-def _local(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "iofleet", *args],
-        cwd=tmp_path,
-        env=dict(os.environ, IOFLEET_FIO_JOBS=str(tmp_path / "jobs"), TMPDIR=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_compare_says_when_two_runs_ran_different_texts_of_a_job(tmp_path: Path) -> None:
     # given three runs of one matrix: the job as written, the same again, then edited
-    library = tmp_path / "jobs"
-    library.mkdir()
-    job = library / "probe.fio"
-    job.write_text(PLANNED)
-    (tmp_path / "m.json").write_text(
-        json.dumps(
-            {
-                "name": "texts",
-                "storage": [{"label": "disk", "type": "local", "path": str(tmp_path / "t")}],
-                "workloads": [{"fio": "probe"}],
-                "parallelism": [1],
-            }
-        )
-    )
-    for text in (PLANNED, PLANNED, PLANNED.replace("bs=4k", "bs=8k")):
-        job.write_text(text)
-        done = _local(tmp_path, "local", "m.json", "--out", "out", "-q")
+    matrix = write_matrix(tmp_path, [{"fio": "probe"}])
+    edited_text = PLANNED.replace("bs=4k", "bs=8k")
+    for text in (PLANNED, PLANNED, edited_text):
+        library = job_library(tmp_path, {"probe": text})
+        done = run_local(tmp_path, matrix, library=library)
         assert done.returncode == 0, done.stderr
-    con = duckdb.connect(str(tmp_path / "out" / "warehouse.duckdb"), read_only=True)
-    try:
-        runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
-        texts = dict(con.execute("SELECT run_id, fio_jobs FROM slots").fetchall())
-    finally:
-        con.close()
+    runs = [r for (r,) in query(tmp_path, "SELECT run_id FROM runs ORDER BY started_at")]
+    texts = dict(query(tmp_path, "SELECT run_id, fio_jobs FROM slots"))
     # each slot's row carries the text its fio workload ran
     first = hashlib.sha256(PLANNED.encode()).hexdigest()[:16]
-    edited = hashlib.sha256(PLANNED.replace("bs=4k", "bs=8k").encode()).hexdigest()[:16]
+    edited = hashlib.sha256(edited_text.encode()).hexdigest()[:16]
     assert [texts[r] for r in runs] == [f"w00={first}", f"w00={first}", f"w00={edited}"]
 
     def notes(a: str, b: str) -> set[str]:
-        done = _local(
-            tmp_path, "compare", "--warehouse", "out/warehouse.duckdb", a, b, "--format", "json"
-        )
+        args = ("compare", "--warehouse", "out/warehouse.duckdb", a, b, "--format", "json")
+        done = iofleet(tmp_path, *args)
         assert done.returncode == 0, done.stderr
         rows = json.loads(done.stdout)
         assert rows

@@ -22,6 +22,25 @@ def wh() -> Iterator[Warehouse]:
         yield w
 
 
+def _slot_rows(wh: Warehouse, run: str, barriers: list[int]) -> None:
+    """One slots row per barrier_passed_us, a fleet of that many in cell c000."""
+    wh.insert_rows(
+        SLOTS,
+        [
+            SLOTS.row(
+                run_id=run,
+                cell_id="c000",
+                slot_index=i,
+                cell_index=0,
+                fleet_size=len(barriers),
+                storage_label="s",
+                barrier_passed_us=passed,
+            )  # fmt: skip
+            for i, passed in enumerate(barriers)
+        ],
+    )
+
+
 def _load(
     wh: Warehouse,
     run: str,
@@ -31,22 +50,7 @@ def _load(
     burst: list[tuple[str, float]] = (),  # type: ignore[assignment]
 ) -> None:
     """slots: (barrier_passed_us, [(iops, bw, runtime_ms) per workload_index 0, 1, ...])."""
-    n = len(slots)
-    wh.insert_rows(
-        SLOTS,
-        [
-            SLOTS.row(
-                run_id=run,
-                cell_id="c000",
-                slot_index=i,
-                cell_index=0,
-                fleet_size=n,
-                storage_label="s",
-                barrier_passed_us=passed,
-            )  # fmt: skip
-            for i, (passed, _) in enumerate(slots)
-        ],
-    )
+    _slot_rows(wh, run, [passed for passed, _ in slots])
     rows = []
     for i, (_, jobs) in enumerate(slots):
         for w, (iops, bw, ms) in enumerate(jobs):
@@ -184,21 +188,7 @@ def test_windows_come_from_fios_own_end_in_a_workload_of_one_group(
     # layout: nothing the barrier instant says), each with job a (1 s) and job b (2 s);
     # the barrier instants are 1 h apart
     run, end = f"r{next(_runs)}", 1_795_000_000_000
-    wh.insert_rows(
-        SLOTS,
-        [
-            SLOTS.row(
-                run_id=run,
-                cell_id="c000",
-                slot_index=i,
-                cell_index=0,
-                fleet_size=2,
-                storage_label="s",
-                barrier_passed_us=i * 3_600_000_000,
-            )  # fmt: skip
-            for i in range(2)
-        ],
-    )
+    _slot_rows(wh, run, [0, 3_600_000_000])
     wh.insert_rows(
         FIO_RESULTS,
         [
