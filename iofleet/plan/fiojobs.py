@@ -1259,6 +1259,9 @@ def _highest_cpu(option: str, value: str) -> int | None:
         if option == "cpumask":
             mask = int(value.strip(), 0)
             return mask.bit_length() - 1 if mask > 0 else None
+        if option == "sqthread_poll_cpu":  # one CPU, an integer fio reads in any base
+            cpu = int(value.strip(), 0)
+            return cpu if cpu >= 0 else None
         highest = -1
         for piece in value.split(","):
             ends = [int(p.strip(), 10) for p in piece.split("-", 1) if p.strip()]
@@ -1344,8 +1347,9 @@ def _aio_problems(name: str, jobs: list[Job], host: Host, left: int) -> list[str
     ]
 
 
-# descriptors a fio job process holds besides its files (stdio, logs, its pipes)
-FIO_OWN_FILES = 64
+# descriptors a fio job process holds besides its files (stdio, logs, its pipes: it
+# failed at 248 of 250 files under a limit of 256)
+FIO_OWN_FILES = 16
 
 
 def open_files_limit() -> int | None:
@@ -1367,13 +1371,15 @@ def _open_files_problems(name: str, jobs: list[Job], host: Host, limit: int) -> 
         if files is None:
             continue
         at_once = min(files, cap) if cap else files
+        if section.flag("thread"):  # the clones are threads of one process: one fd table
+            at_once *= max(section.number("numjobs", 1) or 1, 1)
         if at_once + FIO_OWN_FILES > limit:
             a = section.last("openfiles") if cap else section.last("nrfiles")
             if a is None:
                 continue
             out.append(
                 f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
-                f"{a.line.text.strip()}: a job process opens {at_once:,} files at once, and "
+                f"{a.line.text.strip()}: a fio process opens {at_once:,} files at once, and "
                 f"{host.name} lets a process open {limit:,} (fio's own need some): fio fails "
                 "('try reducing/setting openfiles'); set openfiles= lower, or raise the "
                 "limit (ulimit -Hn)"
@@ -1415,16 +1421,36 @@ def _node_list(text: str) -> frozenset[int] | None:
 NUMA_NODE_OPTIONS = ("numa_cpu_nodes", "numa_mem_policy")
 
 
-def _numa_nodes_named(option: str, value: str) -> frozenset[int] | None:
+def _numa_problem(option: str, value: str, allowed: frozenset[int], host: str) -> str | None:
+    """Why libnuma refuses `option=value` on a host whose processes may use `allowed`
+    nodes (the job is dropped as it starts), or None: a node not allowed, an inverted
+    list that leaves none, no list where the mode needs one or a list where it takes
+    none. `prefer` is left alone (fio warns and runs), as is a form not read here."""
+    have = ",".join(str(n) for n in sorted(allowed)) or "none"
     text = value.strip()
     if option == "numa_mem_policy":
-        if ":" not in text:
-            return None  # default, local: no nodes
-        text = text.split(":", 1)[1].strip()
-    text = text.lstrip("!+").strip()
-    if not text or text == "all":
+        mode, _, nodes = text.partition(":")
+        mode, nodes = mode.strip(), nodes.strip()
+        if mode in ("local", "default"):
+            return f"the {mode} policy takes no node list" if nodes else None
+        if mode not in ("bind", "interleave"):
+            return None  # prefer: fio runs; another mode: fio's option check says
+        if not nodes:
+            return f"the {mode} policy needs a node list"
+        text = nodes
+    if not text:
+        return "it names no NUMA node"
+    if text == "all":
         return None
-    return _node_list(text)
+    listed = _node_list(text.lstrip("!+").strip())
+    if listed is None:
+        return None
+    missing = sorted(listed - allowed)
+    if missing:
+        return f"NUMA node {missing[0]} is not one of {host}'s ({have})"
+    if text.startswith("!") and not allowed - listed:
+        return f"it leaves out every NUMA node {host} has ({have})"
+    return None
 
 
 def memory_bytes() -> int | None:
@@ -1480,25 +1506,29 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
             a = section.last(option)
             if host.cpus is None or a is None or a.value is None or not a.known:
                 continue
+            if option == "sqthread_poll_cpu" and not section.flag("sqthread_poll"):
+                continue  # used only with io_uring's kernel poll thread
             highest = _highest_cpu(option, a.value)
             if highest is not None and highest >= host.cpus:
+                fails = (
+                    "fio fails the job's I/O setup (error 22)"
+                    if option == "sqthread_poll_cpu"
+                    else "fio drops the job as it starts"
+                )
                 out.append(
                     f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
                     f"{a.line.text.strip()}: CPU {highest} is beyond {host.name}'s "
-                    f"{host.cpus} CPUs (0 to {host.cpus - 1}): fio drops the job as it starts"
+                    f"{host.cpus} CPUs (0 to {host.cpus - 1}): {fails}"
                 )
         for option in NUMA_NODE_OPTIONS:
             a = section.last(option)
             if host.numa_nodes is None or a is None or a.value is None or not a.known:
                 continue
-            named = _numa_nodes_named(option, a.value)
-            missing = sorted(named - host.numa_nodes) if named else []
-            if missing:
-                have = ",".join(str(n) for n in sorted(host.numa_nodes)) or "none"
+            why = _numa_problem(option, a.value, host.numa_nodes, host.name)
+            if why:
                 out.append(
                     f"job {quote(name)}: {_shown(a.line.path)}:{a.line.number}: "
-                    f"{a.line.text.strip()}: NUMA node {missing[0]} is not one of "
-                    f"{host.name}'s ({have}): fio drops the job as it starts"
+                    f"{a.line.text.strip()}: {why}: fio drops the job as it starts"
                 )
         a = section.last("mem")
         if host.huge_pages is not False or a is None or a.value is None or not a.known:
@@ -1548,19 +1578,46 @@ def memory_at_once(jobs: list[Job], memory: int) -> list[GroupMemory]:
         if clones is None or clones < 1:
             continue
         amount = section.number("lockmem", 0)
+        if amount is not None and amount < 0:  # fio reads -1 as all it may lock
+            amount = per_process_cap
         if amount:
             group.locked += clones * min(amount, per_process_cap)
             group.locked_processes += clones
             group.lock_line = section.last("lockmem")
-        depth = section.number("iodepth", 1) or 1
+        depth = max(section.number("iodepth", 1) or 1, 1)
         sizes = [b for b in section.numbers("bs", (4096, 4096, 4096)) if b is not None]
         if sizes:
-            group.buffers += clones * max(depth, 1) * max(sizes)
+            # fio fills every buffer of a job that writes as it sets them up (backend.c
+            # init_io_u: io_u_fill_buffer); a reader's buffers become resident as reads
+            # land in them: one at a time on a synchronous engine
+            if not _writes(section) and _synchronous(section):
+                depth = 1
+            group.buffers += clones * depth * max(sizes)
             group.processes += clones
             largest = section.last("iodepth") if depth > 1 else section.last("bs")
             if largest is not None and (group.buffer_line is None or depth > 1):
                 group.buffer_line = largest
     return groups
+
+
+_WRITING_RW = ("write", "randwrite", "rw", "readwrite", "randrw", "trimwrite")
+_SYNC_ENGINES = ("psync", "sync", "vsync", "pvsync", "pvsync2", "mmap", "splice")
+
+
+def _writes(section: Job) -> bool:
+    """The section writes (an `rw` known only where fio runs counts as writing)."""
+    rw = section.last("rw")
+    if rw is None:
+        return False  # fio's default: read
+    if not rw.known or rw.value is None:
+        return True
+    return rw.value.split(":", 1)[0].strip() in _WRITING_RW
+
+
+def _synchronous(section: Job) -> bool:
+    """The section's engine does one I/O at a time (fio's default, psync, included)."""
+    engine = section.last("ioengine")
+    return engine is None or (engine.value or "").strip() in _SYNC_ENGINES
 
 
 def locked_at_once(jobs: list[Job], memory: int) -> tuple[int, int, Assignment] | None:

@@ -226,13 +226,6 @@ def _int(text: str) -> int:
     return sign * (int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 10))
 
 
-def _size_value(text: str) -> int:
-    """The bytes fio reads from a size written as it reads it (jobtext.fio_size)."""
-    value = fio_size(text)
-    assert isinstance(value, int), text
-    return value
-
-
 def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
     """Why one number of a numeric option's value is not one fio reads as written."""
     ftype = opt["fio_type"]
@@ -260,7 +253,9 @@ def _piece_problem(opt: dict[str, Any], piece: str) -> str | None:
         if re.fullmatch(r"[+-]?0x[0-9a-f]+[a-z]+", text, re.I):
             return f"{quote(piece)}: fio reads a hex number without a unit ({fio_size(text)})"
         return f"{quote(piece)} is not {what}"
-    value = _size_value(text)
+    value = fio_size(text)
+    if not isinstance(value, int):  # strtoll's ERANGE: fio refuses the option
+        return f"{quote(piece)} is past the largest number fio reads (64 bits)"
     if opt.get("pow2") and (value <= 0 or value & (value - 1)):
         return f"{quote(piece)} must be a power of 2"
     lo, hi = opt.get("min"), opt.get("max")

@@ -189,10 +189,14 @@ def test_a_numa_node_this_process_may_not_use_fails_in_fio_and_is_refused_here(
         values.append(("all", False))
     else:
         values += [("local", False), (f"prefer:{min(nodes)}", False)]
+    if option == "numa_mem_policy":  # (a review's findings, each run through fio here)
+        values += [(f"prefer:{beyond}", False), ("bind", True), ("local:0", True)]
+    else:
+        values += [("", True), (f"!{','.join(map(str, sorted(nodes)))}", True)]
     for value, fails in values:
         body = f"[x]\nsize=64k\nrw=read\n{option}={value}\n"
         (library / "numa.fio").write_text(_HEAD + body)
-        run = tmp_path / value.replace(":", "_").replace("!", "not")
+        run = tmp_path / (value.replace(":", "_").replace("!", "not").replace(",", "_") or "empty")
         run.mkdir()
         result = _fio(run, body)
         failed = result.returncode != 0 or '"error" : 0' not in result.stdout
@@ -379,3 +383,31 @@ def test_fio_lasts_at_least_what_the_slot_time_check_counts(
     took = time.monotonic() - started
     assert result.returncode == 0 and '"error" : 0' in result.stdout, result.stderr[-300:]
     assert took >= counted, (took, counted)
+
+
+@pytest.mark.parametrize(
+    ("lines", "fails"),
+    [
+        # the poll thread's CPU is used only with sqthread_poll (a review's finding) ...
+        ("sqthread_poll_cpu={beyond}\n", False),
+        ("sqthread_poll=0\nsqthread_poll_cpu={beyond}\n", False),
+        # ... and fio reads it in any base
+        ("sqthread_poll=1\nsqthread_poll_cpu={beyond_hex}\n", True),
+    ],
+)
+def test_io_urings_poll_cpu_is_checked_as_fio_uses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: str, fails: bool
+) -> None:
+    from iofleet.plan.fiojobs import Host, host_problems
+
+    cpus = os.sysconf("SC_NPROCESSORS_CONF")
+    text = lines.format(beyond=cpus + 3, beyond_hex=hex(cpus + 14))
+    body = f"[x]\nsize=1m\nrw=randwrite\nioengine=io_uring\ndirect=1\n{text}"
+    library = tmp_path / "jobs"
+    library.mkdir()
+    (library / "ur.fio").write_text(_HEAD + body)
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(library))
+    result = _fio(tmp_path, body)
+    failed = result.returncode != 0 or '"error" : 0' not in result.stdout
+    assert failed is fails, result.stdout[-300:] + result.stderr[-300:]
+    assert bool(host_problems("ur", {}, Host("this machine", cpus=cpus))) is fails

@@ -43,5 +43,5 @@ def test_a_job_opening_more_files_than_the_hard_limit_is_refused(tmp_path: Path)
     done = iofleet(tmp_path, "plan", str(matrix), "--target", "local", library=library)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()
-    assert f"nrfiles={hard + 1}: a job process opens {hard + 1:,} files at once" in line
+    assert f"nrfiles={hard + 1}: a fio process opens {hard + 1:,} files at once" in line
     assert not (tmp_path / "t").exists()

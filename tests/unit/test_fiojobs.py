@@ -973,3 +973,38 @@ def test_a_long_section_name_is_fine_on_raw_devices(library: Path) -> None:
     _write(library, "j", _HEAD + "[" + "n" * 252 + "]\nsize=64k\n")
     assert fiojobs.reading_problems("j", {}, raw_only=True) == []
     assert len(fiojobs.reading_problems("j", {}, raw_only=False)) == 1
+
+
+@pytest.mark.parametrize(
+    ("lines", "limit", "refused"),
+    [
+        ("nrfiles=240\n", 256, False),  # fio needs a few of its own: it ran 248 of 250
+        ("nrfiles=250\n", 256, True),
+        ("nrfiles=1000\nopenfiles=100\n", 256, False),  # fio keeps 100 open
+        # threads share one process's descriptors: 4 x 100 (a review's finding)
+        ("thread\nnumjobs=4\nnrfiles=100\n", 256, True),
+        ("numjobs=4\nnrfiles=100\n", 256, False),  # processes: 100 each
+    ],
+)
+def test_open_files_are_counted_per_process_as_fio_opens_them(
+    library: Path, lines: str, limit: int, refused: bool
+) -> None:
+    _write(library, "j", _HEAD + f"[x]\nrw=write\nbs=1k\nsize=1m\n{lines}")
+    lines_out = fiojobs.host_problems("j", {}, fiojobs.Host("here", open_files=limit))
+    assert bool(lines_out) is refused, lines_out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "lockmem=99999999999999999999999",
+        "offset=99999999999999999999p",
+        "numjobs=99999999999999999999999",
+    ],
+)
+def test_a_number_past_64_bits_is_refused_as_fio_refuses_it(library: Path, line: str) -> None:
+    # fio: "failed parsing ...", job dropped (strtoll's ERANGE); the check crashed with an
+    # AssertionError (exit 70) before
+    _write(library, "j", _HEAD + f"[x]\nsize=64k\n{line}\n")
+    [(where, message)] = fiojobs.option_problems("j", {}, "3.33")
+    assert where == "fio" and message.endswith("is past the largest number fio reads (64 bits)")

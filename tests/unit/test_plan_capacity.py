@@ -128,6 +128,7 @@ def _locking(tmp_path: Path, sections: str) -> None:
         ("[x]\nlockmem=2g\n[y]\nlockmem=2g\n", "2 fio processes lock 4.0 GiB"),
         # fio caps a process at the memory less 128 MiB: 3.9 GiB, alone over 3 GiB
         ("[x]\nlockmem=64g\n", "1 fio process locks 3.9 GiB"),
+        ("[x]\nlockmem=-1\n", "1 fio process locks 3.9 GiB"),  # fio: all it may lock
         ("[x]\nlockmem=1000m\nnumjobs=3\n", None),  # 2.9 GiB and 12 KiB of buffers
         ("[x]\nlockmem=2g\n[y]\nstonewall\nlockmem=2g\n", None),  # one after the other
         ("[x]\nlockmem=0\nnumjobs=64\n", None),
@@ -153,7 +154,7 @@ def test_memory_locked_past_what_the_smallest_instance_type_spares_is_refused(
         "4.0 GiB (a quarter, at least 1 GiB, stays free): the host would run out of memory"
     )
     doc["instance_types"] = ["m5.large"]  # 8 GiB: 6 GiB may be locked
-    if "64g" in sections:  # capped at 7.9 GiB by fio: too much on any host
+    if "64g" in sections or "-1" in sections:  # capped at 7.9 GiB by fio: too much anywhere
         with pytest.raises(ValidationFailed):
             build_plan(validate_matrix_dict(doc))
     else:
@@ -284,3 +285,25 @@ def test_what_a_job_lasts_at_the_least_counts_only_what_is_sure(
     assert _fio_least_seconds(FioWorkload(fio="slow")) == pytest.approx(seconds, abs=0.01)
     doc = {**_one_job_on_aws("slow", ["m5.large"]), "slot_timeout_s": int(seconds) + 1}
     build_plan(validate_matrix_dict(doc))
+
+
+@pytest.mark.parametrize(
+    ("engine", "rw", "refused"),
+    [
+        ("psync", "randread", False),  # one read at a time: one buffer resident
+        ("psync", "randwrite", True),  # fio fills every buffer of a writer
+        ("libaio", "randread", True),  # 1,024 reads in flight land in their buffers
+    ],
+)
+def test_io_buffers_count_as_fio_makes_them_resident(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str, rw: str, refused: bool
+) -> None:
+    # 4 processes x 1,024 x 1 MiB mapped on c6a.large (3 GiB spare); a review measured a
+    # psync reader's 64 x 1 MiB as 7.9 MB resident, a writer's as 72 MB
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "buf.fio").write_text(
+        f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nsize=1g\nbs=1m\nrw={rw}\n"
+        f"ioengine={engine}\niodepth=1024\nnumjobs=4\n"
+    )
+    message = _host_refusal(_one_job_on_aws("buf", ["c6a.large"]))
+    assert (message is not None) is refused, message
