@@ -25,7 +25,8 @@ BURST_POLICIES = ("as-is", "refill", "drain")
 _FIO_SIZE = re.compile(r"[0-9]{1,15}[kKmMgGtT]?\Z")
 _IOPING_SIZE = re.compile(r"[0-9]{1,15}[kKmMgG]?\Z")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
-_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+# a job text's digest as the plan records it (plan.fiojobs.JobFile.text_sha256)
+SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
 # fio parameter values reach fio's environment; iofleet.plan.fiojobs checks their types
 _PARAM_VALUE = re.compile(r"[A-Za-z0-9._:,+-]{1,64}\Z")
 # `mount -o` options: comma-separated words, maybe with =values
@@ -286,7 +287,7 @@ def _workload(check: _Checker, index: int, doc: object) -> Workload | None:
             else:
                 clean[str(key)] = str(value)
         digest = doc.get("job_sha256")
-        if digest is not None and not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
+        if digest is not None and not (isinstance(digest, str) and SHA256_HEX.fullmatch(digest)):
             check.add(f"{path}job_sha256", "must be 64 lowercase hex digits (a sha256) or null")
             digest = None
         return Workload(index, "fio", name, params=clean, job_sha256=digest)

@@ -133,18 +133,23 @@ def fio_said(stdout: str) -> str | None:
     """fio's own reason for a failed job, which it prints on stdout ahead of its JSON
     (`fio: pid=N, err=22/file:engines/io_uring.c:998, func=io_queue_init, error=Invalid
     argument`): the first such line, clipped; None when there is none."""
-    if stdout.startswith("{"):
-        return None
-    cut = stdout.find("\n{")
-    head = stdout if cut < 0 else stdout[: cut + 1]
-    found = _FIO_SAID.search(head)
+    start = _fio_json_start(stdout)
+    found = _FIO_SAID.search(stdout if start is None else stdout[:start])
     return found.group().strip()[:300] if found else None
+
+
+def _fio_json_start(text: str) -> int | None:
+    """Where fio's JSON document starts in its stdout (at a line's start), None if nowhere."""
+    if text.startswith("{"):
+        return 0
+    cut = text.find("\n{")
+    return None if cut < 0 else cut + 1
 
 
 def fio_job_errors(text: str) -> list[str]:
     """Problems in fio's JSON output: no JSON at all, or jobs with error != 0."""
-    start = 0 if text.startswith("{") else text.find("\n{") + 1
-    if start == 0 and not text.startswith("{"):
+    start = _fio_json_start(text)
+    if start is None:
         return ["fio printed no JSON"]
     try:
         doc, _ = json.JSONDecoder().raw_decode(text, start)

@@ -90,12 +90,12 @@ def _memory_backed(path: Path) -> tuple[str, int] | None:
     """(fstype, bytes the host can spare for files there) when `path` is on a file system
     kept in memory; None otherwise, or when the memory figures cannot be read."""
     from iofleet.agent.manifest import mount_for_path
-    from iofleet.plan.fiojobs import _meminfo, lockable_bytes, memory_bytes
+    from iofleet.plan.fiojobs import lockable_bytes, meminfo, memory_bytes
 
     mount = mount_for_path(path)
     if mount is None or mount.fstype not in MEMORY_FILE_SYSTEMS:
         return None
-    total, available = memory_bytes(), _meminfo("MemAvailable")
+    total, available = memory_bytes(), meminfo("MemAvailable")
     if not total or available is None:
         return None
     keep = total - lockable_bytes(total)  # a quarter of the memory, at least 1 GiB

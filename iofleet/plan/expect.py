@@ -41,6 +41,7 @@ from iofleet.plan.jobtext import (
     fio_time_us,
     read_jobs,
     size_bytes,
+    stonewall_groups,
     value_pieces,
 )
 
@@ -329,13 +330,11 @@ def parse_job_text(text: str, env: Mapping[str, str], path: Path | None = None) 
 
 
 def _profiles(jobs: list[Job]) -> list[JobProfile]:
-    profiles: list[JobProfile] = []
-    group = 0
-    for job in jobs:
-        if job.flag("stonewall") and profiles:  # wait_for_previous is its alias
-            group += 1
-        profiles.append(_profile(job, group))
-    return profiles
+    return [
+        _profile(job, group)
+        for group, sections in enumerate(stonewall_groups(jobs))
+        for job in sections
+    ]
 
 
 def _read_share(job: Job) -> float:

@@ -40,6 +40,7 @@ from iofleet.plan.jobtext import (
     read_sections,
     size_bytes,
     split_option,
+    stonewall_groups,
     strip_line,
     value_pieces,
 )
@@ -1287,7 +1288,7 @@ CPU_OPTIONS = (
 HUGE_PAGE_MEMORY = ("shmhuge", "mmaphuge")
 
 
-def _meminfo(field_name: str) -> int | None:
+def meminfo(field_name: str) -> int | None:
     """A /proc/meminfo figure (its number as written: kB, or a count); None if unreadable."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
@@ -1301,7 +1302,7 @@ def _meminfo(field_name: str) -> int | None:
 
 def huge_pages_reserved() -> bool:
     """This machine has huge pages reserved (/proc/meminfo HugePages_Total above 0)."""
-    return (_meminfo("HugePages_Total") or 0) > 0
+    return (meminfo("HugePages_Total") or 0) > 0
 
 
 def aio_events_left() -> int | None:
@@ -1315,23 +1316,30 @@ def aio_events_left() -> int | None:
     return max(0, limit - used)
 
 
+def _engine(section: Job) -> str | None:
+    """The section's `ioengine` as written (stripped), None when it gives none (fio's
+    default, psync)."""
+    a = section.last("ioengine")
+    return None if a is None else (a.value or "").strip()
+
+
 def _aio_problems(name: str, jobs: list[Job], host: Host, left: int) -> list[str]:
     """The stonewall group whose libaio job processes ask for more events at once than
     `left`: each asks io_setup for its iodepth (engines/libaio.c fio_libaio_init; the
     kernel counts what was asked against fs.aio-max-nr, fs/aio.c ioctx_alloc), times the
     slots on the host."""
     groups: list[tuple[int, Assignment | None]] = []
-    for index, section in enumerate(jobs):
-        if not groups or (index and section.flag("stonewall")):
-            groups.append((0, None))
-        engine = section.last("ioengine")
-        if engine is None or engine.value is None or engine.value.strip() != "libaio":
-            continue
-        clones, depth = section.number("numjobs", 1), section.number("iodepth", 1)
-        if clones is None or depth is None:
-            continue
-        events, line = groups[-1]
-        groups[-1] = (events + clones * max(depth, 1), section.last("iodepth") or line or engine)
+    for sections in stonewall_groups(jobs):
+        events, line = 0, None
+        for section in sections:
+            if _engine(section) != "libaio":
+                continue
+            clones, depth = section.number("numjobs", 1), section.number("iodepth", 1)
+            if clones is None or depth is None:
+                continue
+            events += clones * max(depth, 1)
+            line = section.last("iodepth") or line or section.last("ioengine")
+        groups.append((events, line))
     if not groups:
         return []
     events, line = max(groups, key=lambda g: g[0])
@@ -1455,7 +1463,7 @@ def _numa_problem(option: str, value: str, allowed: frozenset[int], host: str) -
 
 def memory_bytes() -> int | None:
     """This machine's memory (/proc/meminfo MemTotal, what fio's os_phys_mem reads)."""
-    kib = _meminfo("MemTotal")
+    kib = meminfo("MemTotal")
     return kib * 1024 if kib else None
 
 
@@ -1541,7 +1549,7 @@ def host_problems(name: str, params: Mapping[str, object], host: Host) -> list[s
                 "(vm.nr_hugepages is 0): fio fails every I/O; use mem=malloc (the default)"
             )
     if host.memory_bytes is not None:
-        out += _lockmem_problems(name, jobs, host, host.memory_bytes)
+        out += _memory_problems(name, jobs, host, host.memory_bytes)
     if host.aio_events is not None:
         out += _aio_problems(name, jobs, host, host.aio_events)
     if host.open_files is not None:
@@ -1569,35 +1577,40 @@ def memory_at_once(jobs: list[Job], memory: int) -> list[GroupMemory]:
     (backend.c init_io_u; every engine, psync too), which fio fills, so they are resident.
     A value known only where fio runs (`$mb_memory`) counts as nothing."""
     per_process_cap = max(0, memory - FIO_LOCKMEM_SPARE)
-    groups: list[GroupMemory] = []
-    for index, section in enumerate(jobs):
-        if not groups or (index and section.flag("stonewall")):
-            groups.append(GroupMemory())
-        group = groups[-1]
-        clones = section.number("numjobs", 1)
-        if clones is None or clones < 1:
-            continue
-        amount = section.number("lockmem", 0)
-        if amount is not None and amount < 0:  # fio reads -1 as all it may lock
-            amount = per_process_cap
-        if amount:
-            group.locked += clones * min(amount, per_process_cap)
-            group.locked_processes += clones
-            group.lock_line = section.last("lockmem")
-        depth = max(section.number("iodepth", 1) or 1, 1)
-        sizes = [b for b in section.numbers("bs", (4096, 4096, 4096)) if b is not None]
-        if sizes:
-            # fio fills every buffer of a job that writes as it sets them up (backend.c
-            # init_io_u: io_u_fill_buffer); a reader's buffers become resident as reads
-            # land in them: one at a time on a synchronous engine
-            if not _writes(section) and _synchronous(section):
-                depth = 1
-            group.buffers += clones * depth * max(sizes)
-            group.processes += clones
-            largest = section.last("iodepth") if depth > 1 else section.last("bs")
-            if largest is not None and (group.buffer_line is None or depth > 1):
-                group.buffer_line = largest
+    groups = []
+    for sections in stonewall_groups(jobs):
+        group = GroupMemory()
+        for section in sections:
+            _add_memory(group, section, per_process_cap)
+        groups.append(group)
     return groups
+
+
+def _add_memory(group: GroupMemory, section: Job, per_process_cap: int) -> None:
+    """Add one section's job processes to its group's memory (`memory_at_once`)."""
+    clones = section.number("numjobs", 1)
+    if clones is None or clones < 1:
+        return
+    amount = section.number("lockmem", 0)
+    if amount is not None and amount < 0:  # fio reads -1 as all it may lock
+        amount = per_process_cap
+    if amount:
+        group.locked += clones * min(amount, per_process_cap)
+        group.locked_processes += clones
+        group.lock_line = section.last("lockmem")
+    depth = max(section.number("iodepth", 1) or 1, 1)
+    sizes = [b for b in section.numbers("bs", (4096, 4096, 4096)) if b is not None]
+    if sizes:
+        # fio fills every buffer of a job that writes as it sets them up (backend.c
+        # init_io_u: io_u_fill_buffer); a reader's buffers become resident as reads land
+        # in them: one at a time on a synchronous engine
+        if not _writes(section) and _synchronous(section):
+            depth = 1
+        group.buffers += clones * depth * max(sizes)
+        group.processes += clones
+        largest = section.last("iodepth") if depth > 1 else section.last("bs")
+        if largest is not None and (group.buffer_line is None or depth > 1):
+            group.buffer_line = largest
 
 
 _WRITING_RW = ("write", "randwrite", "rw", "readwrite", "randrw", "trimwrite")
@@ -1616,22 +1629,11 @@ def _writes(section: Job) -> bool:
 
 def _synchronous(section: Job) -> bool:
     """The section's engine does one I/O at a time (fio's default, psync, included)."""
-    engine = section.last("ioengine")
-    return engine is None or (engine.value or "").strip() in _SYNC_ENGINES
+    engine = _engine(section)
+    return engine is None or engine in _SYNC_ENGINES
 
 
-def locked_at_once(jobs: list[Job], memory: int) -> tuple[int, int, Assignment] | None:
-    """(bytes, processes, a lockmem line) of the stonewall group of `jobs` whose processes
-    lock the most memory at once (`memory_at_once`); None when none locks any."""
-    locking = [g for g in memory_at_once(jobs, memory) if g.lock_line is not None]
-    if not locking:
-        return None
-    most = max(locking, key=lambda g: g.locked)
-    assert most.lock_line is not None
-    return most.locked, most.locked_processes, most.lock_line
-
-
-def _lockmem_problems(name: str, jobs: list[Job], host: Host, memory: int) -> list[str]:
+def _memory_problems(name: str, jobs: list[Job], host: Host, memory: int) -> list[str]:
     """The group holding the most memory at once (`memory_at_once`: locked and I/O
     buffers), times the slots on the host, past `lockable_bytes(memory)`."""
     groups = memory_at_once(jobs, memory)
@@ -1782,17 +1784,16 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
                     "valid offset=' or 'blocksize is larger than data set range')",
                 )
             )
-    engine = job.last("ioengine")
-    depth = job.number("iodepth", 1)
+    depth_line, depth = job.last("iodepth"), job.number("iodepth", 1)
     if (
-        engine is not None
-        and (engine.value or "").strip() == "io_uring"
+        depth_line is not None  # past fio's default of 1: the depth was given
+        and _engine(job) == "io_uring"
         and depth is not None
         and depth > IO_URING_MAX_DEPTH
     ):
         out.append(
             (
-                job.last("iodepth") or engine,
+                depth_line,
                 f"io_uring takes at most {IO_URING_MAX_DEPTH:,} entries per ring "
                 "(IORING_MAX_ENTRIES; fio fails with error 22)",
             )
@@ -1818,8 +1819,7 @@ def _direct_in_force(job: Job) -> Assignment | None:
         return None
     value = fio_int(last.value) if last.value is not None else 1
     on = bool(value) if last.name == "direct" else not value
-    engine = job.last("ioengine")
-    if engine is not None and (engine.value or "").strip() in _NOT_DIRECT_ENGINES:
+    if _engine(job) in _NOT_DIRECT_ENGINES:
         return None
     return last if on else None
 

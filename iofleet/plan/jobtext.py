@@ -574,6 +574,17 @@ def jobs(
     return out
 
 
+def stonewall_groups(jobs: list[Job]) -> list[list[Job]]:
+    """The sections of a job file in the groups fio runs one after the other: a section
+    with `stonewall` (`wait_for_previous` is its alias), but the first, starts the next."""
+    groups: list[list[Job]] = []
+    for index, section in enumerate(jobs):
+        if not groups or (index and section.flag("stonewall")):
+            groups.append([])
+        groups[-1].append(section)
+    return groups
+
+
 def read_jobs(path: Path, env: Mapping[str, str], lines: list[str] | None = None) -> list[Job]:
     """The jobs of job file `path` (or of `lines`, read as that file); JobTextError if fio
     cannot read it."""

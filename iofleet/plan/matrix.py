@@ -36,7 +36,7 @@ from pydantic import (
     field_validator,
 )
 
-from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S
+from iofleet.agent.payload import CELL_FIELDS, MAX_SLOT_TIMEOUT_S, SHA256_HEX
 from iofleet.errors import Problem, ValidationFailed
 from iofleet.plan.limits import INSTANCE_TYPE_RE
 from iofleet.plan.matrixfile import read_matrix_bytes
@@ -72,7 +72,6 @@ _APP_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 _AMI_RE = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _FS_ID_RE = re.compile(r"^fs-[0-9a-f]{8,17}$")
 _PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # the agent's payload: 64 at most
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _matches(regex: re.Pattern[str], what: str) -> AfterValidator:
@@ -346,7 +345,7 @@ class FioWorkload(_Model):
     ] = Field(default_factory=dict, max_length=64)
     # the job's text as planned (`iofleet jobs -v`): a library whose job differs is refused
     job_sha256: (
-        Annotated[str, _matches(_SHA256_RE, "64 lowercase hex digits (a sha256)")] | None
+        Annotated[str, _matches(SHA256_HEX, "64 lowercase hex digits (a sha256)")] | None
     ) = None
 
     def param_strings(self) -> dict[str, str]:

@@ -386,12 +386,14 @@ def _row(
 def _job_texts(rows: Sequence[Mapping[str, Any]]) -> set[str]:
     """The job-text digests (slots.fio_jobs, docs/decisions.md #95) of a fio workload's
     slot rows: empty for other workloads and for slots recorded without one."""
+    from iofleet.results.ingest import fio_job_text
+
     found: set[str] = set()
     for r in rows:
-        if r.get("metric_source") != "fio" or not r.get("fio_jobs"):
-            continue
-        tag = f"w{r['workload_index']:02d}="
-        found.update(p[len(tag) :] for p in str(r["fio_jobs"]).split(",") if p.startswith(tag))
+        if r.get("metric_source") == "fio":
+            text = fio_job_text(r.get("fio_jobs"), r["workload_index"])
+            if text:
+                found.add(text)
     return found
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from iofleet.agent.payload import CELL_FIELDS
+from iofleet.agent.payload import CELL_FIELDS, SHA256_HEX
 from iofleet.quote import quote
 from iofleet.results.parsers import FIO_DOCUMENT
 from iofleet.results.schema import (
@@ -417,7 +417,6 @@ def _manifest(relpath: str, text: str) -> Rows:
 
 
 JOB_DIGEST_CHARS = 16
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def fio_jobs_text(workloads: object) -> str | None:
@@ -428,9 +427,18 @@ def fio_jobs_text(workloads: object) -> str | None:
         if not isinstance(w, dict) or w.get("kind") != "fio":
             continue
         digest = w.get("job_sha256")
-        if isinstance(digest, str) and _DIGEST.fullmatch(digest):
+        if isinstance(digest, str) and SHA256_HEX.fullmatch(digest):
             parts.append(f"w{index:02d}={digest[:JOB_DIGEST_CHARS]}")
     return ",".join(parts) or None
+
+
+def fio_job_text(fio_jobs: object, workload_index: int) -> str | None:
+    """The digest prefix `fio_jobs_text` recorded for fio workload `workload_index`."""
+    tag = f"w{workload_index:02d}="
+    for part in str(fio_jobs or "").split(","):
+        if part.startswith(tag):
+            return part[len(tag) :]
+    return None
 
 
 def _clock_values(clock: object) -> dict[str, object]:
