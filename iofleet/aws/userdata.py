@@ -14,7 +14,9 @@ Stdlib only. The script is plain bash run once by cloud-init as root:
    generate their locales. All of this is bootstrap, before the agent and so
    before the start barrier: none of it counts toward measured time. A failure
    here signals the task with its reason;
-5. run `python3 -m iofleet.aws.instance` under `timeout` (the hard limit); it
+5. raise fs.aio-max-nr and the open-files limit to what the plan checked fio's
+   jobs against (`kernel_limit_steps`);
+6. run `python3 -m iofleet.aws.instance` under `timeout` (the hard limit); it
    reads the instance payload from S3, runs the agent and signals the task token.
 
 The agent command line is also written on a marker line so a local instance
@@ -26,6 +28,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from iofleet.plan.fiojobs import AWS_AIO_MAX_NR, AWS_OPEN_FILES
 from iofleet.plan.hosts import BASE_PACKAGES, HostPlan
 
 AGENT_MARKER = "# iofleet-agent-command: "
@@ -138,6 +141,23 @@ unset FAIL_REASON
 """
 
 
+def kernel_limit_steps() -> str:
+    """Bash that gives the agent the libaio events and open files the AWS plan checks fio's
+    jobs against (iofleet.plan.fiojobs.AWS_AIO_MAX_NR, AWS_OPEN_FILES): fs.aio-max-nr
+    raised (never lowered), and the open-files limit, soft and hard, for the agent and
+    every process it starts."""
+    return (
+        "# libaio events and open files for the fio jobs (the plan checked them against these)\n"
+        f'FAIL_REASON="could not raise fs.aio-max-nr to {AWS_AIO_MAX_NR}"\n'
+        f'if [ "$(cat /proc/sys/fs/aio-max-nr)" -lt {AWS_AIO_MAX_NR} ]; then\n'
+        f"  echo {AWS_AIO_MAX_NR} > /proc/sys/fs/aio-max-nr\n"
+        "fi\n"
+        f'FAIL_REASON="could not set the open-files limit to {AWS_OPEN_FILES}"\n'
+        f"ulimit -n {AWS_OPEN_FILES}\n"
+        "unset FAIL_REASON\n"
+    )
+
+
 def _mount_s3_steps() -> str:
     """Install Mountpoint for Amazon S3 from its official .deb (not in Ubuntu's archive),
     before the agent and so before the start barrier."""
@@ -191,7 +211,7 @@ region, bucket, key, dest = sys.argv[1:5]
 boto3.client("s3", region_name=region).download_file(bucket, key, dest + "/agent.zip")
 zipfile.ZipFile(dest + "/agent.zip").extractall(dest)
 PY
-{lustre_client_steps() if p.lustre_client else ""}{_host_steps(p.host, cmd + " --heartbeat")}{_mount_s3_steps() if p.mount_s3 else ""}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
+{lustre_client_steps() if p.lustre_client else ""}{_host_steps(p.host, cmd + " --heartbeat")}{_mount_s3_steps() if p.mount_s3 else ""}{kernel_limit_steps()}export PYTHONPATH="$AGENT_DIR" IOFLEET_FIO_JOBS="$AGENT_DIR/fio-jobs"
 cd "$AGENT_DIR"
 STAGE=agent
 {AGENT_MARKER}{cmd}

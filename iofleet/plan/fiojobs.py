@@ -1355,6 +1355,13 @@ def _aio_problems(name: str, jobs: list[Job], host: Host, left: int) -> list[str
     ]
 
 
+# What an AWS instance's bootstrap gives the agent before it starts (iofleet.aws.userdata
+# kernel_limit_steps), and so what the AWS plan checks fio's jobs against: fs.aio-max-nr
+# raised to this (Ubuntu's default is 65,536 libaio events) and the open-files limit,
+# soft and hard, set to this (fs.nr_open's default, the most a hard limit may be)
+AWS_AIO_MAX_NR = 1 << 20
+AWS_OPEN_FILES = 1 << 20
+
 # descriptors a fio job process holds besides its files (stdio, logs, its pipes: it
 # failed at 248 of 250 files under a limit of 256)
 FIO_OWN_FILES = 16

@@ -1404,10 +1404,12 @@ def workload_host_problems(matrix: Matrix, *hosts: Any) -> list[tuple[int, str]]
 
 def _host_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
     """Fio workloads pinned to a CPU that the instance type with the fewest vCPUs lacks,
-    locking more memory than the one with the least memory can spare, or with huge-page
-    buffers (the instances reserve no huge pages)."""
+    locking more memory than the one with the least memory can spare, with huge-page
+    buffers (the instances reserve no huge pages), or asking for more libaio events or
+    open files than the bootstrap gives an instance (fiojobs.AWS_AIO_MAX_NR,
+    AWS_OPEN_FILES)."""
     from iofleet.plan.expect import instance_catalogue
-    from iofleet.plan.fiojobs import Host
+    from iofleet.plan.fiojobs import AWS_AIO_MAX_NR, AWS_OPEN_FILES, Host
 
     types = instance_catalogue()["types"]
     known = [t for t in matrix.instance_types if t in types]
@@ -1415,8 +1417,11 @@ def _host_problems(matrix: Matrix) -> list[tuple[Loc, str]]:
         return []  # an unknown instance type is reported by the matrix validation
     fewest_cpus = min(known, key=lambda t: (types[t]["vcpus"], t))
     least_memory = min(known, key=lambda t: (types[t]["memory_mib"], t))
+    # the libaio events and open files the bootstrap gives every instance (userdata)
+    booted = "an iofleet instance"
     hosts = [Host(fewest_cpus, cpus=types[fewest_cpus]["vcpus"], huge_pages=False)]
     hosts.append(Host(least_memory, memory_bytes=types[least_memory]["memory_mib"] << 20))
+    hosts.append(Host(booted, aio_events=AWS_AIO_MAX_NR, open_files=AWS_OPEN_FILES))
     return [(("workloads", i, "fio"), line) for i, line in workload_host_problems(matrix, *hosts)]
 
 

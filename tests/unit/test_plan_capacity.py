@@ -307,3 +307,38 @@ def test_io_buffers_count_as_fio_makes_them_resident(
     )
     message = _host_refusal(_one_job_on_aws("buf", ["c6a.large"]))
     assert (message is not None) is refused, message
+
+
+@pytest.mark.parametrize(
+    ("sections", "refused"),
+    [
+        # 65 x 16,384 libaio events at once: past the 1,048,576 the bootstrap gives
+        (
+            "[x]\nioengine=libaio\nnumjobs=65\niodepth=16384\n",
+            "iodepth=16384: libaio asks for 1,064,960 events at once",
+        ),
+        ("[x]\nioengine=libaio\nnumjobs=64\niodepth=16384\n", None),  # exactly the limit
+        ("[x]\nioengine=psync\nnumjobs=65\niodepth=16384\n", None),  # no io_setup
+        # a process opening more files than the limit the bootstrap sets, less fio's own
+        ("[x]\nnrfiles=1048561\n", "nrfiles=1048561: a fio process opens 1,048,561 files"),
+        ("[x]\nnrfiles=1048560\n", None),
+    ],
+)
+def test_libaio_events_and_open_files_past_what_the_bootstrap_gives_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str, refused: str | None
+) -> None:
+    # the AWS plan checks against what iofleet.aws.userdata sets before the agent runs
+    # (tests/integration/test_user_data_host.py runs that script), not Ubuntu's defaults
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "many.fio").write_text(
+        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nrw=randread\nbs=4k\n"
+        f"size=64m\ntime_based\nruntime=5\n{sections}"
+    )
+    message = _host_refusal(_one_job_on_aws("many", ["m6i.4xlarge"]))
+    if refused is None:
+        assert message is None
+        return
+    assert message is not None
+    assert message.startswith("job 'many': many.fio:")
+    assert refused in message, message
+    assert "an iofleet instance" in message
