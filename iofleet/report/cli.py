@@ -8,7 +8,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,15 +46,22 @@ def lock_holder(exc: BaseException) -> str | None:
 def load_report_data(src: ResultsSource, run_id: str, target: str | None = None) -> ReportData:
     """Everything a report shows for one run, from the views of a results source
     (a DuckDB warehouse or Athena: iofleet.results.source)."""
-    from iofleet.report import decision as sections
-    from iofleet.results import source as read
-    from iofleet.results.compare import load_slot_values
-
     conditions = []
     if target is not None:
         from iofleet.results.decide import parse_target
 
         conditions = parse_target(target)
+    # a DuckDB warehouse reads on one thread (the same report, byte for byte, each time)
+    one_thread = getattr(src, "one_thread", None)
+    with one_thread() if one_thread is not None else nullcontext():
+        return _load_report_data(src, run_id, conditions)
+
+
+def _load_report_data(src: ResultsSource, run_id: str, conditions: list[Any]) -> ReportData:
+    from iofleet.report import decision as sections
+    from iofleet.results import source as read
+    from iofleet.results.compare import load_slot_values
+
     values = load_slot_values(src, [run_id])
     noise, noise_missing = _repeat_noise(values)
     return ReportData(
@@ -252,7 +259,6 @@ def _report_text(  # type: ignore[no-untyped-def]
     warehouse, run_id, fmt, html, target, view, opened, source
 ) -> str:
     """Read the run, write --html (whole or not at all); the text to print."""
-    from contextlib import nullcontext
 
     from iofleet.report.html import render_html
     from iofleet.results import source as read

@@ -746,6 +746,22 @@ class Warehouse:
         names = [d[0] for d in cur.description or []]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    @contextmanager
+    def one_thread(self) -> Iterator[None]:
+        """Queries inside the block run on one thread, so that a report read twice is the
+        same to the byte: DuckDB's parallel aggregation adds a group's doubles in an
+        order that varies from one run to the next, and an avg() then differs in its last
+        digit (expected_vs_measured's iops_mean 9465.574102 and 9465.574101999999 from one
+        warehouse). One run's rows are few: one thread costs little."""
+        row = self.con.execute("SELECT current_setting('threads')").fetchone()
+        before = int(row[0]) if row else 1
+        self.con.execute("SET threads = 1")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(duckdb.Error):  # a connection an interrupt closed
+                self.con.execute(f"SET threads = {before}")
+
     def select(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
         """One Trino/Athena SELECT (iofleet.results.source.ResultsSource), transpiled."""
         return self.query(transpile_view(sql), list(params))
