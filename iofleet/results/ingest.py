@@ -547,6 +547,7 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
     # the parser's records hold typed values (int, finite float, str, None) for
     # columns of this table only: a row is the key, the record, None elsewhere
     # where each job lies in time (fleet_totals): fio's end of the run, the job's group
+    # and (fio 3.36 and later) the job's own start
     results = [
         {
             **_EMPTY_FIO_ROW,
@@ -554,6 +555,7 @@ def _fio(relpath: str, text: str) -> tuple[list[dict[str, object]], list[BinBloc
             **rec,
             "groupid": out.groups.get(rec["job_index"]),
             "fio_ended_ms": out.ended_ms,
+            "fio_started_ms": out.started_ms.get(rec["job_index"]),
         }
         for rec in out.records
     ]

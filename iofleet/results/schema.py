@@ -202,6 +202,12 @@ FIO_RESULTS = Table(
             "bigint",
             "when fio ended the run (its timestamp_ms): epoch milliseconds on the slot's clock",
         ),
+        _c(
+            "fio_started_ms",
+            "bigint",
+            "when the job began its I/O (fio's job_start, fio 3.36 and later; a ramp_time "
+            "included): epoch milliseconds on the slot's clock",
+        ),
     ),
 )
 

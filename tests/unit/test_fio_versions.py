@@ -435,9 +435,20 @@ def _nth_sample(bins: dict[int, int], p: float) -> int:
     raise AssertionError("no bin reaches the threshold")
 
 
+# shapes of the fio whose JSON has each job's job_start (3.36, not 3.28)
+JOB_START_SHAPES = {
+    "json-two-groups-slot0.json",
+    "json-two-groups-slot1.json",
+    "json-job-start-clock-tai.json",
+}
+
+
 def test_each_host_release_has_its_shapes() -> None:
     for v in HOST_RELEASES:
         shapes = {n.removeprefix(f"fio-{v}-") for n in HOST_FILES if n.startswith(f"fio-{v}-")}
+        if v == "3.36":
+            assert shapes >= JOB_START_SHAPES
+            shapes -= JOB_START_SHAPES
         assert {
             "json-randread.json",
             "jsonplus-randread.json",
@@ -514,3 +525,29 @@ def test_the_hosts_fio_group_reporting_sums_the_jobs_into_one_record(version: st
     (record,) = _parse(f"fio-{version}-jsonplus-group-reporting.json").records
     assert entry["read"]["total_ios"] == 2 * 64  # both jobs' 64 reads
     assert record["io_bytes"] == 2 * 64 * 4096
+
+
+def test_each_jobs_start_is_fios_job_start_on_the_hosts_wall_clock() -> None:
+    # fio 3.36 (Ubuntu 24.04's) writes job_start: when the job began its I/O loop
+    for name in ALL_FILES:
+        if name.startswith("../") or "clock-tai" in name:
+            continue
+        starts = {
+            i: e["job_start"]
+            for i, e in enumerate(_entries(_doc(name)))
+            if e.get("job_start") and e.get("jobname")  # All clients (a sum) has 0
+        }
+        assert _parse(name).started_ms == starts, name
+        # 3.36 is the first release here that writes it (3.42 too; 3.33 and older do not)
+        assert bool(starts) == name.startswith(("fio-3.36", "fio-3.42")), name
+    two = _parse("fio-3.36-json-two-groups-slot0.json")
+    assert two.groups == {0: 0, 1: 1}
+    a, b = two.started_ms[0], two.started_ms[1]
+    assert b - a >= two.records[0]["runtime_ms"]  # b (stonewall) began after a ran
+
+
+def test_a_job_start_on_another_clock_is_not_taken_for_the_hosts_time() -> None:
+    # job_start_clock_id=11 (CLOCK_TAI): fio's job_start is that clock's milliseconds
+    doc = _doc("fio-3.36-json-job-start-clock-tai.json")
+    assert doc["jobs"][0]["job options"]["job_start_clock_id"] == "11"
+    assert _parse("fio-3.36-json-job-start-clock-tai.json").started_ms == {}

@@ -224,3 +224,49 @@ def test_windows_come_from_fios_own_end_in_a_workload_of_one_group(
         # two groups: fio's groupid does not say whether b waited for a (stonewall) or ran
         # beside it (new_group): placed from the barrier, as before, 1 h apart
         assert rows == [("a", 0.0), ("b", 0.0)]
+
+
+@pytest.mark.parametrize("b_group", [0, 1])
+def test_windows_come_from_each_jobs_own_start_where_fio_gives_it(
+    wh: Warehouse, b_group: int
+) -> None:
+    # given fio 3.36's job_start on every job: two slots whose fio runs began 500 ms apart
+    # (barrier instants 1 h apart), job a for 1 s, then job b for 2 s from a's end
+    # (b_group 1: stonewall) or, in one group, from a's start as well
+    run, t0 = f"r{next(_runs)}", 1_795_000_000_000
+    _slot_rows(wh, run, [0, 3_600_000_000])
+    b_after = 1000 if b_group else 0
+    wh.insert_rows(
+        FIO_RESULTS,
+        [
+            FIO_RESULTS.row(
+                run_id=run,
+                cell_id="c000",
+                slot_index=i,
+                workload_index=0,
+                workload="w",
+                job=job,
+                job_index=g,
+                direction="read",
+                iops=100.0,
+                bw_bytes=409600,
+                runtime_ms=ms,
+                error=0,
+                groupid=g,
+                fio_ended_ms=t0 + i * 500 + b_after + 2000,
+                fio_started_ms=t0 + i * 500 + after,
+            )  # fmt: skip
+            for i in range(2)
+            for job, g, ms, after in (("a", 0, 1000, 0), ("b", b_group, 2000, b_after))
+        ],
+    )
+    rows = wh.con.execute(
+        "SELECT job, overlap_s, window_start_us FROM fleet_totals WHERE run_id = ? ORDER BY job",
+        [run],
+    ).fetchall()
+    # a in [t0, t0+1 s] and [t0+0.5 s, t0+1.5 s]: 0.5 s together, from slot 1's start;
+    # b, 2 s on each slot 500 ms apart: 1.5 s together, in either group layout
+    assert rows == [
+        ("a", 0.5, (t0 + 500) * 1000),
+        ("b", 1.5, (t0 + 500 + b_after) * 1000),
+    ]

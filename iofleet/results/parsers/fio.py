@@ -197,6 +197,9 @@ class FioOutput:
     # jobs[] entry's stonewall group ("groupid"): where a job's window lies in time
     ended_ms: int | None = None
     groups: dict[int, int] = field(default_factory=dict)
+    # each jobs[] entry's "job_start" (fio 3.36 and later): when the job began its I/O
+    # loop, epoch ms on the host's clock (CLOCK_REALTIME, fio's default job_start_clock_id)
+    started_ms: dict[int, int] = field(default_factory=dict)
 
     @property
     def bins(self) -> list[dict]:
@@ -739,6 +742,9 @@ def parse_fio(text: str) -> FioOutput:
         group = entry.get("groupid")
         if type(group) is int and 0 <= group < 2**31:
             out.groups[index] = group
+        started = _epoch_ms(entry.get("job_start"))
+        if started is not None and _job_option(entry, doc, "job_start_clock_id") in (None, "0"):
+            out.started_ms[index] = started  # another clock's ms are not the host's time
         error = _int(entry.get("error", 0), f"{key}[{index}].error")
         host = _client_host(entry, name, f"{key}[{index}]") if client else _NO_HOST
         total_latency = release is not None and _lat_in_clat(release, entry, doc)
@@ -785,8 +791,9 @@ def parse_fio(text: str) -> FioOutput:
 
 
 def _epoch_ms(value: object) -> int | None:
-    """fio's timestamp_ms when it is a plausible epoch time in ms (2001 to 2286), else None:
-    it places the run in time only, so an odd one is dropped, never refused."""
+    """fio's timestamp_ms or job_start when it is a plausible epoch time in ms (2001 to
+    2286), else None: it places the run in time only, so an odd one is dropped, never
+    refused."""
     if type(value) is int and 10**12 <= value < 10**13:
         return value
     return None
@@ -918,7 +925,7 @@ def _unlisted_notes(
             f"percentiles; its {' and '.join(unlisted)} percentiles left null"
         ]
     return [
-        f"job {quote(job)} ({where}) {direction}: no json+ bins and fio's percentile "
+        f"job {quote(job)} ({where}) {direction}: no json+ clat bins and fio's percentile "
         f"list lacks {', '.join(missing)}; left null"
         for direction, missing in unlisted.items()
     ]

@@ -3,14 +3,18 @@
 -- to the plan's ceiling for the whole fleet and the throttling evidence
 -- CloudWatch gave (burst_metrics). docs/decisions.md "fleet totals" record.
 --
--- Each slot's job window, on the slot's own clock: for a workload whose jobs
--- fio reports in one group, end = when fio ended the run (fio_ended_ms, fio's
--- timestamp_ms), start = end - the job's runtime_ms (fio's own figure). So app
--- and ioping workloads before it, fio's file layout and a slot that started
--- late all count as they happened. fio's groupid does not say whether a later
--- group waited (stonewall) or ran beside (new_group), so a workload of several
--- groups, and rows without fio's end (kept from before), are placed as before:
--- start = the instant the slot passed the start barrier
+-- Each slot's job window, on the slot's own clock: where fio says when the job
+-- began its I/O (fio_started_ms, fio's job_start: fio 3.36 and later, the
+-- release Ubuntu 24.04 installs on the fleet), start = that, end = start + the
+-- job's runtime_ms (fio's own figure), in any group (a job's ramp_time, the
+-- same on every slot, moves the window, not its length). Else, for a workload
+-- whose jobs fio reports in one group, end = when fio ended the run
+-- (fio_ended_ms, fio's timestamp_ms), start = end - runtime_ms. So app and
+-- ioping workloads before it, fio's file layout and a slot that started late
+-- all count as they happened. fio's groupid does not say whether a later group
+-- waited (stonewall) or ran beside (new_group), so a workload of several groups
+-- from an older fio, and rows without fio's end (kept from before), are placed
+-- as before: start = the instant the slot passed the start barrier
 -- (slots.barrier_passed_us) plus the runtimes of the slot's earlier fio
 -- workloads, end = start + runtime_ms.
 -- The overlap window is [latest start, earliest end] over the slots with a
@@ -44,7 +48,8 @@ WITH per_slot AS (
     sum(CAST(bw_bytes AS DOUBLE)) AS bw_bytes,
     max(runtime_ms) AS runtime_ms,
     max(groupid) AS groupid,
-    max(fio_ended_ms) AS fio_ended_ms
+    max(fio_ended_ms) AS fio_ended_ms,
+    min(fio_started_ms) AS fio_started_ms
   FROM fio_results
   WHERE coalesce("error", 0) = 0
   GROUP BY run_id, cell_id, slot_index, workload_index, workload, job, direction
@@ -88,10 +93,12 @@ windows AS (
     p.run_id, p.cell_id, p.slot_index, p.workload_index, p.workload, p.job, p.direction,
     p.iops, p.bw_bytes, p.runtime_ms,
     coalesce(
+      CAST(p.fio_started_ms AS BIGINT) * 1000,
       p.fio_end_us - CAST(p.runtime_ms AS BIGINT) * 1000,
       s.barrier_passed_us + CAST(o.offset_ms AS BIGINT) * 1000
     ) AS start_us,
     coalesce(
+      (CAST(p.fio_started_ms AS BIGINT) + CAST(p.runtime_ms AS BIGINT)) * 1000,
       p.fio_end_us,
       s.barrier_passed_us + (CAST(o.offset_ms AS BIGINT) + CAST(p.runtime_ms AS BIGINT)) * 1000
     ) AS end_us
