@@ -187,6 +187,11 @@ class JobProfile:
     offset_bytes: int = 0
     offset_increment: int = 0
     nrfiles: int = 1
+    loops: int = 1  # fio runs a size-based job this many times (its runtime bounds them all)
+    # thinktime: fio pauses this long after every think_blocks I/Os (0: no pause, or
+    # paced by thinktime_iotime instead, which this does not count)
+    think_s: float = 0.0
+    think_blocks: int = 1
 
     @property
     def bytes_per_io(self) -> float:
@@ -207,23 +212,30 @@ class JobProfile:
     def busy_seconds(self) -> float:
         """How long the section runs at the least once it has started (its start delay
         not included: fio counts that from its own start): a time_based runtime after
-        its ramp, or for a size-based job the time its rate caps need to move its size
-        (its ramp's I/O counts toward the size), when every direction it uses is capped
-        in one unit (fio moves on to an uncapped direction) and nothing else ends it
-        sooner (io_size, number_ios; a runtime); 0 when nothing bounds it."""
+        its ramp, or for a size-based job, `loops` times over (fio's runtime bounds all
+        of them: it counts from the first), the longer of the time its rate caps need to
+        move its size (its ramp's I/O counts toward the size), when every direction it
+        uses is capped in one unit (fio moves on to an uncapped direction), and its
+        thinktime pauses (one after every thinktime_blocks I/Os, the last I/O's left
+        out), when nothing else ends it sooner (io_size, number_ios; a runtime); 0 when
+        nothing bounds it."""
         if self.time_based and self.runtime_s:
             return self.ramp_s + self.runtime_s
         if not self.size_bytes or self.io_limited or self.bytes_per_io <= 0:
             return 0.0
         used = [d for d, share in self.shares.items() if share > 0]
         ios = self.size_bytes / self.bytes_per_io
+        capped = 0.0
         if used and all(self.rate_bytes.get(d) for d in used):
             capped = self.size_bytes / sum(self.rate_bytes[d] for d in used)
         elif used and all(self.rate_iops.get(d) for d in used):
             capped = ios / sum(self.rate_iops[d] for d in used)
-        else:
+        paused = (max(math.ceil(ios) - 1, 0) // self.think_blocks) * self.think_s
+        once = max(capped, paused)
+        if once <= 0:
             return 0.0
-        return min(capped, self.runtime_s) if self.runtime_s else capped
+        total = once * self.loops
+        return min(total, self.runtime_s) if self.runtime_s else total
 
     def total_ios(self) -> float | None:
         if self.size_bytes is None:
@@ -399,6 +411,11 @@ def _profile(job: Job, group: int) -> JobProfile:
         start: int | Percent | None = job.last_number(option)
         offsets.append(start if isinstance(start, int) and start > 0 else 0)
     nrfiles_given = job.number("nrfiles", 1)
+    loops = job.number("loops", 1)
+    think = job.seconds("thinktime", is_seconds=False) or 0.0
+    if job.last("thinktime_iotime") is not None and job.seconds("thinktime_iotime"):
+        think = 0.0  # paced by I/O time, not by blocks: not counted
+    think_blocks = job.number("thinktime_blocks", 1)
     return JobProfile(
         job=job.name,
         shares=shares,
@@ -418,6 +435,9 @@ def _profile(job: Job, group: int) -> JobProfile:
         offset_bytes=offsets[0],
         offset_increment=offsets[1],
         nrfiles=max(nrfiles_given or 1, 1),
+        loops=max(loops or 1, 1),
+        think_s=max(think, 0.0),
+        think_blocks=max(think_blocks or 1, 1),
     )
 
 

@@ -512,12 +512,14 @@ class Job:
                     found = parsed
         return found
 
-    def seconds(self, name: str) -> float | None:
-        """A seconds option (runtime, ramp_time, startdelay) in seconds; None if not given."""
+    def seconds(self, name: str, is_seconds: bool = True) -> float | None:
+        """A time option in seconds; None if not given. Its bare numbers are seconds
+        (runtime, ramp_time, startdelay) or, `is_seconds` False, microseconds
+        (thinktime)."""
         last = self.last(name)
         if last is None or last.value is None or not last.known:
             return None
-        us = fio_time_us(last.value.split(",", 1)[0][:127], is_seconds=True)
+        us = fio_time_us(last.value.split(",", 1)[0][:127], is_seconds=is_seconds)
         return None if us is None else us / 1e6
 
     def flag(self, name: str) -> bool:

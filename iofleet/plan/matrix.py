@@ -704,7 +704,8 @@ def _timeout_problems(raw: dict[str, Any], matrix: Matrix) -> list[tuple[Loc, st
     if not problems and total >= limit:
         if len(lasting) == 1:
             what = f"workloads[{lasting[0][0]}] lasts at least {total:g} s (its start delays,"
-            what += " ramps, time_based runtimes, rate-capped sizes and wait_for order)"
+            what += " ramps, time_based runtimes, rate-capped sizes, thinktime, loops and wait_for"
+            what += " order)"
         else:
             parts = ", ".join(f"workloads[{i}] {s:g} s" for i, s in lasting)
             what = f"the workloads run one after the other and last at least {total:g} s "

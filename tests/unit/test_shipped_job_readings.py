@@ -86,6 +86,9 @@ def test_a_shipped_job_computes_what_it_did(name: str, params: dict[str, str]) -
         ("ramp_s", 0.0),
         ("waits_for", None),
         ("io_limited", False),
+        ("loops", 1),
+        ("think_s", 0.0),
+        ("think_blocks", 1),
     ):
         assert [p.pop(key) for p in new["profiles"]] == [default] * len(new["profiles"])
     size = params.get("SIZE")
