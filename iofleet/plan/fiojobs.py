@@ -1705,6 +1705,57 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
                     "rate_iops are mutually exclusive'), whatever the directions",
                 )
             )
+    # fio (fixup_options): per direction, a rate below the minimum rate it is held to
+    for cap, floor in (("rate", "rate_min"), ("rate_iops", "rate_iops_min")):
+        caps, floors = job.numbers(cap, (0, 0, 0)), job.numbers(floor, (0, 0, 0))
+        floor_line = job.last(floor)
+        if floor_line is not None and any(
+            c and f and c < f for c, f in zip(caps, floors, strict=True)
+        ):
+            out.append(
+                (floor_line, f"{floor} above {cap}: fio refuses it ('minimum rate exceeds rate')")
+            )
+    zonemode, zonesize = job.last("zonemode"), job.last("zonesize")
+    mode = ((zonemode.value or "") if zonemode is not None else "none").strip()
+    zone_bytes = job.number("zonesize", 0)
+    if zonesize is not None and mode == "none" and zone_bytes:
+        out.append(
+            (
+                zonesize,
+                "zonesize without zonemode=strided: fio refuses it ('--zonemode=none and "
+                "--zonesize are not compatible')",
+            )
+        )
+    if zonemode is not None and mode == "strided" and zone_bytes == 0:
+        out.append(
+            (
+                zonemode,
+                "zonemode=strided needs a zonesize: fio refuses it ('--zonesize must be "
+                "specified when using --zonemode=strided')",
+            )
+        )
+    append = job.last("file_append")
+    if append is not None and job.flag("file_append") and _engine(job) == "mmap":
+        out.append(
+            (append, "file_append with ioengine=mmap: fio refuses it (mmap cannot extend a file)")
+        )
+    errors = job.last("block_error_percentiles")
+    if errors is not None and job.flag("block_error_percentiles") and job.number("nrfiles", 1) != 1:
+        out.append(
+            (
+                errors,
+                "block_error_percentiles with more than one file: fio refuses it (the "
+                "histogram is of a single file per job)",
+            )
+        )
+    mask = job.last("cpumask")
+    if mask is not None and mask.value is not None and mask.known:
+        try:
+            empty = int(mask.value.strip(), 0) == 0
+        except ValueError:
+            empty = False  # the option check says what is wrong with it
+        if empty:
+            out.append((mask, "cpumask=0 names no CPU: fio fails the job (error 22)"))
     rw = job.last("rw")
     if rw is not None and rw.value and "trim" in rw.value and not raw_only:
         out.append((rw, "trims are for raw devices: on a file fio fails (error 25)"))

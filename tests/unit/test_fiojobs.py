@@ -785,6 +785,26 @@ REFUSED_BODIES = [
         False,
         "numjobs=2041: the job file's sections run 4,089 job processes",
     ),
+    # fio's fixup_options, an audit's findings on fio 3.36 and 3.28 (and 3.33 here)
+    ("[x]\nsize=1m\nrate=1m\nrate_min=2m\n", False, "rate_min=2m: rate_min above rate"),
+    (
+        "[x]\nsize=1m\nrw=randwrite\nrate_iops=,100\nrate_iops_min=,200\n",
+        False,
+        "rate_iops_min=,200: rate_iops_min above rate_iops",
+    ),
+    ("[x]\nsize=1m\nzonesize=256k\n", False, "zonesize=256k: zonesize without zonemode"),
+    ("[x]\nsize=1m\nzonemode=strided\n", False, "zonemode=strided: zonemode=strided needs"),
+    (
+        "[x]\nsize=1m\nrw=write\nioengine=mmap\nfile_append=1\n",
+        False,
+        "file_append=1: file_append with ioengine=mmap",
+    ),
+    (
+        "[x]\nsize=1m\nnrfiles=2\nblock_error_percentiles=1\n",
+        False,
+        "block_error_percentiles=1: block_error_percentiles with more than one file",
+    ),
+    ("[x]\nsize=1m\ncpumask=0\n", False, "cpumask=0: cpumask=0 names no CPU"),
 ]
 
 
@@ -818,6 +838,12 @@ ACCEPTED_BODIES = [
     "[x]\nsize=1m\nrw=randwrite\ndirect=1\noffset_increment=100\n",  # one clone
     "[x]\nsize=1m\nrw=randwrite\nioengine=mmap\ndirect=1\noffset=100\nmem_align=100\n",
     "[x]\nsize=1m\nrw=randread\ndirect=1\nbuffered=1\noffset=100\npre_read=1\n",
+    "[x]\nsize=1m\nrate=2m\nrate_min=1m\n",
+    "[x]\nsize=1m\nrw=randwrite\nrate_iops=100,200\nrate_iops_min=,150\n",  # per direction
+    "[x]\nsize=1m\nzonemode=strided\nzonesize=256k\n",
+    "[x]\nsize=1m\nrw=write\nfile_append=1\n",  # psync extends the file
+    "[x]\nsize=1m\nrw=write\nblock_error_percentiles=1\n",
+    "[x]\nsize=1m\ncpumask=1\n",
 ]
 
 

@@ -261,3 +261,48 @@ def test_a_whole_float_parameter_is_refused_like_an_integer_field() -> None:
     with pytest.raises(ValidationFailed) as info:
         validate_matrix_dict(doc)
     assert info.value.lines() == ["parallelism[0]: must be a valid integer, got 1.0"]
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [  # each tried with fio 3.33 (here) and fio 3.36 (built from its tag): str_rw_cb
+        ("read:4k", {}),
+        ("read:-4k", {}),  # a sequential mode's postfix is a size, either sign
+        ("read:abc", {r: "'abc' after ':' is not a size" for r in ("3.28", "3.33", "3.36")}),
+        ("read:", {r: "'' after ':' is not a size" for r in ("3.28", "3.33", "3.36")}),
+        ("randread: 8", {}),
+        # a random mode's is a number of I/Os, checked from fio 3.36 on
+        ("randread:abc", {"3.36": "'abc' after ':' is not a number of I/Os (fio 3.36 fails"}),
+        ("randrw:0", {"3.36": "'0' after ':' is out of range"}),
+    ],
+)
+def test_the_number_after_an_rw_mode_is_read_as_each_fio_reads_it(
+    tmp_path: Path, value: str, refused: dict[str, str]
+) -> None:
+    path = _write(tmp_path, "rw", f"[a]\nsize=1m\nrw={value}\n")
+    for release in ("3.28", "3.33", "3.36"):
+        found = [p.message for p in fioopts.check_job_file(path, {}, release)]
+        if release not in refused:
+            assert found == [], (release, found)
+        else:
+            [message] = found
+            assert message.startswith(f"rw={value}: {refused[release]}"), (release, message)
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("1000000usecs", False),  # fio takes any unit starting with us or ms (parse.c)
+        ("1000msecs", False),
+        ("5S", False),  # case-blind
+        ("5min", True),  # fio reads only s, m, h, d whole: 5 microseconds, not as written
+        ("5sec", True),
+        ("10x", True),
+    ],
+)
+def test_a_time_is_taken_with_the_units_fio_reads_as_written(
+    tmp_path: Path, value: str, refused: bool
+) -> None:
+    path = _write(tmp_path, "t", f"[a]\nsize=1m\ntime_based\nruntime={value}\n")
+    found = [p.message for p in fioopts.check_job_file(path, {}, "3.36")]
+    assert bool(found) is refused, found
