@@ -180,6 +180,22 @@ def test_a_slot_without_a_barrier_instant_leaves_the_window_unknown(wh: Warehous
     assert row["overlap_s"] is None and row["window_start_us"] is None
 
 
+def _timed_jobs(wh: Warehouse, run: str, rows: list[dict]) -> None:
+    """fio_results rows of workload 0 in cell c000, 100 IOPS of reads each: the fields given
+    (slot, job, its group, runtime and fio's own times) over those."""
+    wh.insert_rows(
+        FIO_RESULTS,
+        [
+            FIO_RESULTS.row(
+                **{"run_id": run, "cell_id": "c000", "workload_index": 0, "workload": "w"},
+                **{"direction": "read", "iops": 100.0, "bw_bytes": 409600, "error": 0},
+                **row,
+            )
+            for row in rows
+        ],
+    )
+
+
 @pytest.mark.parametrize("b_group", [0, 1])
 def test_windows_come_from_fios_own_end_in_a_workload_of_one_group(
     wh: Warehouse, b_group: int
@@ -189,25 +205,12 @@ def test_windows_come_from_fios_own_end_in_a_workload_of_one_group(
     # the barrier instants are 1 h apart
     run, end = f"r{next(_runs)}", 1_795_000_000_000
     _slot_rows(wh, run, [0, 3_600_000_000])
-    wh.insert_rows(
-        FIO_RESULTS,
+    _timed_jobs(
+        wh,
+        run,
         [
-            FIO_RESULTS.row(
-                run_id=run,
-                cell_id="c000",
-                slot_index=i,
-                workload_index=0,
-                workload="w",
-                job=job,
-                job_index=g,
-                direction="read",
-                iops=100.0,
-                bw_bytes=409600,
-                runtime_ms=ms,
-                error=0,
-                groupid=g,
-                fio_ended_ms=end + i * 500,
-            )  # fmt: skip
+            {"slot_index": i, "job": job, "job_index": g, "groupid": g, "runtime_ms": ms}
+            | {"fio_ended_ms": end + i * 500}
             for i in range(2)
             for job, g, ms in (("a", 0, 1000), ("b", b_group, 2000))
         ],
@@ -236,26 +239,13 @@ def test_windows_come_from_each_jobs_own_start_where_fio_gives_it(
     run, t0 = f"r{next(_runs)}", 1_795_000_000_000
     _slot_rows(wh, run, [0, 3_600_000_000])
     b_after = 1000 if b_group else 0
-    wh.insert_rows(
-        FIO_RESULTS,
+    _timed_jobs(
+        wh,
+        run,
         [
-            FIO_RESULTS.row(
-                run_id=run,
-                cell_id="c000",
-                slot_index=i,
-                workload_index=0,
-                workload="w",
-                job=job,
-                job_index=g,
-                direction="read",
-                iops=100.0,
-                bw_bytes=409600,
-                runtime_ms=ms,
-                error=0,
-                groupid=g,
-                fio_ended_ms=t0 + i * 500 + b_after + 2000,
-                fio_started_ms=t0 + i * 500 + after,
-            )  # fmt: skip
+            {"slot_index": i, "job": job, "job_index": g, "groupid": g, "runtime_ms": ms}
+            | {"fio_ended_ms": t0 + i * 500 + b_after + 2000}
+            | {"fio_started_ms": t0 + i * 500 + after}
             for i in range(2)
             for job, g, ms, after in (("a", 0, 1000, 0), ("b", b_group, 2000, b_after))
         ],
