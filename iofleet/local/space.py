@@ -17,7 +17,9 @@ takes its files out of the host's memory, whatever room the file system reports 
 tmpfs may be as large as the memory, and without swap nothing pages out): there the
 files must also fit in the memory the host has available, less the quarter of its
 memory (at least 1 GiB) that iofleet keeps free for everything else (the bound fio's
-locked memory and buffers get, iofleet.plan.fiojobs.lockable_bytes).
+locked memory and buffers get, iofleet.plan.fiojobs.lockable_bytes), together with what
+the cell's fio processes hold in memory at once while the files are there (locked and
+I/O buffers, the workload holding most, each slot: iofleet.plan.fiojobs.held_at_once).
 """
 
 from __future__ import annotations
@@ -59,16 +61,23 @@ def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
             continue  # make_targets names what is wrong with the path
         free = st.f_bavail * st.f_frsize  # what an unprivileged writer may use
         memory = _memory_backed(_existing(target))
-        if need + KEEP_FREE <= free and (memory is None or need <= memory[1]):
+        # in memory, the files share it with what the slots' fio processes hold at once
+        held = _fio_memory(cell) * cell.fleet_size if memory is not None else 0
+        if need + KEEP_FREE <= free and (memory is None or need + held <= memory[1]):
             continue
         besides = f"; not counted: {', '.join(uncounted)}" if uncounted else ""
         if st.f_blocks == 0:  # procfs, sysfs: "0.0 MiB free" would send one looking for room
             has = "has no capacity (0 blocks: a kernel file system such as /proc or /sys)"
-        elif memory is not None and need > memory[1]:
+        elif memory is not None and need + held > memory[1]:
+            beside = (
+                f" beside the {_gib(held)} its fio processes hold at once (locked and I/O buffers)"
+                if held
+                else ""
+            )
             has = (
                 f"is {memory[0]}, kept in this machine's memory, which can spare "
-                f"{_gib(memory[1])} for it (its available memory less a quarter of the "
-                "memory, at least 1 GiB, kept free)"
+                f"{_gib(memory[1])} for it{beside} (its available memory less a quarter of "
+                "the memory, at least 1 GiB, kept free)"
             )
         else:
             has = f"has {_gib(free)} free (iofleet keeps {_gib(KEEP_FREE)} free)"
@@ -84,6 +93,25 @@ def room_problems(plan: Any, targets: Sequence[Path]) -> list[tuple[int, str]]:
 
 
 MEMORY_FILE_SYSTEMS = ("tmpfs", "ramfs")
+
+
+def _fio_memory(cell: Any) -> int:
+    """What one slot of `cell` holds in memory for fio at once: its fio workload that holds
+    the most (they run one after the other)."""
+    from iofleet.plan.fiojobs import JobFileError, held_at_once, memory_bytes
+
+    memory = memory_bytes()
+    if not memory:
+        return 0
+    most = 0
+    for w in cell.workload_payloads():
+        if w.get("kind") != "fio":
+            continue
+        try:
+            most = max(most, held_at_once(w["name"], w.get("params") or {}, memory))
+        except (KeyError, JobFileError):
+            continue  # the matrix validation says what is wrong with it
+    return most
 
 
 def _memory_backed(path: Path) -> tuple[str, int] | None:

@@ -1593,6 +1593,18 @@ def memory_at_once(jobs: list[Job], memory: int) -> list[GroupMemory]:
     return groups
 
 
+def held_at_once(name: str, params: Mapping[str, object], memory: int) -> int:
+    """The most memory one slot's fio processes of job `name` hold at once (locked and I/O
+    buffers: `memory_at_once`'s largest group) on a host of `memory` bytes; 0 when the job
+    does not read (reading_problems says why). KeyError / JobFileError as get_job."""
+    job = get_job(name)
+    try:
+        jobs = read_jobs(job.path, plan_env(job, params))
+    except JobTextError:
+        return 0
+    return max((g.locked + g.buffers for g in memory_at_once(jobs, memory)), default=0)
+
+
 def _add_memory(group: GroupMemory, section: Job, per_process_cap: int) -> None:
     """Add one section's job processes to its group's memory (`memory_at_once`)."""
     clones = section.number("numjobs", 1)

@@ -36,15 +36,19 @@ def _local(
     fleets: list[int],
     out: str = "out",
     plan: bool = False,
+    depth: int = 32,
 ) -> tuple[int, str]:
-    """`iofleet local` of fio (SIZE) and ioping on the storage path `path`; with `plan`,
-    `iofleet plan --target local` of the same matrix."""
+    """`iofleet local` of fio (SIZE, IO_DEPTH) and ioping on the storage path `path`; with
+    `plan`, `iofleet plan --target local` of the same matrix."""
     matrix = tmp_path / "m.json"
     doc = {
         "name": "room",
         "storage": [{"type": "local", "label": "small", "path": str(path)}],
         "workloads": [
-            {"fio": "seq-write-1m-qd32", "params": {"SIZE": size, "RUNTIME": 1, "DIRECT": 0}},
+            {
+                "fio": "seq-write-1m-qd32",
+                "params": {"SIZE": size, "RUNTIME": 1, "DIRECT": 0, "IO_DEPTH": depth},
+            },
             {"ioping": {"count": 2, "interval_ms": 0}},
         ],
         "parallelism": fleets,
@@ -262,4 +266,13 @@ def test_a_target_kept_in_memory_is_held_to_the_memory_the_host_can_spare(
         # and a cell that fits the memory plans
         code, err = _local(tmp_path, point / "t", "64m", [1], plan=True)
         assert code == 0, err
+        # files 512 MiB short of it plan, unless fio's buffers take 1 GiB beside them
+        # (1,024 x 1 MiB in the writer: each fits alone, not together)
+        size_mib = spare // 2**20 - 512
+        code, err = _local(tmp_path, point / "t", f"{size_mib}m", [1], plan=True)
+        assert code == 0, err
+        code, err = _local(tmp_path, point / "t", f"{size_mib}m", [1], plan=True, depth=1024)
+        assert code == 3, err
+        [line] = err.splitlines()
+        assert "beside the 1.0 GiB its fio processes hold at once (locked and I/O buffers)" in line
         assert list(point.iterdir()) == []
