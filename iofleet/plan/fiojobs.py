@@ -1183,6 +1183,9 @@ def reading_problems(
         waits = _wait_for_problem(section, [j.name for j in jobs[:index]])
         if waits:
             add(*waits)
+        mixed = _group_percentiles_problem(section, _reporting_group_before(jobs, index))
+        if mixed:
+            add(*mixed)
         if not raw_only and section.last("size") is None and section.last("filesize") is None:
             sec = section.section
             text = f"{_shown(sec.path)}:{sec.line}: [{sec.name}]: "
@@ -1227,6 +1230,42 @@ def _too_many_processes(jobs: list[Job]) -> tuple[Assignment, str] | None:
         f"the job file's sections run {count} job processes (numjobs added up), over the "
         f"{FIO_MAX_JOB_PROCESSES:,} fio sets up at most: it fails as the job starts "
         "('maximum number of jobs reached')",
+    )
+
+
+def _reporting_group_before(jobs: list[Job], index: int) -> list[Job]:
+    """The jobs before jobs[index] in its reporting group: fio starts a new group at a
+    job with `stonewall` or `new_group` once the current one has a job (init.c add_job)."""
+    group: list[Job] = []
+    for job in jobs[:index]:
+        if group and (job.flag("stonewall") or job.flag("new_group")):
+            group = []
+        group.append(job)
+    here = jobs[index]
+    return [] if group and (here.flag("stonewall") or here.flag("new_group")) else group
+
+
+def _group_percentiles_problem(job: Job, group: list[Job]) -> tuple[Assignment, str] | None:
+    """fio (3.33 and later; init.c verify_per_group_options) refuses, as the jobs are
+    added, a `group_reporting` job whose `lat_percentiles` differs from an earlier job's
+    of its reporting group (with `stats` on): one group's figures of two kinds. fio 3.28
+    runs it, and sums the two."""
+    if not group or not job.flag("group_reporting") or job.number("stats", 1) == 0:
+        return None
+    mine = job.flag("lat_percentiles")
+    other = next((g for g in group if g.flag("lat_percentiles") != mine), None)
+    if other is None:
+        return None
+    line = (
+        job.last("lat_percentiles") or other.last("lat_percentiles") or job.last("group_reporting")
+    )
+    if line is None:
+        return None
+    return (
+        line,
+        f"job {quote(job.name)} and job {quote(other.name)} of one group_reporting group differ "
+        f"in lat_percentiles: fio refuses it ('lat_percentiles in job: {job.name} differs from "
+        "group')",
     )
 
 

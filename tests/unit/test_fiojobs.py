@@ -805,6 +805,16 @@ REFUSED_BODIES = [
         "block_error_percentiles=1: block_error_percentiles with more than one file",
     ),
     ("[x]\nsize=1m\ncpumask=0\n", False, "cpumask=0: cpumask=0 names no CPU"),
+    (
+        "[global]\ngroup_reporting\nsize=64k\n[a]\nlat_percentiles=1\n[b]\nlat_percentiles=0\n",
+        False,
+        "lat_percentiles=0: job 'b' and job 'a' of one group_reporting group differ",
+    ),
+    (  # only the later job's own group_reporting counts (fio checks it as it adds b)
+        "[a]\nsize=64k\nlat_percentiles=1\n[b]\nsize=64k\ngroup_reporting\n",
+        False,
+        "lat_percentiles=1: job 'b' and job 'a' of one group_reporting group differ",
+    ),
 ]
 
 
@@ -844,6 +854,10 @@ ACCEPTED_BODIES = [
     "[x]\nsize=1m\nrw=write\nfile_append=1\n",  # psync extends the file
     "[x]\nsize=1m\nrw=write\nblock_error_percentiles=1\n",
     "[x]\nsize=1m\ncpumask=1\n",
+    # another reporting group, the first job's group_reporting alone, or clones alike
+    "[global]\ngroup_reporting\nsize=64k\n[a]\nlat_percentiles=1\n[b]\nnew_group\n",
+    "[a]\nsize=64k\ngroup_reporting\nlat_percentiles=1\n[b]\nsize=64k\n",
+    "[global]\ngroup_reporting\nsize=64k\n[a]\nlat_percentiles=1\nnumjobs=2\n",
 ]
 
 
