@@ -1233,6 +1233,42 @@ def _too_many_processes(jobs: list[Job]) -> tuple[Assignment, str] | None:
     )
 
 
+# the error names fio's ignore_error takes (options.c str2error; the same in 3.28-3.36)
+FIO_ERROR_NAMES = frozenset(
+    "EPERM ENOENT ESRCH EINTR EIO ENXIO E2BIG ENOEXEC EBADF ECHILD EAGAIN ENOMEM EACCES "
+    "EFAULT ENOTBLK EBUSY EEXIST EXDEV ENODEV ENOTDIR EISDIR EINVAL ENFILE EMFILE ENOTTY "
+    "ETXTBSY EFBIG ENOSPC ESPIPE EROFS EMLINK EPIPE EDOM ERANGE".split()
+)
+
+
+def _ignore_error_problem(value: str) -> str | None:
+    """Why fio refuses `ignore_error=value` as the job is set up (options.c
+    str_ignore_error_cb, which --parse-only skips): up to three ':'-separated lists (read,
+    write, verify) split by ','; each error a name of fio's list or a non-zero number."""
+    kinds = value.split(",")
+    if len(kinds) > 3:
+        return (
+            "more than three error lists (read, write, verify): fio refuses it "
+            "('Illegal error type')"
+        )
+    for kind in kinds:
+        for token in kind.split(":"):
+            if not token:
+                break  # fio stops this list at an empty name
+            if token[0] == "E":
+                known = token in FIO_ERROR_NAMES
+            else:
+                number = re.match(r"\s*[+-]?[0-9]+", token)
+                known = number is not None and int(number.group()) != 0
+            if not known:
+                return (
+                    f"{quote(token)} is not an error fio knows (a number, or a name such as "
+                    f"EIO or ENOSPC): fio refuses it ('Unknown error {token}, please use "
+                    "number value')"
+                )
+    return None
+
+
 def _reporting_group_before(jobs: list[Job], index: int) -> list[Job]:
     """The jobs before jobs[index] in its reporting group: fio starts a new group at a
     job with `stonewall` or `new_group` once the current one has a job (init.c add_job)."""
@@ -1799,6 +1835,11 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
                 "histogram is of a single file per job)",
             )
         )
+    ignore = job.last("ignore_error")
+    if ignore is not None and ignore.value is not None and ignore.known:
+        why = _ignore_error_problem(ignore.value)
+        if why:
+            out.append((ignore, why))
     mask = job.last("cpumask")
     if mask is not None and mask.value is not None and mask.known:
         try:

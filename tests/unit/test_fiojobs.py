@@ -810,6 +810,13 @@ REFUSED_BODIES = [
         False,
         "lat_percentiles=0: job 'b' and job 'a' of one group_reporting group differ",
     ),
+    (
+        "[x]\nsize=1m\ncontinue_on_error=all\nignore_error=EFOO\n",
+        False,
+        "ignore_error=EFOO: 'EFOO' is not an error fio knows",
+    ),
+    ("[x]\nsize=1m\nignore_error=EIO,EIO,EIO,EIO\n", False, "more than three error lists"),
+    ("[x]\nsize=1m\nignore_error=,abc\n", False, "'abc' is not an error fio knows"),
     (  # only the later job's own group_reporting counts (fio checks it as it adds b)
         "[a]\nsize=64k\nlat_percentiles=1\n[b]\nsize=64k\ngroup_reporting\n",
         False,
@@ -854,6 +861,7 @@ ACCEPTED_BODIES = [
     "[x]\nsize=1m\nrw=write\nfile_append=1\n",  # psync extends the file
     "[x]\nsize=1m\nrw=write\nblock_error_percentiles=1\n",
     "[x]\nsize=1m\ncpumask=1\n",
+    "[x]\nsize=1m\ncontinue_on_error=all\nignore_error=EIO:ENOSPC,5,\n",
     # another reporting group, the first job's group_reporting alone, or clones alike
     "[global]\ngroup_reporting\nsize=64k\n[a]\nlat_percentiles=1\n[b]\nnew_group\n",
     "[a]\nsize=64k\ngroup_reporting\nlat_percentiles=1\n[b]\nsize=64k\n",
