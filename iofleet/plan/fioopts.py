@@ -376,7 +376,11 @@ def _value_problem(
         items = value.split(":")
         limit = opt.get("maxlen")
         if limit and len(items) > limit:
-            return f"{name}={clip(value)}: at most {limit} values"
+            # parse.c: 'the list exceeding max length N', and fio goes on with the first N
+            return (
+                f"{name}={clip(value)}: {len(items)} values, fio {release} takes at most "
+                f"{limit} (it keeps the first {limit} and drops the rest)"
+            )
         for item in items:
             if not _FLOAT_RE.fullmatch(item):
                 return f"{name}={clip(value)}: {quote(item)} is not a number"

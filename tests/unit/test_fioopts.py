@@ -169,6 +169,129 @@ def test_fio_3_36_needs_one_steady_state_check_interval_per_run(
         )
 
 
+# fio's limits written with macros of its headers (os/os-linux.h IOPRIO_MAX_PRIO and
+# IOPRIO_MAX_PRIO_CLASS, iolog.h DEF_LOG_ENTRIES and MAX_LOG_ENTRIES, flow.h, zbd_types.h)
+# or with sizeof(struct verify_header): (releases, lines, refused, accepted at the limit);
+# `fio --parse-only` of fio 3.28 and 3.36 built from their tags and Debian's 3.33 refused
+# each refused line with "<option>: max/min value out of range: ..." and took the other
+MACRO_LIMITS = [
+    (fioopts.RELEASES, "prio=8", "prio=8: '8' is above fio's maximum 7", "prio=7"),
+    (fioopts.RELEASES, "prioclass=4", "prioclass=4: '4' is above fio's maximum 3", "prioclass=3"),
+    (
+        fioopts.RELEASES,
+        "ioengine=libaio\ncmdprio=8",
+        "cmdprio=8: '8' is above fio's maximum 7",
+        "ioengine=libaio\ncmdprio=7",
+    ),
+    (
+        fioopts.RELEASES,
+        "ioengine=io_uring\ncmdprio_class=4",
+        "cmdprio_class=4: '4' is above fio's maximum 3",
+        "ioengine=io_uring\ncmdprio_class=3",
+    ),
+    (
+        fioopts.RELEASES,
+        "ioengine=libaio\ncmdprio_class=0",  # IOPRIO_MIN_PRIO_CLASS + 1
+        "cmdprio_class=0: '0' is below fio's minimum 1",
+        "ioengine=libaio\ncmdprio_class=1",
+    ),
+    (
+        fioopts.RELEASES,
+        "verify=crc32c\nverify_interval=4",
+        "verify_interval=4: '4' is below fio's minimum 80",
+        "verify=crc32c\nverify_interval=80",
+    ),
+    (
+        fioopts.RELEASES,
+        "verify=crc32c\nverify_offset=39",
+        "verify_offset=39: '39' is below fio's minimum 40",
+        "verify=crc32c\nverify_offset=40",
+    ),
+    (
+        ("3.33", "3.36"),
+        "log_entries=1",
+        "log_entries=1: '1' is below fio's minimum 1024",
+        "log_entries=1024",
+    ),
+    (("3.33", "3.36"), "log_entries=1023", "log_entries=1023: '1023' is below", "log_entries=1024"),
+    (
+        ("3.33", "3.36"),
+        "log_entries=2000000",
+        "log_entries=2000000: '2000000' is above fio's maximum 1048576",
+        "log_entries=1048576",
+    ),
+    (
+        ("3.36",),
+        "priohint=1024",
+        "priohint=1024: '1024' is above fio's maximum 1023",
+        "priohint=1023",
+    ),
+    (
+        ("3.36",),
+        "ioengine=libaio\ncmdprio_hint=1024",
+        "cmdprio_hint=1024: '1024' is above fio's maximum 1023",
+        "ioengine=libaio\ncmdprio_hint=1023",
+    ),
+    (fioopts.RELEASES, "flow=1001", "flow=1001: '1001' is above fio's maximum 1000", "flow=1000"),
+    (
+        fioopts.RELEASES,
+        "max_open_zones=4097",
+        "max_open_zones=4097: '4097' is above fio's maximum 4096",
+        "max_open_zones=4096",
+    ),
+    (
+        fioopts.RELEASES,
+        "log_compression=1g",
+        "log_compression=1g: '1g' is above fio's maximum 536870912",
+        "log_compression=512m",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("release", "lines", "refused", "accepted"),
+    [(r, lines, refused, ok) for rels, lines, refused, ok in MACRO_LIMITS for r in rels],
+)
+def test_a_limit_fio_writes_with_a_macro_is_checked(
+    tmp_path: Path, release: str, lines: str, refused: str, accepted: str
+) -> None:
+    # given a value past a limit written with a macro of one of fio's headers
+    bad = _write(tmp_path, "bad", f"[a]\nsize=1m\n{lines}\n")
+    # then the plan refuses it in one line, like its other range refusals
+    (problem,) = fioopts.check_job_file(bad, {}, release)
+    assert problem.message.startswith(refused)
+    # and the value at the limit passes
+    good = _write(tmp_path, "good", f"[a]\nsize=1m\n{accepted}\n")
+    assert fioopts.check_job_file(good, {}, release) == []
+
+
+@pytest.mark.parametrize("release", fioopts.RELEASES)
+def test_more_percentiles_than_fio_keeps_are_refused(tmp_path: Path, release: str) -> None:
+    # fio (stat.h FIO_IO_U_LIST_MAX_LEN) says 'the list exceeding max length 20', keeps the
+    # first 20 percentiles and runs (exit 0): the plan refuses the 21st
+    twenty = ":".join(str(n) for n in range(1, 21))
+    path = _write(tmp_path, "p", f"[a]\nsize=1m\npercentile_list={twenty}\n")
+    assert fioopts.check_job_file(path, {}, release) == []
+    path = _write(tmp_path, "p", f"[a]\nsize=1m\npercentile_list={twenty}:99.9\n")
+    (problem,) = fioopts.check_job_file(path, {}, release)
+    assert problem.message.endswith(
+        f": 21 values, fio {release} takes at most 20 (it keeps the first 20 and drops the rest)"
+    )
+
+
+@pytest.mark.parametrize("release", fioopts.RELEASES)
+def test_the_tables_have_the_limits_fio_writes_with_macros(release: str) -> None:
+    options = fioopts.table(release)["options"]
+    assert (options["prio"]["max"], options["prioclass"]["max"]) == (7, 3)
+    assert (options["verify_interval"]["min"], options["verify_offset"]["min"]) == (80, 40)
+    assert options["percentile_list"]["maxlen"] == 20
+    for engine in ("libaio", "io_uring"):
+        cmdprio = fioopts.table(release)["engines"][engine]["options"]
+        assert (cmdprio["cmdprio"]["max"], cmdprio["cmdprio_class"]["max"]) == (7, 3)
+    if release != "3.28":
+        assert (options["log_entries"]["min"], options["log_entries"]["max"]) == (1024, 1048576)
+
+
 def test_an_io_uring_option_on_libaio_names_its_engine(tmp_path: Path) -> None:
     path = _write(tmp_path, "e", "[global]\nioengine=libaio\n[a]\nsize=1m\nfixedbufs\n")
     assert fioopts.check_job_file(path, {}, "3.36")[0].message == (
