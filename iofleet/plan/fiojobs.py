@@ -1850,7 +1850,12 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
             out.append((mask, "cpumask=0 names no CPU: fio fails the job (error 22)"))
     rw = job.last("rw")
     if rw is not None and rw.value and "trim" in rw.value and not raw_only:
-        out.append((rw, "trims are for raw devices: on a file fio fails (error 25)"))
+        older = (
+            " (and fio 3.28, Ubuntu 22.04's, has no randtrimwrite)"
+            if rw.value.split(":", 1)[0].strip() == "randtrimwrite"
+            else ""
+        )
+        out.append((rw, f"trims are for raw devices: on a file fio fails (error 25){older}"))
     fill = job.last("fill_device")
     if fill is not None and job.flag("fill_device") and not raw_only:
         out.append(
