@@ -216,8 +216,8 @@ class JobProfile:
         of them: it counts from the first), the longer of the time its rate caps need to
         move its size (its ramp's I/O counts toward the size), when every direction it
         uses is capped in one unit (fio moves on to an uncapped direction), and its
-        thinktime pauses (one after every thinktime_blocks I/Os, the last I/O's left
-        out), when nothing else ends it sooner (io_size, number_ios; a runtime); 0 when
+        thinktime pauses (one after every thinktime_blocks I/Os, the last one's too:
+        backend.c handle_thinktime), when nothing else ends it sooner (io_size, number_ios; a runtime); 0 when
         nothing bounds it."""
         if self.time_based and self.runtime_s:
             return self.ramp_s + self.runtime_s
@@ -230,7 +230,7 @@ class JobProfile:
             capped = self.size_bytes / sum(self.rate_bytes[d] for d in used)
         elif used and all(self.rate_iops.get(d) for d in used):
             capped = ios / sum(self.rate_iops[d] for d in used)
-        paused = (max(math.ceil(ios) - 1, 0) // self.think_blocks) * self.think_s
+        paused = (math.floor(ios) // self.think_blocks) * self.think_s
         once = max(capped, paused)
         if once <= 0:
             return 0.0

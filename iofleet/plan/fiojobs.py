@@ -1258,8 +1258,7 @@ def _ignore_error_problem(value: str) -> str | None:
             if token[0] == "E":
                 known = token in FIO_ERROR_NAMES
             else:
-                number = re.match(r"\s*[+-]?[0-9]+", token)
-                known = number is not None and int(number.group()) != 0
+                known = _atoi_error(token) != 0
             if not known:
                 return (
                     f"{quote(token)} is not an error fio knows (a number, or a name such as "
@@ -1267,6 +1266,16 @@ def _ignore_error_problem(value: str) -> str | None:
                     "number value')"
                 )
     return None
+
+
+def _atoi_error(token: str) -> int:
+    """The error number fio's ignore_error reads from `token`: glibc's atoi (strtol,
+    saturated at 64 bits, then cut to a 32-bit int; 0 without digits), made positive."""
+    number = re.match(r"\s*([+-]?[0-9]+)", token)
+    if number is None:
+        return 0
+    value = max(-(2**63), min(int(number.group(1)), 2**63 - 1)) & 0xFFFFFFFF
+    return abs(value - 2**32 if value >= 2**31 else value)
 
 
 def _reporting_group_before(jobs: list[Job], index: int) -> list[Job]:
@@ -1281,6 +1290,11 @@ def _reporting_group_before(jobs: list[Job], index: int) -> list[Job]:
     return [] if group and (here.flag("stonewall") or here.flag("new_group")) else group
 
 
+def _lat_percentiles(job: Job) -> bool:
+    """lat_percentiles as fio compares it: off with disable_lat (init.c fixup_options)."""
+    return job.flag("lat_percentiles") and not job.flag("disable_lat")
+
+
 def _group_percentiles_problem(job: Job, group: list[Job]) -> tuple[Assignment, str] | None:
     """fio (3.33 and later; init.c verify_per_group_options) refuses, as the jobs are
     added, a `group_reporting` job whose `lat_percentiles` differs from an earlier job's
@@ -1288,8 +1302,8 @@ def _group_percentiles_problem(job: Job, group: list[Job]) -> tuple[Assignment, 
     runs it, and sums the two."""
     if not group or not job.flag("group_reporting") or job.number("stats", 1) == 0:
         return None
-    mine = job.flag("lat_percentiles")
-    other = next((g for g in group if g.flag("lat_percentiles") != mine), None)
+    mine = _lat_percentiles(job)
+    other = next((g for g in group if _lat_percentiles(g) != mine), None)
     if other is None:
         return None
     line = (
@@ -1842,12 +1856,17 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
             out.append((ignore, why))
     mask = job.last("cpumask")
     if mask is not None and mask.value is not None and mask.known:
-        try:
-            empty = int(mask.value.strip(), 0) == 0
-        except ValueError:
-            empty = False  # the option check says what is wrong with it
-        if empty:
+        if fio_size(mask.value.strip()) == 0:  # `0`, `0x0`, `0k`: fio reads a size
             out.append((mask, "cpumask=0 names no CPU: fio fails the job (error 22)"))
+    cpus = job.last("cpus_allowed")
+    if cpus is not None and cpus.known and not (cpus.value or "").strip():
+        out.append((cpus, "an empty cpus_allowed names no CPU: fio fails the job (error 22)"))
+    # 9. ioprio_set refuses a negative level or class (parse.c checks no minimum of 0)
+    for option in ("prio", "prioclass"):
+        given = job.last(option)
+        level = job.number(option, 0)
+        if given is not None and level is not None and level < 0:
+            out.append((given, f"a negative {option}: fio fails the job (error 22)"))
     rw = job.last("rw")
     if rw is not None and rw.value and "trim" in rw.value and not raw_only:
         older = (

@@ -51,7 +51,7 @@ _NUM = r"[+-]?(?:0x[0-9a-f]+|[0-9]+)"
 # a size as fio reads it (jobtext.fio_size): no unit after a hex number (`0x10k` is 16)
 _SIZE_RE = re.compile(r"[+-]?(?:0x[0-9a-f]+|[0-9]+(?:[kmgtp](?:ib|i|b)?|b)?)", re.I)
 _TIME_RE = re.compile(
-    r"[+-]?[0-9]+(?:usecs?|us|msecs?|ms|s|m|h|d)?", re.I
+    r"[+-]?[0-9]+(?:(?:us|ms)[a-z]*|s|m|h|d)?", re.I
 )  # fio reads no unit after hex
 _INT_RE = re.compile(r"\s*(?:0x[0-9a-f]+|[0-9]+)", re.I)
 _FLOAT_RE = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?", re.I)
@@ -270,29 +270,31 @@ _RANDOM_RW = {"randread", "randwrite", "randrw", "randtrim", "randtrimwrite"}
 
 
 def _rw_postfix_problem(value: str, release: str) -> str | None:
-    """fio's reading of the number after `rw=MODE:` (options.c str_rw_cb): a size for a
-    sequential mode (the offset added after each I/O), refused when it is not one; for a
-    random mode, from fio 3.36, the I/Os per new random offset, a whole number from 1
-    (fio 3.28 and 3.33 read it with atoi, unchecked)."""
+    """fio's reading of the number after `rw=MODE:` (options.c str_rw_cb, which
+    `--parse-only` skips; parse.c str_to_decimal reads a leading number, with a unit, and
+    fails only without one or on an expression): for a sequential mode the offset added
+    after each I/O; for a random mode, from fio 3.36, the I/Os per new random offset,
+    1 to 2^32-1 (fio 3.28 and 3.33 read it with atoi, unchecked)."""
     head, _, text = value.partition(":")
     text = text.strip()
-    if head.strip() not in _RANDOM_RW:
-        if not _SIZE_RE.fullmatch(text) or not isinstance(fio_size(text), int):
-            return f"{quote(text)} after ':' is not a size (fio fails: 'rw postfix parsing failed')"
+    number = re.match(r"[+-]?(?:0x[0-9a-f]+|[0-9]+)", text, re.I)
+    random = head.strip() in _RANDOM_RW
+    if random and release in RELEASES and RELEASES.index(release) < RELEASES.index("3.36"):
         return None
-    if release in RELEASES and RELEASES.index(release) < RELEASES.index("3.36"):
-        return None
-    number = fio_size(text) if _SIZE_RE.fullmatch(text) else None
-    if not isinstance(number, int):
+    if number is None:
+        kind = "a number of I/Os" if random else "a number"
         return (
-            f"{quote(text)} after ':' is not a number of I/Os (fio {release} fails: 'randrw "
-            "postfix parsing failed')"
+            f"{quote(text)} after ':' is not {kind} (fio {release} fails: "
+            f"'{'randrw' if random else 'rw'} postfix parsing failed')"
         )
-    if not 0 < number <= 2**32 - 1:
-        return (
-            f"{quote(text)} after ':' is out of range (1 to 4294967295 I/Os per random offset; "
-            f"fio {release} fails: 'randrw postfix parsing out of range')"
-        )
+    if random:
+        whole = _SIZE_RE.match(text)
+        amount = fio_size(whole.group()) if whole else None
+        if not isinstance(amount, int) or not 0 < amount <= 2**32 - 1:
+            return (
+                f"{quote(text)} after ':' is out of range (1 to 4294967295 I/Os per random "
+                f"offset; fio {release} fails: 'randrw postfix parsing out of range')"
+            )
     return None
 
 

@@ -205,8 +205,8 @@ FIO_RESULTS = Table(
         _c(
             "fio_started_ms",
             "bigint",
-            "when the job began its I/O (fio's job_start, fio 3.36 and later; a ramp_time "
-            "included): epoch milliseconds on the slot's clock",
+            "when the job began its measured I/O (fio's job_start, fio 3.36 and later; after "
+            "a ramp_time): epoch milliseconds on the slot's clock",
         ),
     ),
 )

@@ -348,8 +348,10 @@ def test_libaio_events_past_what_this_machine_has_left_fail_in_fio_and_are_refus
         "[x]\nrw=randread\nrate_iops=8\n",
         "[x]\nrw=randrw\nrate=16k,16k\n",
         "[x]\nrw=write\nrate=64k\nloops=2\n",  # 1 s, twice
-        "[x]\nrw=read\nthinktime=150ms\n",  # 15 pauses between 16 reads
-        "[x]\nrw=read\nthinktime=700ms\nthinktime_blocks=4\n",  # 3 pauses
+        "[x]\nrw=read\nthinktime=125ms\n",  # a pause after each of the 16 reads
+        "[x]\nrw=read\nthinktime=500ms\nthinktime_blocks=4\n",  # 4 pauses
+        # one after the last block too, each pass (a review's finding: 3 pauses counted)
+        "[x]\nrw=read\nthinktime=250ms\nthinktime_blocks=4\nloops=2\n",
         "[a]\nrw=read\ntime_based\nruntime=1\n[b]\nrw=read\nwait_for=a\nstartdelay=1\n"
         "time_based\nruntime=1\n",
         "[a]\nrw=read\ntime_based\nruntime=1\n[b]\nstonewall\nrw=read\nstartdelay=1\n"

@@ -822,6 +822,20 @@ REFUSED_BODIES = [
     ),
     ("[x]\nsize=1m\nignore_error=EIO,EIO,EIO,EIO\n", False, "more than three error lists"),
     ("[x]\nsize=1m\nignore_error=,abc\n", False, "'abc' is not an error fio knows"),
+    # atoi cuts it to a 32-bit int: 0 (a review's finding)
+    ("[x]\nsize=1m\nignore_error=EIO:4294967296\n", False, "'4294967296' is not an error"),
+    # disable_lat turns lat_percentiles off before fio compares the group (init.c)
+    (
+        "[a]\nsize=64k\nlat_percentiles=1\ndisable_lat=1\n"
+        "[b]\nsize=64k\nlat_percentiles=1\ngroup_reporting\n",
+        False,
+        "lat_percentiles=1: job 'b' and job 'a' of one group_reporting group differ",
+    ),
+    # an empty CPU set however written, and a negative I/O priority (error 22)
+    ("[x]\nsize=1m\ncpumask=0k\n", False, "cpumask=0k: cpumask=0 names no CPU"),
+    ("[x]\nsize=1m\ncpus_allowed=\n", False, "an empty cpus_allowed names no CPU"),
+    ("[x]\nsize=1m\nprio=-1\n", False, "prio=-1: a negative prio"),
+    ("[x]\nsize=1m\nprioclass=-1\n", False, "prioclass=-1: a negative prioclass"),
     (  # only the later job's own group_reporting counts (fio checks it as it adds b)
         "[a]\nsize=64k\nlat_percentiles=1\n[b]\nsize=64k\ngroup_reporting\n",
         False,
@@ -867,6 +881,9 @@ ACCEPTED_BODIES = [
     "[x]\nsize=1m\nrw=write\nblock_error_percentiles=1\n",
     "[x]\nsize=1m\ncpumask=1\n",
     "[x]\nsize=1m\ncontinue_on_error=all\nignore_error=EIO:ENOSPC,5,\n",
+    "[x]\nsize=1m\nignore_error=4294967301\n",  # atoi: 5
+    "[a]\nsize=64k\nlat_percentiles=1\ndisable_lat=1\n[b]\nsize=64k\ngroup_reporting\n",
+    "[x]\nsize=1m\nprio=0\nprioclass=0\n",
     # another reporting group, the first job's group_reporting alone, or clones alike
     "[global]\ngroup_reporting\nsize=64k\n[a]\nlat_percentiles=1\n[b]\nnew_group\n",
     "[a]\nsize=64k\ngroup_reporting\nlat_percentiles=1\n[b]\nsize=64k\n",

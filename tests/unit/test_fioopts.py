@@ -390,13 +390,23 @@ def test_a_whole_float_parameter_is_refused_like_an_integer_field() -> None:
     ("value", "refused"),
     [  # each tried with fio 3.33 (here) and fio 3.36 (built from its tag): str_rw_cb
         ("read:4k", {}),
-        ("read:-4k", {}),  # a sequential mode's postfix is a size, either sign
-        ("read:abc", {r: "'abc' after ':' is not a size" for r in ("3.28", "3.33", "3.36")}),
-        ("read:", {r: "'' after ':' is not a size" for r in ("3.28", "3.33", "3.36")}),
+        ("read:-4k", {}),  # a sequential mode's postfix is a number, either sign ...
+        ("read:4abc", {}),  # ... read up to what is not one (str_to_decimal)
+        ("read:1.5k", {}),
+        ("read:10%", {}),
+        ("read:abc", {r: "'abc' after ':' is not a number (fio" for r in ("3.28", "3.33", "3.36")}),
+        ("read:", {r: "'' after ':' is not a number" for r in ("3.28", "3.33", "3.36")}),
+        (
+            "read:(4*1024)",
+            {r: "'(4*1024)' after ':' is not a number" for r in ("3.28", "3.33", "3.36")},
+        ),
         ("randread: 8", {}),
+        ("randread:1.5", {}),
         # a random mode's is a number of I/Os, checked from fio 3.36 on
         ("randread:abc", {"3.36": "'abc' after ':' is not a number of I/Os (fio 3.36 fails"}),
+        ("randread:(4)", {"3.36": "'(4)' after ':' is not a number of I/Os"}),
         ("randrw:0", {"3.36": "'0' after ':' is out of range"}),
+        ("randread:4294967296", {"3.36": "'4294967296' after ':' is out of range"}),
     ],
 )
 def test_the_number_after_an_rw_mode_is_read_as_each_fio_reads_it(
@@ -417,6 +427,7 @@ def test_the_number_after_an_rw_mode_is_read_as_each_fio_reads_it(
     [
         ("1000000usecs", False),  # fio takes any unit starting with us or ms (parse.c)
         ("1000msecs", False),
+        ("1000000usx", False),  # any letters after us (a review ran it: 1 s)
         ("5S", False),  # case-blind
         ("5min", True),  # fio reads only s, m, h, d whole: 5 microseconds, not as written
         ("5sec", True),

@@ -231,11 +231,11 @@ def test_io_buffers_past_what_the_smallest_instance_type_spares_are_refused(
         # loops run it again: 3 x 256 s, or what the runtime (over all loops) allows
         ("[x]\nrw=write\nrate=4k\nloops=3\n", 768),
         ("[x]\nrw=write\nrate=4k\nloops=3\nruntime=300\n", 300),
-        # thinktime (bare numbers are microseconds) after each of 255 of the 256 I/Os, or
-        # after every thinktime_blocks of them
-        ("[x]\nrw=read\nthinktime=200000\n", 51),
-        ("[x]\nrw=read\nthinktime=4s\nthinktime_blocks=16\n", 60),
-        ("[x]\nrw=read\nthinktime=1s\nloops=2\n", 510),
+        # thinktime (bare numbers are microseconds) after each of the 256 I/Os, the last
+        # too, or after every thinktime_blocks of them
+        ("[x]\nrw=read\nthinktime=250000\n", 64),
+        ("[x]\nrw=read\nthinktime=4s\nthinktime_blocks=16\n", 64),
+        ("[x]\nrw=read\nthinktime=1s\nloops=2\n", 512),
     ],
 )
 def test_a_slot_time_limit_below_what_the_job_lasts_at_the_least_is_refused(

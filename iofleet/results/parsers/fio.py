@@ -197,8 +197,9 @@ class FioOutput:
     # jobs[] entry's stonewall group ("groupid"): where a job's window lies in time
     ended_ms: int | None = None
     groups: dict[int, int] = field(default_factory=dict)
-    # each jobs[] entry's "job_start" (fio 3.36 and later): when the job began its I/O
-    # loop, epoch ms on the host's clock (CLOCK_REALTIME, fio's default job_start_clock_id)
+    # each jobs[] entry's "job_start" (fio 3.36 and later): when the job began its measured
+    # I/O (taken again as a ramp_time ends), epoch ms on the host's clock (CLOCK_REALTIME,
+    # fio's default job_start_clock_id)
     started_ms: dict[int, int] = field(default_factory=dict)
 
     @property

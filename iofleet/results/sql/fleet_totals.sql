@@ -6,8 +6,8 @@
 -- Each slot's job window, on the slot's own clock: where fio says when the job
 -- began its I/O (fio_started_ms, fio's job_start: fio 3.36 and later, the
 -- release Ubuntu 24.04 installs on the fleet), start = that, end = start + the
--- job's runtime_ms (fio's own figure), in any group (a job's ramp_time, the
--- same on every slot, moves the window, not its length). Else, for a workload
+-- job's runtime_ms (fio's own figure), in any group (fio takes job_start
+-- again when a ramp_time ends: the window is the measured I/O). Else, for a workload
 -- whose jobs fio reports in one group, end = when fio ended the run
 -- (fio_ended_ms, fio's timestamp_ms), start = end - runtime_ms. So app and
 -- ioping workloads before it, fio's file layout and a slot that started late
