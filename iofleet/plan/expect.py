@@ -217,8 +217,8 @@ class JobProfile:
         move its size (its ramp's I/O counts toward the size), when every direction it
         uses is capped in one unit (fio moves on to an uncapped direction), and its
         thinktime pauses (one after every thinktime_blocks I/Os, the last one's too:
-        backend.c handle_thinktime), when nothing else ends it sooner (io_size, number_ios; a runtime); 0 when
-        nothing bounds it."""
+        backend.c handle_thinktime), when nothing else ends it sooner (io_size,
+        number_ios; a runtime); 0 when nothing bounds it."""
         if self.time_based and self.runtime_s:
             return self.ramp_s + self.runtime_s
         if not self.size_bytes or self.io_limited or self.bytes_per_io <= 0:

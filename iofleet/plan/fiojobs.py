@@ -38,6 +38,7 @@ from iofleet.plan.jobtext import (
     has_keyword,
     read_jobs,
     read_sections,
+    reporting_groups,
     size_bytes,
     split_option,
     stonewall_groups,
@@ -1141,6 +1142,8 @@ def reading_problems(
     except JobTextError as exc:
         return [("fio", f"job {quote(name)}: {exc}")]
     given = {str(k).upper(): str(k) for k in params}
+    # each section's earlier sections of its reporting group (_group_percentiles_problem)
+    earlier = {id(j): g[:i] for g in reporting_groups(jobs) for i, j in enumerate(g)}
     out: list[tuple[str, str]] = []
     seen: set[tuple[str, int]] = set()
 
@@ -1183,7 +1186,7 @@ def reading_problems(
         waits = _wait_for_problem(section, [j.name for j in jobs[:index]])
         if waits:
             add(*waits)
-        mixed = _group_percentiles_problem(section, _reporting_group_before(jobs, index))
+        mixed = _group_percentiles_problem(section, earlier[id(section)])
         if mixed:
             add(*mixed)
         if not raw_only and section.last("size") is None and section.last("filesize") is None:
@@ -1276,18 +1279,6 @@ def _atoi_error(token: str) -> int:
         return 0
     value = max(-(2**63), min(int(number.group(1)), 2**63 - 1)) & 0xFFFFFFFF
     return abs(value - 2**32 if value >= 2**31 else value)
-
-
-def _reporting_group_before(jobs: list[Job], index: int) -> list[Job]:
-    """The jobs before jobs[index] in its reporting group: fio starts a new group at a
-    job with `stonewall` or `new_group` once the current one has a job (init.c add_job)."""
-    group: list[Job] = []
-    for job in jobs[:index]:
-        if group and (job.flag("stonewall") or job.flag("new_group")):
-            group = []
-        group.append(job)
-    here = jobs[index]
-    return [] if group and (here.flag("stonewall") or here.flag("new_group")) else group
 
 
 def _lat_percentiles(job: Job) -> bool:
@@ -1861,7 +1852,7 @@ def _refused_by_fio(job: Job, raw_only: bool) -> list[tuple[Assignment, str]]:
     cpus = job.last("cpus_allowed")
     if cpus is not None and cpus.known and not (cpus.value or "").strip():
         out.append((cpus, "an empty cpus_allowed names no CPU: fio fails the job (error 22)"))
-    # 9. ioprio_set refuses a negative level or class (parse.c checks no minimum of 0)
+    # ioprio_set refuses a negative level or class (parse.c checks no minimum of 0)
     for option in ("prio", "prioclass"):
         given = job.last(option)
         level = job.number(option, 0)

@@ -579,9 +579,19 @@ def jobs(
 def stonewall_groups(jobs: list[Job]) -> list[list[Job]]:
     """The sections of a job file in the groups fio runs one after the other: a section
     with `stonewall` (`wait_for_previous` is its alias), but the first, starts the next."""
+    return _groups(jobs, ("stonewall",))
+
+
+def reporting_groups(jobs: list[Job]) -> list[list[Job]]:
+    """The sections of a job file in fio's reporting groups (its groupid): a section with
+    `stonewall` or `new_group`, but the first, starts the next (init.c add_job)."""
+    return _groups(jobs, ("stonewall", "new_group"))
+
+
+def _groups(jobs: list[Job], starts: tuple[str, ...]) -> list[list[Job]]:
     groups: list[list[Job]] = []
     for index, section in enumerate(jobs):
-        if not groups or (index and section.flag("stonewall")):
+        if not groups or (index and any(section.flag(s) for s in starts)):
             groups.append([])
         groups[-1].append(section)
     return groups

@@ -259,7 +259,6 @@ def _report_text(  # type: ignore[no-untyped-def]
     warehouse, run_id, fmt, html, target, view, opened, source
 ) -> str:
     """Read the run, write --html (whole or not at all); the text to print."""
-
     from iofleet.report.html import render_html
     from iofleet.results import source as read
 

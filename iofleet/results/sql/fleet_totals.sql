@@ -7,8 +7,8 @@
 -- began its I/O (fio_started_ms, fio's job_start: fio 3.36 and later, the
 -- release Ubuntu 24.04 installs on the fleet), start = that, end = start + the
 -- job's runtime_ms (fio's own figure), in any group (fio takes job_start
--- again when a ramp_time ends: the window is the measured I/O). Else, for a workload
--- whose jobs fio reports in one group, end = when fio ended the run
+-- again when a ramp_time ends: the window is the measured I/O). Else, for a
+-- workload whose jobs fio reports in one group, end = when fio ended the run
 -- (fio_ended_ms, fio's timestamp_ms), start = end - runtime_ms. So app and
 -- ioping workloads before it, fio's file layout and a slot that started late
 -- all count as they happened. fio's groupid does not say whether a later group
@@ -18,9 +18,10 @@
 -- (slots.barrier_passed_us) plus the runtimes of the slot's earlier fio
 -- workloads, end = start + runtime_ms.
 -- The overlap window is [latest start, earliest end] over the slots with a
--- row; overlap_s = its length, 0 when the slots never all ran at once. Each slot's I/O in the window is apportioned by
--- its mean rate over its own run (iops x overlap_s), so the fleet's aggregate
--- rate over the window is the sum of the slots' mean rates: total_iops,
+-- row; overlap_s = its length, 0 when the slots never all ran at once. Each
+-- slot's I/O in the window is apportioned by its mean rate over its own run
+-- (iops x overlap_s), so the fleet's aggregate rate over the window is the sum
+-- of the slots' mean rates: total_iops,
 -- total_bw_bytes. overlap_fraction = overlap_s / the longest slot's runtime:
 -- how much of the measurement the fleet really spent together.
 --
@@ -47,7 +48,6 @@ WITH per_slot AS (
     sum(CAST(iops AS DOUBLE)) AS iops,
     sum(CAST(bw_bytes AS DOUBLE)) AS bw_bytes,
     max(runtime_ms) AS runtime_ms,
-    max(groupid) AS groupid,
     max(fio_ended_ms) AS fio_ended_ms,
     min(fio_started_ms) AS fio_started_ms
   FROM fio_results
