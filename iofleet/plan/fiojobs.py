@@ -1712,18 +1712,21 @@ def _add_memory(group: GroupMemory, section: Job, per_process_cap: int) -> None:
             group.buffer_line = largest
 
 
-_WRITING_RW = ("write", "randwrite", "rw", "readwrite", "randrw", "trimwrite")
 _SYNC_ENGINES = ("psync", "sync", "vsync", "pvsync", "pvsync2", "mmap", "splice")
 
 
 def _writes(section: Job) -> bool:
-    """The section writes (an `rw` known only where fio runs counts as writing)."""
+    """The section writes (an `rw` known only where fio runs counts as writing): a mode
+    of the plan's one table of what each mode does (expect._DIRECTIONS, _MIXED)."""
+    from iofleet.plan.expect import _DIRECTIONS, _MIXED
+
     rw = section.last("rw")
     if rw is None:
         return False  # fio's default: read
     if not rw.known or rw.value is None:
         return True
-    return rw.value.split(":", 1)[0].strip() in _WRITING_RW
+    mode = rw.value.split(":", 1)[0].strip()
+    return mode in _MIXED or "write" in _DIRECTIONS.get(mode, {})
 
 
 def _synchronous(section: Job) -> bool:

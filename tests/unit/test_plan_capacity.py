@@ -301,6 +301,10 @@ def test_what_a_job_lasts_at_the_least_counts_only_what_is_sure(
         ("psync", "randread", False),  # one read at a time: one buffer resident
         ("psync", "randwrite", True),  # fio fills every buffer of a writer
         ("libaio", "randread", True),  # 1,024 reads in flight land in their buffers
+        # trimwrite modes write each block they trim (fio's td_write): every buffer filled
+        ("psync", "trimwrite", True),
+        ("psync", "randtrimwrite", True),
+        ("psync", "randtrim", False),
     ],
 )
 def test_io_buffers_count_as_fio_makes_them_resident(
@@ -313,7 +317,10 @@ def test_io_buffers_count_as_fio_makes_them_resident(
         f"; d\n; @param TARGET=.\n[x]\ndirectory=${{TARGET}}\nsize=1g\nbs=1m\nrw={rw}\n"
         f"ioengine={engine}\niodepth=1024\nnumjobs=4\n"
     )
-    message = _host_refusal(_one_job_on_aws("buf", ["c6a.large"]))
+    doc = _one_job_on_aws("buf", ["c6a.large"])
+    if "trim" in rw:  # trims are for raw devices
+        doc["storage"][0]["filesystem"] = "raw"
+    message = _host_refusal(doc)
     assert (message is not None) is refused, message
 
 
