@@ -213,6 +213,14 @@ def test_io_buffers_past_what_the_smallest_instance_type_spares_are_refused(
     assert "iodepth x the largest block size), more than the 3.0 GiB c6a.large can spare" in message
 
 
+def _slow_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str) -> None:
+    """Library job `slow`: 1 MiB in 4 KiB blocks, then `sections`."""
+    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
+    (tmp_path / "slow.fio").write_text(
+        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nbs=4k\nsize=1m\n{sections}"
+    )
+
+
 @pytest.mark.parametrize(
     ("sections", "seconds"),
     [
@@ -241,10 +249,7 @@ def test_io_buffers_past_what_the_smallest_instance_type_spares_are_refused(
 def test_a_slot_time_limit_below_what_the_job_lasts_at_the_least_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sections: str, seconds: int
 ) -> None:
-    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
-    (tmp_path / "slow.fio").write_text(
-        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nbs=4k\nsize=1m\n{sections}"
-    )
+    _slow_job(tmp_path, monkeypatch, sections)
     doc = {**_one_job_on_aws("slow", ["m5.large"]), "slot_timeout_s": seconds}
     with pytest.raises(ValidationFailed) as caught:
         build_plan(validate_matrix_dict(doc))
@@ -286,10 +291,7 @@ def test_what_a_job_lasts_at_the_least_counts_only_what_is_sure(
     # fio ran each in far less than the old count; a review's findings)
     from iofleet.plan.matrix import FioWorkload, _fio_least_seconds
 
-    monkeypatch.setenv("IOFLEET_FIO_JOBS", str(tmp_path))
-    (tmp_path / "slow.fio").write_text(
-        f"; d\n; @param TARGET=.\n[global]\ndirectory=${{TARGET}}\nbs=4k\nsize=1m\n{sections}"
-    )
+    _slow_job(tmp_path, monkeypatch, sections)
     assert _fio_least_seconds(FioWorkload(fio="slow")) == pytest.approx(seconds, abs=0.01)
     doc = {**_one_job_on_aws("slow", ["m5.large"]), "slot_timeout_s": int(seconds) + 1}
     build_plan(validate_matrix_dict(doc))
