@@ -6,25 +6,13 @@ written in the documented GetProducts shape, not one recorded from AWS.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +31,7 @@ def test_refresh_instance_types_writes_the_seed_types(
 ) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    script = load("refresh_instance_types")
+    script = load_script("refresh_instance_types")
     out = tmp_path / "instance_types.json"
     # when
     code = script.main(["--endpoint-url", ec2_endpoint, "--out", str(out), "--types", "nope.x"])
@@ -61,14 +49,14 @@ def test_refresh_instance_types_writes_the_seed_types(
 
 
 def test_instance_snapshot_in_the_repo_has_the_seed_types() -> None:
-    script = load("refresh_instance_types")
+    script = load_script("refresh_instance_types")
     snapshot = json.loads(script.SNAPSHOT.read_text())
     assert set(script.SEED_TYPES) <= set(snapshot["types"])
     assert snapshot["as_of"]
 
 
 def test_pricing_answer_gives_the_hourly_on_demand_price() -> None:
-    script = load("refresh_prices")
+    script = load_script("refresh_prices")
     entry = {
         "product": {"attributes": {"instanceType": "c6a.xlarge", "regionCode": "us-east-1"}},
         "terms": {
@@ -88,6 +76,6 @@ def test_pricing_answer_gives_the_hourly_on_demand_price() -> None:
 
 
 def test_pricing_answer_without_an_hourly_price_is_skipped() -> None:
-    script = load("refresh_prices")
+    script = load_script("refresh_prices")
     entry = {"product": {"attributes": {"instanceType": "c6a.xlarge"}}, "terms": {}}
     assert script.on_demand_hourly(entry) is None

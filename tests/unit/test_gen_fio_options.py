@@ -5,31 +5,20 @@ os/os.h's fallback; iolog.h's DEF_LOG_ENTRIES; stat.h's FIO_IO_U_LIST_MAX_LEN) a
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_fio_options.py"
+from tests.scripts import load_script
+
 pytestmark = pytest.mark.skipif(
     shutil.which("cpp") is None or shutil.which("git") is None, reason="needs cpp and git"
 )
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_fio_options", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_fio_options"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = _load()
+gen = load_script("gen_fio_options")
 
 FILES = {
     "options.c": """#include <stdio.h>

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import importlib.util
 import json
 import os
 import shutil
@@ -33,6 +32,7 @@ import pytest
 
 from iofleet.plan import prices
 from tests.awsjson import json11_handler
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "refresh_prices.py"
@@ -41,12 +41,7 @@ PAGE = 2  # items per page, so every answer of more than two items is paged
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("refresh_prices", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["refresh_prices"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("refresh_prices")
 
 
 # --------------------------------------------------------------------------- catalogue
